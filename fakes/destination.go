@@ -1,0 +1,129 @@
+package fakes
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"gatehouse/ledger"
+)
+
+// Destination is an in-process destination for tests. It stores every message
+// it accepts, counts calls, and can be scripted to answer each next call with
+// a given outcome. It implements ledger.Looker unless NoLookup is set at
+// construction (see NewBlindDestination).
+type Destination struct {
+	mu       sync.Mutex
+	calls    int
+	arrived  []ledger.Message
+	script   []ledger.Outcome
+	lookDown bool
+	// Gate, when set, is waited on inside Send (after counting the call and
+	// before answering) so a test can hold an attempt in flight.
+	Gate chan struct{}
+}
+
+var (
+	_ ledger.Destination = (*Destination)(nil)
+	_ ledger.Looker      = (*Destination)(nil)
+)
+
+// NewDestination returns a destination that accepts everything.
+func NewDestination() *Destination { return &Destination{} }
+
+// Script makes the next calls answer with these outcomes in order. For
+// OutcomeUnknown the message is stored (the destination took it, the sender
+// cannot know); for the rejections nothing is stored.
+func (d *Destination) Script(outcomes ...ledger.Outcome) {
+	d.mu.Lock()
+	d.script = append(d.script, outcomes...)
+	d.mu.Unlock()
+}
+
+// SetLookupDown makes Lookup fail with ErrLookupUnavailable.
+func (d *Destination) SetLookupDown(down bool) {
+	d.mu.Lock()
+	d.lookDown = down
+	d.mu.Unlock()
+}
+
+// Send implements ledger.Destination.
+func (d *Destination) Send(ctx context.Context, msg ledger.Message) (ledger.Receipt, error) {
+	d.mu.Lock()
+	d.calls++
+	gate := d.Gate
+	d.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return ledger.Receipt{}, &ledger.DeliveryError{Outcome: ledger.OutcomeNotDelivered, Err: ctx.Err()}
+		}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	o := ledger.OutcomeAccepted
+	if len(d.script) > 0 {
+		o, d.script = d.script[0], d.script[1:]
+	}
+	switch o {
+	case ledger.OutcomeAccepted:
+		d.arrived = append(d.arrived, msg)
+		return ledger.Receipt{TransportID: msg.TransportID, Response: "250 accepted", At: time.Now()}, nil
+	case ledger.OutcomeUnknown:
+		d.arrived = append(d.arrived, msg)
+		return ledger.Receipt{}, &ledger.DeliveryError{Outcome: o, Err: errors.New("connection lost after the message was handed over")}
+	default:
+		return ledger.Receipt{}, &ledger.DeliveryError{Outcome: o, Err: errors.New("scripted " + string(o))}
+	}
+}
+
+// Lookup implements ledger.Looker over the stored messages.
+func (d *Destination) Lookup(_ context.Context, key string) (ledger.LookupResult, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.lookDown {
+		return ledger.LookupResult{}, ledger.ErrLookupUnavailable
+	}
+	var res ledger.LookupResult
+	for _, m := range d.arrived {
+		if m.ActionKey == key {
+			res.Count++
+			res.MessageIDs = append(res.MessageIDs, m.TransportID)
+		}
+	}
+	res.Found = res.Count > 0
+	return res, nil
+}
+
+// Calls is how many times Send was called.
+func (d *Destination) Calls() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.calls
+}
+
+// Arrived returns the messages the destination holds.
+func (d *Destination) Arrived() []ledger.Message {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]ledger.Message(nil), d.arrived...)
+}
+
+// Arrivals counts stored messages for one action key.
+func (d *Destination) Arrivals(key string) int {
+	res, _ := d.Lookup(context.Background(), key)
+	return res.Count
+}
+
+// BlindDestination wraps a Destination but offers no lookup, like an SMTP
+// relay without a query API.
+type BlindDestination struct{ D *Destination }
+
+var _ ledger.Destination = BlindDestination{}
+
+// Send implements ledger.Destination.
+func (b BlindDestination) Send(ctx context.Context, m ledger.Message) (ledger.Receipt, error) {
+	return b.D.Send(ctx, m)
+}

@@ -1,0 +1,394 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Proposal is a draft of one business action. Proposing is preparation: it
+// may repeat freely and never reaches a customer.
+type Proposal struct {
+	Task       TaskRef
+	Customer   string
+	Event      string // the business event, e.g. the enquiry or webhook id
+	ActionType string // e.g. reply_ack
+	Target     string // what the action acts on, e.g. the task or order
+	Revision   int    // 0 for the first message (corrections use Correct)
+	Recipient  string
+	Subject    string
+	Body       string
+	Actor      string // who proposes: a workflow or a person
+}
+
+// Key is the proposal's action key.
+func (p Proposal) Key() string {
+	return Key(p.Customer, p.Event, p.ActionType, p.Target, p.Revision)
+}
+
+func (p Proposal) validate() error {
+	var missing []string
+	for name, v := range map[string]string{"task": p.Task.ID, "customer": p.Customer,
+		"event": p.Event, "action type": p.ActionType, "target": p.Target,
+		"recipient": p.Recipient, "actor": p.Actor} {
+		if strings.TrimSpace(v) == "" {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		return invalidf("proposal lacks %s", strings.Join(sortStrings(missing), ", "))
+	}
+	if p.Revision < 0 {
+		return invalidf("proposal revision %d is negative", p.Revision)
+	}
+	return nil
+}
+
+// Propose records a draft, idempotently. The same key with the same content
+// digest returns the existing action unchanged (a formatting-only edit is
+// kept but keeps the approval). Changed content revises the draft and
+// invalidates any approval. A key that was already sent, or is in flight,
+// returns the existing action with ErrDuplicate or ErrInFlight, recorded as a
+// duplicate block.
+func (l *Ledger) Propose(ctx context.Context, p Proposal) (Action, error) {
+	if err := p.validate(); err != nil {
+		return Action{}, err
+	}
+	key := p.Key()
+	digest := Digest(p.Recipient, p.Subject, p.Body, p.Target)
+	var out Action
+	err := l.write(ctx, func(t *wtx) error {
+		tk, err := t.ensureTask(p.Task.ID, firstNonEmpty(p.Task.Customer, p.Customer), p.Task.Subject, p.Actor)
+		if err != nil {
+			return err
+		}
+		a, err := getAction(t, key)
+		if errors.Is(err, ErrNotFound) {
+			out, err = t.insertAction(p, key, digest, tk.ID, "", StateDrafting)
+			if err != nil {
+				return err
+			}
+			return t.event(p.Actor, tk.ID, key, EvProposed, "",
+				"%s proposed %s to %s on task %s (draft).", p.Actor, p.ActionType, p.Recipient, tk.ID)
+		}
+		if err != nil {
+			return err
+		}
+		out = a
+		if a.TaskID != tk.ID {
+			return invalidf("action %s belongs to task %s, not %s", key, a.TaskID, tk.ID)
+		}
+		return t.repropose(&out, p, digest)
+	})
+	return out, err
+}
+
+// repropose handles a proposal for a key the ledger already holds.
+func (t *wtx) repropose(a *Action, p Proposal, digest string) error {
+	switch a.State {
+	case StateSent, StateExecuting, StateUnknown:
+		return t.blockDuplicate(a, p.Actor, "proposal")
+	case StateHeld:
+		if a.HoldCause == HoldUnknownOutcome {
+			return t.blockDuplicate(a, p.Actor, "proposal")
+		}
+	}
+	if digest == a.Digest {
+		if a.Body != p.Body || a.Subject != p.Subject || a.Recipient != p.Recipient {
+			if _, err := t.Exec(`UPDATE actions SET recipient = ?, subject = ?, body = ?, version = version + 1, updated_at = ? WHERE key = ?`,
+				p.Recipient, p.Subject, p.Body, ns(t.now), a.Key); err != nil {
+				return err
+			}
+			a.Recipient, a.Subject, a.Body = p.Recipient, p.Subject, p.Body
+			a.Version++
+			return t.event(p.Actor, a.TaskID, a.Key, EvRevised, "",
+				"%s edited the formatting of %s; the content digest is unchanged, so any approval still holds.", p.Actor, a.Key)
+		}
+		return t.event(p.Actor, a.TaskID, a.Key, EvProposalRepeated, "",
+			"%s proposed %s again with the same content; the existing %s action was kept.", p.Actor, a.Key, a.State)
+	}
+	changed := describeChange(*a, p)
+	if _, err := t.Exec(`UPDATE actions SET recipient = ?, subject = ?, body = ?, digest = ?,
+		version = version + 1, updated_at = ? WHERE key = ?`,
+		p.Recipient, p.Subject, p.Body, digest, ns(t.now), a.Key); err != nil {
+		return err
+	}
+	a.Recipient, a.Subject, a.Body, a.Digest = p.Recipient, p.Subject, p.Body, digest
+	a.Version++
+	n, err := t.invalidateApprovals(a.Key, "content changed: "+changed)
+	if err != nil {
+		return err
+	}
+	if err := t.transition(a, StateDrafting, "revised: "+changed, ""); err != nil {
+		return err
+	}
+	msg := "%s revised %s (%s); it is a draft again."
+	if n > 0 {
+		msg = "%s revised %s (%s); the approval no longer applies and it is a draft again."
+	}
+	return t.event(p.Actor, a.TaskID, a.Key, EvRevised, "", msg, p.Actor, a.Key, changed)
+}
+
+func describeChange(a Action, p Proposal) string {
+	var parts []string
+	if !strings.EqualFold(strings.TrimSpace(a.Recipient), strings.TrimSpace(p.Recipient)) {
+		parts = append(parts, fmt.Sprintf("recipient %s → %s", a.Recipient, p.Recipient))
+	}
+	if normalizeText(a.Subject) != normalizeText(p.Subject) {
+		parts = append(parts, "subject changed")
+	}
+	if normalizeText(a.Body) != normalizeText(p.Body) {
+		parts = append(parts, "body changed")
+	}
+	if len(parts) == 0 {
+		parts = append(parts, "content changed")
+	}
+	return strings.Join(parts, ", ")
+}
+
+// blockDuplicate records a duplicate block and returns the matching refusal.
+func (t *wtx) blockDuplicate(a *Action, actor, what string) error {
+	var sentinel error
+	var hint string
+	switch a.State {
+	case StateSent:
+		sentinel, hint = ErrDuplicate, "it was already sent; a second message needs a correction"
+	case StateExecuting:
+		sentinel, hint = ErrInFlight, "another executor is sending it right now"
+	default:
+		sentinel, hint = ErrUnknownOutcome, "an earlier attempt's outcome is unknown; reconcile before anything else"
+	}
+	if err := t.event(actor, a.TaskID, a.Key, EvDuplicateBlock, "",
+		"The gate blocked a second %s of %s by %s: %s.", what, a.Key, actor, hint); err != nil {
+		return err
+	}
+	return refuse(&StateError{Key: a.Key, State: a.State, Err: sentinel, Hint: hint})
+}
+
+func (t *wtx) insertAction(p Proposal, key, digest, taskID, corrects string, st State) (Action, error) {
+	var corr any
+	if corrects != "" {
+		corr = corrects
+	}
+	_, err := t.Exec(`INSERT INTO actions (key, task_id, customer, event, action_type, target, revision,
+		recipient, subject, body, digest, state, proposed_by, corrects, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		key, taskID, p.Customer, p.Event, p.ActionType, p.Target, p.Revision,
+		p.Recipient, p.Subject, p.Body, digest, string(st), p.Actor, corr, ns(t.now), ns(t.now))
+	if err != nil {
+		return Action{}, fmt.Errorf("record action %s: %w", key, err)
+	}
+	return getAction(t, key)
+}
+
+func (t *wtx) invalidateApprovals(key, why string) (int64, error) {
+	res, err := t.Exec(`UPDATE approvals SET valid = 0, invalidated = ? WHERE action_key = ? AND valid = 1`, why, key)
+	if err != nil {
+		return 0, fmt.Errorf("invalidate approvals of %s: %w", key, err)
+	}
+	return res.RowsAffected()
+}
+
+// Submit moves a draft to awaiting_approval.
+func (l *Ledger) Submit(ctx context.Context, key, actor string) (Action, error) {
+	var out Action
+	err := l.write(ctx, func(t *wtx) error {
+		a, err := getAction(t, key)
+		if err != nil {
+			return err
+		}
+		out = a
+		if a.State == StateAwaitingApproval {
+			return nil
+		}
+		if a.State != StateDrafting {
+			return &StateError{Key: key, State: a.State, Err: ErrWrongState, Hint: "only a draft can be submitted for approval"}
+		}
+		if err := t.transition(&out, StateAwaitingApproval, "submitted for approval", ""); err != nil {
+			return err
+		}
+		return t.event(actor, a.TaskID, key, EvSubmitted, "", "%s submitted %s for approval.", actor, key)
+	})
+	return out, err
+}
+
+// Approve binds an approval to the action's current recipient, target,
+// content digest, the task's owner and the material snapshot the approver
+// saw. A draft is submitted implicitly; a denied action may be approved again
+// on a fresh snapshot. A correction must be approved by someone other than
+// its author.
+func (l *Ledger) Approve(ctx context.Context, key, approver string, material []MaterialRead) (Action, error) {
+	if approver == "" {
+		return Action{}, invalidf("approve: approver is empty")
+	}
+	for _, m := range material {
+		if m.Source == "" || m.Field == "" {
+			return Action{}, invalidf("approve: material field %q needs source.field", m.Name())
+		}
+		if m.Unavailable {
+			return Action{}, invalidf("approve: material field %s is unavailable; approve on values you could read", m.Name())
+		}
+	}
+	snapshot, _ := json.Marshal(sortMaterial(material))
+	var out Action
+	err := l.write(ctx, func(t *wtx) error {
+		a, err := getAction(t, key)
+		if err != nil {
+			return err
+		}
+		out = a
+		switch a.State {
+		case StateDrafting, StateAwaitingApproval, StateDenied, StateApproved:
+		default:
+			return &StateError{Key: key, State: a.State, Err: ErrWrongState,
+				Hint: "only a draft, an action awaiting approval or a denied action can be approved"}
+		}
+		if a.Corrects != "" && a.ProposedBy == approver {
+			return fmt.Errorf("%w: approve %s: a correction must be reviewed by someone other than its author %s", ErrInvalid, key, approver)
+		}
+		tk, err := getTask(t, a.TaskID)
+		if err != nil {
+			return err
+		}
+		if _, err := t.invalidateApprovals(key, "superseded by a new approval"); err != nil {
+			return err
+		}
+		if _, err := t.Exec(`INSERT INTO approvals (action_key, approver, digest, recipient, target, owner, material, at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, key, approver, a.Digest, a.Recipient, a.Target, tk.Owner, string(snapshot), ns(t.now)); err != nil {
+			return fmt.Errorf("record approval of %s: %w", key, err)
+		}
+		if err := t.transition(&out, StateApproved, "approved by "+approver, ""); err != nil {
+			return err
+		}
+		return t.event(approver, a.TaskID, key, EvApproved, "",
+			"%s approved %s to %s (owner %s, %s).", approver, key, a.Recipient, ownerName(tk.Owner), describeMaterial(material))
+	})
+	return out, err
+}
+
+func describeMaterial(m []MaterialRead) string {
+	if len(m) == 0 {
+		return "no material fields"
+	}
+	var parts []string
+	for _, r := range sortMaterial(m) {
+		parts = append(parts, fmt.Sprintf("%s=%s", r.Name(), r.Value))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// currentApproval returns the valid approval of an action, if any.
+func currentApproval(q queryer, key string) (Approval, bool, error) {
+	var ap Approval
+	var mat string
+	var at int64
+	err := q.QueryRow(`SELECT id, action_key, approver, digest, recipient, target, owner, material, at
+		FROM approvals WHERE action_key = ? AND valid = 1 ORDER BY id DESC LIMIT 1`, key).
+		Scan(&ap.ID, &ap.ActionKey, &ap.Approver, &ap.Digest, &ap.Recipient, &ap.Target, &ap.Owner, &mat, &at)
+	if errors.Is(err, sql.ErrNoRows) {
+		return ap, false, nil
+	}
+	if err != nil {
+		return ap, false, fmt.Errorf("read approval of %s: %w", key, err)
+	}
+	ap.At, ap.Valid = fromNS(at), true
+	if err := json.Unmarshal([]byte(mat), &ap.Material); err != nil {
+		return ap, false, fmt.Errorf("read approval of %s: material snapshot: %w", key, err)
+	}
+	return ap, true, nil
+}
+
+// Cancel withdraws a proposal that has not been executed.
+func (l *Ledger) Cancel(ctx context.Context, key, actor, reason string) (Action, error) {
+	if strings.TrimSpace(reason) == "" {
+		return Action{}, invalidf("cancel: a reason is required")
+	}
+	var out Action
+	err := l.write(ctx, func(t *wtx) error {
+		a, err := getAction(t, key)
+		if err != nil {
+			return err
+		}
+		out = a
+		switch a.State {
+		case StateDrafting, StateAwaitingApproval, StateApproved, StateDenied:
+		case StateHeld:
+			if a.HoldCause == HoldUnknownOutcome {
+				return &StateError{Key: key, State: a.State, Err: ErrUnknownOutcome, Hint: "reconcile first: the message may have arrived"}
+			}
+		case StateCancelled:
+			return nil
+		default:
+			return &StateError{Key: key, State: a.State, Err: ErrWrongState, Hint: "only an action that was not executed can be cancelled"}
+		}
+		if _, err := t.invalidateApprovals(key, "cancelled"); err != nil {
+			return err
+		}
+		if err := t.transition(&out, StateCancelled, "cancelled by "+actor+": "+reason, ""); err != nil {
+			return err
+		}
+		return t.event(actor, a.TaskID, key, EvCancelled, reason, "%s withdrew %s because: %s.", actor, key, reason)
+	})
+	return out, err
+}
+
+// Correction is a deliberate second message for an action already sent.
+type Correction struct {
+	Original  string // key of the action being corrected
+	Actor     string
+	Reason    string // mandatory
+	Recipient string // empty: the original recipient
+	Subject   string
+	Body      string
+}
+
+// Correct records a correction: a new action with the next revision of the
+// original's key, linked to it, awaiting a reviewed approval (by someone
+// other than its author).
+func (l *Ledger) Correct(ctx context.Context, c Correction) (Action, error) {
+	if strings.TrimSpace(c.Reason) == "" {
+		return Action{}, invalidf("correct: a reason is required")
+	}
+	if c.Actor == "" {
+		return Action{}, invalidf("correct: actor is empty")
+	}
+	var out Action
+	err := l.write(ctx, func(t *wtx) error {
+		orig, err := getAction(t, c.Original)
+		if err != nil {
+			return err
+		}
+		if orig.State != StateSent {
+			return &StateError{Key: orig.Key, State: orig.State, Err: ErrWrongState,
+				Hint: "only a sent action can be corrected; revise the draft instead"}
+		}
+		var maxRev int
+		if err := t.QueryRow(`SELECT max(revision) FROM actions WHERE customer = ? AND event = ? AND action_type = ? AND target = ?`,
+			orig.Customer, orig.Event, orig.ActionType, orig.Target).Scan(&maxRev); err != nil {
+			return err
+		}
+		p := Proposal{Task: TaskRef{ID: orig.TaskID}, Customer: orig.Customer, Event: orig.Event,
+			ActionType: orig.ActionType, Target: orig.Target, Revision: maxRev + 1,
+			Recipient: firstNonEmpty(c.Recipient, orig.Recipient), Subject: c.Subject, Body: c.Body, Actor: c.Actor}
+		key := p.Key()
+		out, err = t.insertAction(p, key, Digest(p.Recipient, p.Subject, p.Body, p.Target), orig.TaskID, orig.Key, StateAwaitingApproval)
+		if err != nil {
+			return err
+		}
+		return t.event(c.Actor, orig.TaskID, key, EvCorrection, c.Reason,
+			"%s drafted correction %s of %s because: %s; it needs a reviewed approval.", c.Actor, key, orig.Key, c.Reason)
+	})
+	return out, err
+}
+
+func firstNonEmpty(a ...string) string {
+	for _, s := range a {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}

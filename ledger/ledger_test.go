@@ -1,0 +1,110 @@
+package ledger_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"gatehouse/fakes"
+	"gatehouse/ledger"
+)
+
+var t0 = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+
+// world is one ledger on a temporary file with a fake clock and destination.
+type world struct {
+	t     *testing.T
+	path  string
+	l     *ledger.Ledger
+	clock *fakes.Clock
+	dest  *fakes.Destination
+	ctx   context.Context
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	w := &world{t: t, path: filepath.Join(t.TempDir(), "ledger.db"), clock: fakes.NewClock(t0),
+		dest: fakes.NewDestination(), ctx: context.Background()}
+	w.open()
+	return w
+}
+
+func (w *world) open(opts ...ledger.Option) {
+	w.t.Helper()
+	l, err := ledger.Open(w.path, append([]ledger.Option{ledger.WithClock(w.clock)}, opts...)...)
+	if err != nil {
+		w.t.Fatalf("open: %v", err)
+	}
+	w.l = l
+	w.t.Cleanup(func() { l.Close() })
+}
+
+func (w *world) must(err error) {
+	w.t.Helper()
+	if err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+func ackProposal(actor string) ledger.Proposal {
+	return ledger.Proposal{
+		Task:     ledger.TaskRef{ID: "task-7", Customer: "cust-42", Subject: "Where is my order?"},
+		Customer: "cust-42", Event: "enquiry-1001", ActionType: "reply_ack", Target: "task-7",
+		Recipient: "ada@example.com", Subject: "We received your enquiry",
+		Body: "Hello Ada,\n\nthank you for writing. We will answer within a day.", Actor: actor,
+	}
+}
+
+var consentYes = []ledger.MaterialRead{{Source: "crm", Field: "consent", Value: "yes"}}
+
+// approved sets up task-7 owned by owner with one approved action.
+func (w *world) approved(owner string) ledger.Action {
+	w.t.Helper()
+	_, err := w.l.Claim(w.ctx, ledger.TaskRef{ID: "task-7"}, owner)
+	w.must(err)
+	a, err := w.l.Propose(w.ctx, ackProposal(owner))
+	w.must(err)
+	a, err = w.l.Approve(w.ctx, a.Key, "lead", consentYes)
+	w.must(err)
+	if a.State != ledger.StateApproved {
+		w.t.Fatalf("state after approve = %s", a.State)
+	}
+	return a
+}
+
+func (w *world) execute(key, executor string, reread []ledger.MaterialRead) (ledger.Result, error) {
+	return w.l.Execute(w.ctx, ledger.ExecuteRequest{Key: key, Executor: executor, Reread: reread}, w.dest)
+}
+
+func (w *world) state(key string) ledger.State {
+	w.t.Helper()
+	a, err := w.l.Action(w.ctx, key)
+	w.must(err)
+	return a.State
+}
+
+func TestHappyPathSendsOnce(t *testing.T) {
+	w := newWorld(t)
+	a := w.approved("wf-ack")
+	res, err := w.execute(a.Key, "wf-ack", consentYes)
+	if err != nil {
+		t.Fatalf("execute: %v", err)
+	}
+	if res.Action.State != ledger.StateSent || res.Outcome != ledger.OutcomeAccepted {
+		t.Fatalf("got %s/%s", res.Action.State, res.Outcome)
+	}
+	_, err = w.execute(a.Key, "wf-ack", consentYes)
+	if !errors.Is(err, ledger.ErrDuplicate) {
+		t.Fatalf("second execute: %v, want ErrDuplicate", err)
+	}
+	if w.dest.Calls() != 1 {
+		t.Fatalf("destination called %d times", w.dest.Calls())
+	}
+	m, err := w.l.Metrics(w.ctx)
+	w.must(err)
+	if m.Intended != 1 || m.Attempts != 1 || m.Confirmed != 1 || m.DuplicateBlocks != 1 {
+		t.Fatalf("metrics %+v", m)
+	}
+}

@@ -1,0 +1,401 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// Action reads one action.
+func (l *Ledger) Action(ctx context.Context, key string) (Action, error) {
+	var a Action
+	err := l.read(ctx, func(tx queryTx) error {
+		var err error
+		a, err = getAction(tx, key)
+		return err
+	})
+	return a, err
+}
+
+// ActionDetail is everything the ledger knows about one action.
+type ActionDetail struct {
+	Action     Action
+	Task       Task
+	Approvals  []Approval // newest first
+	Attempts   []Attempt  // in order
+	Checks     []MaterialCheck
+	Events     []Event
+	Correction []string // keys of corrections of this action
+}
+
+// Detail reads an action with its approvals, attempts, material checks and
+// history.
+func (l *Ledger) Detail(ctx context.Context, key string) (ActionDetail, error) {
+	var d ActionDetail
+	err := l.read(ctx, func(tx queryTx) error {
+		var err error
+		if d.Action, err = getAction(tx, key); err != nil {
+			return err
+		}
+		if d.Task, err = getTask(tx, d.Action.TaskID); err != nil {
+			return err
+		}
+		if d.Approvals, err = listApprovals(tx, key); err != nil {
+			return err
+		}
+		if d.Attempts, err = listAttempts(tx, key); err != nil {
+			return err
+		}
+		if d.Checks, err = listChecks(tx, key); err != nil {
+			return err
+		}
+		if d.Events, err = listEvents(tx, HistoryFilter{ActionKey: key}); err != nil {
+			return err
+		}
+		rows, err := tx.Query(`SELECT key FROM actions WHERE corrects = ? ORDER BY revision`, key)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var k string
+			if err := rows.Scan(&k); err != nil {
+				return err
+			}
+			d.Correction = append(d.Correction, k)
+		}
+		return rows.Err()
+	})
+	return d, err
+}
+
+func listApprovals(q queryer, key string) ([]Approval, error) {
+	rows, err := q.Query(`SELECT id, action_key, approver, digest, recipient, target, owner, material, at, valid, invalidated
+		FROM approvals WHERE action_key = ? ORDER BY id DESC`, key)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Approval
+	for rows.Next() {
+		var ap Approval
+		var mat string
+		var at int64
+		var valid int
+		if err := rows.Scan(&ap.ID, &ap.ActionKey, &ap.Approver, &ap.Digest, &ap.Recipient, &ap.Target, &ap.Owner, &mat, &at, &valid, &ap.Invalidated); err != nil {
+			return nil, err
+		}
+		ap.At, ap.Valid = fromNS(at), valid == 1
+		if err := json.Unmarshal([]byte(mat), &ap.Material); err != nil {
+			return nil, fmt.Errorf("approval %d material: %w", ap.ID, err)
+		}
+		out = append(out, ap)
+	}
+	return out, rows.Err()
+}
+
+func listAttempts(q queryer, key string) ([]Attempt, error) {
+	rows, err := q.Query(`SELECT `+attemptCols+` FROM attempts WHERE action_key = ? ORDER BY number`, key)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Attempt
+	for rows.Next() {
+		at, err := scanAttempt(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, at)
+	}
+	return out, rows.Err()
+}
+
+func listChecks(q queryer, key string) ([]MaterialCheck, error) {
+	rows, err := q.Query(`SELECT action_key, attempt, at, source, field, approved, read_value, matched, unavailable
+		FROM material_checks WHERE action_key = ? ORDER BY id`, key)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []MaterialCheck
+	for rows.Next() {
+		var c MaterialCheck
+		var at int64
+		var m, u int
+		if err := rows.Scan(&c.ActionKey, &c.Attempt, &at, &c.Source, &c.Field, &c.Approved, &c.Read, &m, &u); err != nil {
+			return nil, err
+		}
+		c.At, c.Matched, c.Unavailable = fromNS(at), m == 1, u == 1
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// Attempts lists the attempts of an action in order.
+func (l *Ledger) Attempts(ctx context.Context, key string) ([]Attempt, error) {
+	var out []Attempt
+	err := l.read(ctx, func(tx queryTx) error {
+		var err error
+		out, err = listAttempts(tx, key)
+		return err
+	})
+	return out, err
+}
+
+// ActionFilter selects a page of actions. Zero values select everything.
+type ActionFilter struct {
+	States []State
+	TaskID string
+	Search string // substring of the key, customer or recipient
+	Limit  int    // default 100
+	Offset int
+}
+
+func (f ActionFilter) where() (string, []any) {
+	var conds []string
+	var args []any
+	if len(f.States) > 0 {
+		ph := strings.TrimSuffix(strings.Repeat("?,", len(f.States)), ",")
+		conds = append(conds, "state IN ("+ph+")")
+		for _, s := range f.States {
+			args = append(args, string(s))
+		}
+	}
+	if f.TaskID != "" {
+		conds = append(conds, "task_id = ?")
+		args = append(args, f.TaskID)
+	}
+	if f.Search != "" {
+		conds = append(conds, "(instr(key, ?) > 0 OR instr(customer, ?) > 0 OR instr(recipient, ?) > 0)")
+		args = append(args, f.Search, f.Search, f.Search)
+	}
+	if len(conds) == 0 {
+		return "", nil
+	}
+	return " WHERE " + strings.Join(conds, " AND "), args
+}
+
+// ListActions returns one page of actions, most recently changed first, and
+// the total number matching the filter.
+func (l *Ledger) ListActions(ctx context.Context, f ActionFilter) (int, []Action, error) {
+	if f.Limit <= 0 {
+		f.Limit = 100
+	}
+	where, args := f.where()
+	var total int
+	var out []Action
+	err := l.read(ctx, func(tx queryTx) error {
+		if err := tx.QueryRow(`SELECT count(*) FROM actions`+where, args...).Scan(&total); err != nil {
+			return err
+		}
+		rows, err := tx.Query(`SELECT `+actionCols+` FROM actions`+where+
+			` ORDER BY updated_at DESC, key LIMIT ? OFFSET ?`, append(args, f.Limit, f.Offset)...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			a, err := scanAction(rows)
+			if err != nil {
+				return err
+			}
+			out = append(out, a)
+		}
+		return rows.Err()
+	})
+	return total, out, err
+}
+
+// TaskFilter selects a page of tasks.
+type TaskFilter struct {
+	Owner  string
+	Search string
+	Limit  int
+	Offset int
+}
+
+// TaskSummary is a task with what is pending on it.
+type TaskSummary struct {
+	Task
+	Viewers []string
+	Pending int // actions without a settled outcome
+}
+
+// ListTasks returns one page of tasks, most recently changed first, with
+// viewers and pending counts, and the total matching.
+func (l *Ledger) ListTasks(ctx context.Context, f TaskFilter) (int, []TaskSummary, error) {
+	if f.Limit <= 0 {
+		f.Limit = 100
+	}
+	var conds []string
+	var args []any
+	if f.Owner != "" {
+		conds = append(conds, "owner = ?")
+		args = append(args, f.Owner)
+	}
+	if f.Search != "" {
+		conds = append(conds, "(instr(id, ?) > 0 OR instr(customer, ?) > 0 OR instr(subject, ?) > 0)")
+		args = append(args, f.Search, f.Search, f.Search)
+	}
+	where := ""
+	if len(conds) > 0 {
+		where = " WHERE " + strings.Join(conds, " AND ")
+	}
+	var total int
+	var out []TaskSummary
+	now := ns(l.clock.Now())
+	err := l.read(ctx, func(tx queryTx) error {
+		if err := tx.QueryRow(`SELECT count(*) FROM tasks`+where, args...).Scan(&total); err != nil {
+			return err
+		}
+		rows, err := tx.Query(`SELECT `+taskCols+`,
+			(SELECT count(*) FROM actions a WHERE a.task_id = tasks.id AND a.state NOT IN ('sent','failed','denied','cancelled')),
+			(SELECT COALESCE(group_concat(actor, ','), '') FROM presence p WHERE p.task_id = tasks.id AND p.expires_at > ?)
+			FROM tasks`+where+` ORDER BY updated_at DESC, id LIMIT ? OFFSET ?`, append(append([]any{now}, args...), f.Limit, f.Offset)...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var s TaskSummary
+			var up int64
+			var viewers string
+			if err := rows.Scan(&s.ID, &s.Customer, &s.Subject, &s.Status, &s.Owner, &s.Version, &up, &s.Pending, &viewers); err != nil {
+				return err
+			}
+			s.UpdatedAt = fromNS(up)
+			if viewers != "" {
+				s.Viewers = strings.Split(viewers, ",")
+			}
+			out = append(out, s)
+		}
+		return rows.Err()
+	})
+	return total, out, err
+}
+
+// HistoryFilter selects history events.
+type HistoryFilter struct {
+	TaskID    string
+	ActionKey string
+	AfterID   int64 // only events newer than this id
+	Limit     int   // 0: all
+	Newest    bool  // the newest Limit events (still returned oldest first)
+}
+
+// History returns events oldest first.
+func (l *Ledger) History(ctx context.Context, f HistoryFilter) ([]Event, error) {
+	var out []Event
+	err := l.read(ctx, func(tx queryTx) error {
+		var err error
+		out, err = listEvents(tx, f)
+		return err
+	})
+	return out, err
+}
+
+func listEvents(q queryer, f HistoryFilter) ([]Event, error) {
+	var conds []string
+	var args []any
+	if f.TaskID != "" {
+		conds = append(conds, "task_id = ?")
+		args = append(args, f.TaskID)
+	}
+	if f.ActionKey != "" {
+		conds = append(conds, "action_key = ?")
+		args = append(args, f.ActionKey)
+	}
+	if f.AfterID > 0 {
+		conds = append(conds, "id > ?")
+		args = append(args, f.AfterID)
+	}
+	query := `SELECT id, at, actor, task_id, action_key, kind, message, reason FROM events`
+	if len(conds) > 0 {
+		query += " WHERE " + strings.Join(conds, " AND ")
+	}
+	order := " ORDER BY id"
+	if f.Newest {
+		order = " ORDER BY id DESC"
+	}
+	query += order
+	if f.Limit > 0 {
+		query += fmt.Sprintf(" LIMIT %d", f.Limit)
+	}
+	rows, err := q.Query(query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Event
+	for rows.Next() {
+		var e Event
+		var at int64
+		var kind string
+		if err := rows.Scan(&e.ID, &at, &e.Actor, &e.TaskID, &e.ActionKey, &kind, &e.Message, &e.Reason); err != nil {
+			return nil, err
+		}
+		e.At, e.Kind = fromNS(at), EventKind(kind)
+		out = append(out, e)
+	}
+	if f.Newest {
+		for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+			out[i], out[j] = out[j], out[i]
+		}
+	}
+	return out, rows.Err()
+}
+
+// Metrics counts intended actions, attempts, confirmed outcomes and the
+// refusals, each kept apart.
+func (l *Ledger) Metrics(ctx context.Context) (Metrics, error) {
+	m := Metrics{ByState: map[State]int{}}
+	err := l.read(ctx, func(tx queryTx) error {
+		rows, err := tx.Query(`SELECT state, count(*) FROM actions GROUP BY state`)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var s string
+			var n int
+			if err := rows.Scan(&s, &n); err != nil {
+				rows.Close()
+				return err
+			}
+			m.ByState[State(s)] = n
+			m.Intended += n
+		}
+		rows.Close()
+		m.Holds = m.ByState[StateHeld]
+		for _, q := range []struct {
+			dst   *int
+			query string
+		}{
+			{&m.Attempts, `SELECT count(*) FROM attempts`},
+			{&m.Confirmed, `SELECT count(*) FROM attempts WHERE outcome = 'accepted'`},
+			{&m.UnknownOutcomes, `SELECT count(*) FROM events WHERE kind IN ('unknown', 'recovered_unknown')`},
+			{&m.DuplicateBlocks, `SELECT count(*) FROM events WHERE kind = 'duplicate_block'`},
+			{&m.Denials, `SELECT count(*) FROM events WHERE kind = 'denied'`},
+			{&m.OwnershipConflicts, `SELECT count(*) FROM events WHERE kind = 'ownership_conflict'`},
+			{&m.Unknown, `SELECT count(*) FROM actions WHERE state = 'unknown' OR (state = 'held' AND hold_cause = 'unknown_outcome')`},
+		} {
+			if err := tx.QueryRow(q.query).Scan(q.dst); err != nil {
+				return fmt.Errorf("metrics: %w", err)
+			}
+		}
+		sw, err := readSwitch(tx)
+		m.Stopped = sw.Stopped
+		return err
+	})
+	return m, err
+}
+
+// Changes returns a number that grows whenever anything was recorded (the
+// newest history id), so a viewer can follow the ledger cheaply.
+func (l *Ledger) Changes(ctx context.Context) (int64, error) {
+	var id sql.NullInt64
+	err := l.r.QueryRowContext(ctx, `SELECT max(id) FROM events`).Scan(&id)
+	return id.Int64, err
+}

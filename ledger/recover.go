@@ -1,0 +1,90 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// Recover finds attempts left in flight by executors that are gone (their
+// process on this host has exited, or their lease has run out) and marks
+// their outcome unknown. Nothing is re-sent: the actions wait for Reconcile.
+// Open calls it; long-running processes may call it periodically. It returns
+// the keys it marked.
+func (l *Ledger) Recover(ctx context.Context) ([]string, error) {
+	var marked []string
+	err := l.write(ctx, func(t *wtx) error {
+		rows, err := t.Query(`SELECT ` + attemptCols + ` FROM attempts WHERE outcome = ''`)
+		if err != nil {
+			return err
+		}
+		var stale []Attempt
+		for rows.Next() {
+			at, err := scanAttempt(rows)
+			if err != nil {
+				rows.Close()
+				return err
+			}
+			if at.LeaseUntil.Before(t.now) || holderDead(at.Holder) {
+				stale = append(stale, at)
+			}
+		}
+		rows.Close()
+		for _, at := range stale {
+			if err := t.recoverAttempt(at); err != nil {
+				return err
+			}
+			marked = append(marked, at.ActionKey)
+		}
+		return nil
+	})
+	return marked, err
+}
+
+func (t *wtx) recoverAttempt(at Attempt) error {
+	why := "its lease ran out"
+	if holderDead(at.Holder) {
+		why = "its executor process " + at.Holder + " is gone"
+	}
+	if _, err := t.Exec(`UPDATE attempts SET outcome = 'unknown', outcome_at = ?, response = ? WHERE id = ?`,
+		ns(t.now), "no outcome recorded: "+why, at.ID); err != nil {
+		return err
+	}
+	a, err := getAction(t, at.ActionKey)
+	if err != nil {
+		return err
+	}
+	if err := t.transition(&a, StateUnknown, fmt.Sprintf("attempt %d has no recorded outcome: %s", at.Number, why), ""); err != nil {
+		return err
+	}
+	return t.event("gatehouse", a.TaskID, a.Key, EvRecoveredUnknown, "",
+		"On restart the ledger found attempt %d of %s without an outcome (%s); the message may have arrived, so it is marked unknown and will not be re-sent until reconciled.",
+		at.Number, a.Key, why)
+}
+
+// holderDead reports whether the executor process named by holder
+// ("host:pid") is certainly gone. Only a process on this host can be checked;
+// elsewhere the lease decides.
+func holderDead(holder string) bool {
+	i := strings.LastIndexByte(holder, ':')
+	if i < 0 {
+		return false
+	}
+	host, _ := os.Hostname()
+	if holder[:i] != host {
+		return false
+	}
+	pid, err := strconv.Atoi(holder[i+1:])
+	if err != nil || pid <= 0 {
+		return false
+	}
+	if pid == os.Getpid() {
+		return false
+	}
+	err = syscall.Kill(pid, 0)
+	return errors.Is(err, syscall.ESRCH)
+}

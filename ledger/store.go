@@ -1,0 +1,308 @@
+package ledger
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/url"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mattn/go-sqlite3"
+)
+
+//go:embed schema/*.sql
+var schemaFS embed.FS
+
+// applicationID marks an SQLite file as a gatehouse ledger ("GHLD").
+const applicationID = 0x47484C44
+
+// Ledger is the authoritative execution ledger on one SQLite file. It is safe
+// for concurrent use by many goroutines, and several processes may open the
+// same file: every deciding write is one BEGIN IMMEDIATE transaction.
+type Ledger struct {
+	path   string
+	w      *sql.DB // one connection: all deciding writes
+	r      *sql.DB // read pool (query_only)
+	clock  Clock
+	lease  time.Duration
+	holder string
+}
+
+// Option configures Open.
+type Option func(*options)
+
+type options struct {
+	clock     Clock
+	lease     time.Duration
+	noRecover bool
+}
+
+// WithClock makes the ledger read time from c.
+func WithClock(c Clock) Option { return func(o *options) { o.clock = c } }
+
+// WithLease sets how long an attempt may stay in flight before recovery may
+// declare its outcome unknown (default 2 minutes). It must exceed the
+// destination's longest send.
+func WithLease(d time.Duration) Option { return func(o *options) { o.lease = d } }
+
+// WithoutRecovery skips the start-up recovery pass (for tools that only read).
+func WithoutRecovery() Option { return func(o *options) { o.noRecover = true } }
+
+// ErrNotLedger means the file exists but is not a gatehouse ledger.
+var ErrNotLedger = errors.New("not a gatehouse ledger")
+
+// ErrTooNew means the ledger was written by a newer gatehouse.
+var ErrTooNew = errors.New("ledger schema is newer than this gatehouse")
+
+// Open opens (creating if needed) the ledger at path, applies pending
+// migrations and recovers attempts left in flight by dead executors. A file
+// that is not an SQLite database, or an SQLite database that is not a
+// gatehouse ledger, or a ledger from a newer gatehouse is refused and left
+// untouched.
+func Open(path string, opts ...Option) (*Ledger, error) {
+	o := options{clock: SystemClock{}, lease: 2 * time.Minute}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if err := checkHeader(path); err != nil {
+		return nil, err
+	}
+	l := &Ledger{path: path, clock: o.clock, lease: o.lease, holder: processHolder()}
+	var err error
+	if l.w, err = openPool(path, false); err != nil {
+		return nil, err
+	}
+	l.w.SetMaxOpenConns(1)
+	if err := l.migrate(context.Background()); err != nil {
+		l.w.Close()
+		return nil, fmt.Errorf("open ledger %s: %w", path, err)
+	}
+	if l.r, err = openPool(path, true); err != nil {
+		l.w.Close()
+		return nil, err
+	}
+	l.r.SetMaxOpenConns(4)
+	if !o.noRecover {
+		if _, err := l.Recover(context.Background()); err != nil {
+			l.Close()
+			return nil, fmt.Errorf("open ledger %s: recover: %w", path, err)
+		}
+	}
+	return l, nil
+}
+
+// Path is the ledger file.
+func (l *Ledger) Path() string { return l.path }
+
+// Clock is the ledger's clock.
+func (l *Ledger) Clock() Clock { return l.clock }
+
+// Close releases the file.
+func (l *Ledger) Close() error {
+	var errs []error
+	if l.r != nil {
+		errs = append(errs, l.r.Close())
+	}
+	errs = append(errs, l.w.Close())
+	return errors.Join(errs...)
+}
+
+func openPool(path string, readOnly bool) (*sql.DB, error) {
+	q := url.Values{}
+	q.Set("_busy_timeout", "10000")
+	q.Set("_foreign_keys", "1")
+	q.Set("_journal_mode", "WAL")
+	// FULL: the commit that records "executing" must survive power loss
+	// before the destination is called, or a re-send could follow.
+	q.Set("_synchronous", "FULL")
+	q.Set("_txlock", "immediate")
+	if readOnly {
+		q.Set("_query_only", "1")
+		q.Set("_txlock", "deferred")
+	}
+	dsn := "file:" + escapePath(path) + "?" + q.Encode()
+	db, err := sql.Open("sqlite3", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open ledger %s: %w", path, err)
+	}
+	return db, nil
+}
+
+func escapePath(p string) string {
+	return strings.NewReplacer("?", "%3f", "#", "%23").Replace(p)
+}
+
+// checkHeader refuses a non-empty file that is not SQLite before the driver
+// can touch it.
+func checkHeader(path string) error {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("open ledger %s: %w", path, err)
+	}
+	defer f.Close()
+	head := make([]byte, 16)
+	n, err := io.ReadFull(f, head)
+	if n == 0 && (err == io.EOF || err == nil) {
+		return nil // empty file: a new ledger
+	}
+	if !bytes.Equal(head[:n], []byte("SQLite format 3\x00")[:n]) || n < 16 {
+		return fmt.Errorf("open ledger %s: %w: the file is not an SQLite database (left unchanged)", path, ErrNotLedger)
+	}
+	return nil
+}
+
+// migrate applies the embedded schema files in order, each in one
+// transaction, recording the version in PRAGMA user_version.
+func (l *Ledger) migrate(ctx context.Context) error {
+	files, err := fs.Glob(schemaFS, "schema/*.sql")
+	if err != nil {
+		return err
+	}
+	sort.Strings(files)
+	known := len(files)
+	return l.write(ctx, func(tx *wtx) error {
+		var appID, version int
+		if err := tx.QueryRow("PRAGMA application_id").Scan(&appID); err != nil {
+			return fmt.Errorf("read application id: %w", err)
+		}
+		if err := tx.QueryRow("PRAGMA user_version").Scan(&version); err != nil {
+			return fmt.Errorf("read schema version: %w", err)
+		}
+		if appID != applicationID {
+			var tables int
+			if err := tx.QueryRow("SELECT count(*) FROM sqlite_master").Scan(&tables); err != nil {
+				return err
+			}
+			if appID != 0 || tables > 0 {
+				return fmt.Errorf("%w: an SQLite database of another application (left unchanged)", ErrNotLedger)
+			}
+		}
+		if version > known {
+			return fmt.Errorf("%w: file has schema version %d, this binary knows up to %d; upgrade gatehouse (file left unchanged)", ErrTooNew, version, known)
+		}
+		for i := version; i < known; i++ {
+			body, err := schemaFS.ReadFile(files[i])
+			if err != nil {
+				return err
+			}
+			if _, err := tx.Exec(string(body)); err != nil {
+				return fmt.Errorf("migration %s: %w", files[i], err)
+			}
+		}
+		if version < known {
+			if _, err := tx.Exec("PRAGMA application_id = " + strconv.Itoa(applicationID)); err != nil {
+				return err
+			}
+			if _, err := tx.Exec("PRAGMA user_version = " + strconv.Itoa(known)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// write runs fn in one BEGIN IMMEDIATE transaction on the single write
+// connection, retrying while another process holds the write lock, so that no
+// "database is locked" reaches a caller before ctx or a generous deadline ends.
+func (l *Ledger) write(ctx context.Context, fn func(*wtx) error) error {
+	deadline := time.Now().Add(2 * time.Minute)
+	backoff := time.Millisecond
+	for {
+		err := l.tryWrite(ctx, fn)
+		if err == nil || !isBusy(err) || time.Now().After(deadline) {
+			return err
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
+		case <-t.C:
+		}
+		if backoff < 50*time.Millisecond {
+			backoff *= 2
+		}
+	}
+}
+
+func (l *Ledger) tryWrite(ctx context.Context, fn func(*wtx) error) error {
+	tx, err := l.w.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	err = fn(&wtx{Tx: tx, l: l, now: l.clock.Now().UTC()})
+	var keep *committedRefusal
+	if err != nil && !errors.As(err, &keep) {
+		tx.Rollback()
+		return err
+	}
+	if cerr := tx.Commit(); cerr != nil {
+		return cerr
+	}
+	if keep != nil {
+		return keep.err
+	}
+	return nil
+}
+
+// committedRefusal is a refusal whose history (the event saying what was
+// refused and why) must still be committed.
+type committedRefusal struct{ err error }
+
+func (c *committedRefusal) Error() string { return c.err.Error() }
+
+// refuse returns err to the caller after committing what the transaction
+// recorded so far.
+func refuse(err error) error { return &committedRefusal{err: err} }
+
+// queryTx is a read snapshot.
+type queryTx = *sql.Tx
+
+// read runs fn on a read snapshot.
+func (l *Ledger) read(ctx context.Context, fn func(queryTx) error) error {
+	tx, err := l.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	return fn(tx)
+}
+
+func isBusy(err error) bool {
+	var se sqlite3.Error
+	if errors.As(err, &se) {
+		return se.Code == sqlite3.ErrBusy || se.Code == sqlite3.ErrLocked
+	}
+	return false
+}
+
+func processHolder() string {
+	host, _ := os.Hostname()
+	return host + ":" + strconv.Itoa(os.Getpid())
+}
+
+func ns(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func fromNS(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
+}

@@ -1,0 +1,169 @@
+package ledger
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// wtx is one deciding write transaction with the time it decides at.
+type wtx struct {
+	*sql.Tx
+	l   *Ledger
+	now time.Time
+	// pendingChecks are material checks that passed, recorded with the
+	// attempt they allowed.
+	pendingChecks []MaterialCheck
+}
+
+func notFound(err error) error {
+	if errors.Is(err, sql.ErrNoRows) {
+		return ErrNotFound
+	}
+	return err
+}
+
+// queryer is what both read and write transactions offer.
+type queryer interface {
+	QueryRow(query string, args ...any) *sql.Row
+	Query(query string, args ...any) (*sql.Rows, error)
+}
+
+// event appends one plain-language history line.
+func (t *wtx) event(actor, taskID, key string, kind EventKind, reason, format string, args ...any) error {
+	_, err := t.Exec(`INSERT INTO events (at, actor, task_id, action_key, kind, message, reason)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		ns(t.now), actor, taskID, key, string(kind), fmt.Sprintf(format, args...), reason)
+	if err != nil {
+		return fmt.Errorf("record event %s: %w", kind, err)
+	}
+	return nil
+}
+
+// ensureTask returns the task, creating it (mirrored from the helpdesk) when
+// the ledger has not seen it yet.
+func (t *wtx) ensureTask(id, customer, subject, actor string) (Task, error) {
+	if id == "" {
+		return Task{}, invalidf("task id is empty")
+	}
+	res, err := t.Exec(`INSERT INTO tasks (id, customer, subject, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?) ON CONFLICT(id) DO NOTHING`, id, customer, subject, ns(t.now), ns(t.now))
+	if err != nil {
+		return Task{}, fmt.Errorf("create task %s: %w", id, err)
+	}
+	if n, _ := res.RowsAffected(); n == 1 {
+		if err := t.event(actor, id, "", EvTaskCreated, "", "Task %s was opened in the ledger.", id); err != nil {
+			return Task{}, err
+		}
+	}
+	return getTask(t, id)
+}
+
+const taskCols = `id, customer, subject, status, owner, version, updated_at`
+
+func scanTask(s interface{ Scan(...any) error }) (Task, error) {
+	var tk Task
+	var up int64
+	err := s.Scan(&tk.ID, &tk.Customer, &tk.Subject, &tk.Status, &tk.Owner, &tk.Version, &up)
+	tk.UpdatedAt = fromNS(up)
+	return tk, err
+}
+
+func getTask(q queryer, id string) (Task, error) {
+	tk, err := scanTask(q.QueryRow(`SELECT `+taskCols+` FROM tasks WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Task{}, fmt.Errorf("task %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Task{}, fmt.Errorf("read task %s: %w", id, err)
+	}
+	return tk, nil
+}
+
+// setOwner changes the owner with compare-and-swap on the version.
+func (t *wtx) setOwner(tk *Task, owner string) error {
+	res, err := t.Exec(`UPDATE tasks SET owner = ?, version = version + 1, updated_at = ?
+		WHERE id = ? AND version = ?`, owner, ns(t.now), tk.ID, tk.Version)
+	if err != nil {
+		return fmt.Errorf("update owner of %s: %w", tk.ID, err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return fmt.Errorf("update owner of %s: task changed concurrently", tk.ID)
+	}
+	tk.Owner = owner
+	tk.Version++
+	return nil
+}
+
+const actionCols = `key, task_id, customer, event, action_type, target, revision, recipient,
+	subject, body, digest, state, reason, hold_cause, proposed_by, COALESCE(corrects, ''),
+	version, created_at, updated_at`
+
+func scanAction(s interface{ Scan(...any) error }) (Action, error) {
+	var a Action
+	var st, hc string
+	var cr, up int64
+	err := s.Scan(&a.Key, &a.TaskID, &a.Customer, &a.Event, &a.ActionType, &a.Target,
+		&a.Revision, &a.Recipient, &a.Subject, &a.Body, &a.Digest, &st, &a.Reason, &hc,
+		&a.ProposedBy, &a.Corrects, &a.Version, &cr, &up)
+	a.State, a.HoldCause = State(st), HoldCause(hc)
+	a.CreatedAt, a.UpdatedAt = fromNS(cr), fromNS(up)
+	return a, err
+}
+
+func getAction(q queryer, key string) (Action, error) {
+	a, err := scanAction(q.QueryRow(`SELECT `+actionCols+` FROM actions WHERE key = ?`, key))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Action{}, fmt.Errorf("action %s: %w", key, ErrNotFound)
+	}
+	if err != nil {
+		return Action{}, fmt.Errorf("read action %s: %w", key, err)
+	}
+	return a, nil
+}
+
+// transition moves an action to a new state with compare-and-swap on its
+// version. heldFrom is remembered while held so a release knows where to go.
+func (t *wtx) transition(a *Action, to State, reason string, cause HoldCause) error {
+	heldFrom := ""
+	if to == StateHeld {
+		heldFrom = string(a.State)
+	}
+	res, err := t.Exec(`UPDATE actions SET state = ?, reason = ?, hold_cause = ?,
+		held_from = CASE WHEN ? = 'held' THEN ? ELSE '' END,
+		version = version + 1, updated_at = ?
+		WHERE key = ? AND version = ?`,
+		string(to), reason, string(cause), string(to), heldFrom, ns(t.now), a.Key, a.Version)
+	if err != nil {
+		return fmt.Errorf("move %s to %s: %w", a.Key, to, err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return fmt.Errorf("move %s to %s: action changed concurrently", a.Key, to)
+	}
+	a.State, a.Reason, a.HoldCause = to, reason, cause
+	a.Version++
+	a.UpdatedAt = t.now
+	return nil
+}
+
+func (t *wtx) heldFrom(key string) (State, error) {
+	var s string
+	err := t.QueryRow(`SELECT held_from FROM actions WHERE key = ?`, key).Scan(&s)
+	return State(s), err
+}
+
+func (t *wtx) stopSwitch() (Switch, error) { return readSwitch(t) }
+
+func readSwitch(q queryer) (Switch, error) {
+	var sw Switch
+	var stopped int
+	var at int64
+	err := q.QueryRow(`SELECT stopped, actor, reason, at FROM stop_switch WHERE id = 1`).
+		Scan(&stopped, &sw.Actor, &sw.Reason, &at)
+	sw.Stopped, sw.At = stopped == 1, fromNS(at)
+	if err != nil {
+		return sw, fmt.Errorf("read stop switch: %w", err)
+	}
+	return sw, nil
+}

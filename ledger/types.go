@@ -1,0 +1,232 @@
+package ledger
+
+import "time"
+
+// State is where a business action stands (see DESIGN.md, "Action states").
+type State string
+
+// Action states.
+const (
+	StateDrafting         State = "drafting"
+	StateAwaitingApproval State = "awaiting_approval"
+	StateApproved         State = "approved"
+	StateExecuting        State = "executing"
+	StateSent             State = "sent"
+	StateUnknown          State = "unknown"
+	StateFailed           State = "failed"
+	StateDenied           State = "denied"
+	StateHeld             State = "held"
+	StateCancelled        State = "cancelled"
+)
+
+// AllStates lists every state in lifecycle order.
+var AllStates = []State{StateDrafting, StateAwaitingApproval, StateApproved,
+	StateExecuting, StateSent, StateUnknown, StateFailed, StateDenied,
+	StateHeld, StateCancelled}
+
+// Settled reports whether the state is an end state: the action has a
+// recorded result and nothing more will happen to it without a person.
+func (s State) Settled() bool {
+	switch s {
+	case StateSent, StateFailed, StateDenied, StateCancelled:
+		return true
+	}
+	return false
+}
+
+// HoldCause says why an action is held.
+type HoldCause string
+
+// Hold causes.
+const (
+	HoldOperator          HoldCause = "operator"           // a person put it on hold
+	HoldOwnerMissing      HoldCause = "owner_missing"      // the task had no owner at execution
+	HoldSourceUnavailable HoldCause = "source_unavailable" // a material source could not be re-read
+	HoldStopped           HoldCause = "stopped"            // the stop switch was on at execution
+	HoldUnknownOutcome    HoldCause = "unknown_outcome"    // outcome unknown and not reconciled
+	HoldSafeToRetry       HoldCause = "safe_to_retry"      // reconciliation proved nothing arrived
+)
+
+// Task is the helpdesk conversation actions belong to, with its
+// authoritative owner.
+type Task struct {
+	ID        string
+	Customer  string
+	Subject   string
+	Status    string // open | completed
+	Owner     string // "" when nobody owns it
+	Version   int64
+	UpdatedAt time.Time
+}
+
+// Presence is an advisory marker of who or what is on a task right now.
+type Presence struct {
+	TaskID    string
+	Actor     string
+	Kind      string // viewer | automation
+	Since     time.Time
+	ExpiresAt time.Time
+}
+
+// Action is one business action and its current content.
+type Action struct {
+	Key        string
+	TaskID     string
+	Customer   string
+	Event      string
+	ActionType string
+	Target     string
+	Revision   int
+	Recipient  string
+	Subject    string
+	Body       string
+	Digest     string
+	State      State
+	Reason     string    // why it is in its state, in plain words
+	HoldCause  HoldCause // set while held
+	ProposedBy string
+	Corrects   string // key of the action this one corrects
+	Version    int64
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+}
+
+// MaterialRead is one material field value as read from its source.
+type MaterialRead struct {
+	Source      string // e.g. "crm", "helpdesk"
+	Field       string // e.g. "consent"
+	Value       string
+	Unavailable bool // the source could not be read
+}
+
+// Name is "source.field".
+func (m MaterialRead) Name() string { return m.Source + "." + m.Field }
+
+// Approval is a decision bound to recipient, target, content digest, owner and
+// the material snapshot. It is valid only while all of them still hold.
+type Approval struct {
+	ID          int64
+	ActionKey   string
+	Approver    string
+	Digest      string
+	Recipient   string
+	Target      string
+	Owner       string
+	Material    []MaterialRead
+	At          time.Time
+	Valid       bool
+	Invalidated string // why it stopped being valid
+}
+
+// Attempt is one try at the destination.
+type Attempt struct {
+	ID          int64
+	ActionKey   string
+	Number      int
+	TransportID string
+	Executor    string
+	Holder      string // host:pid of the executing process
+	StartedAt   time.Time
+	LeaseUntil  time.Time
+	Outcome     Outcome // "" while in flight
+	OutcomeAt   time.Time
+	Response    string
+	Reconciled  bool // the outcome was established by reconciliation
+}
+
+// MaterialCheck records one re-read of a material field before execution.
+type MaterialCheck struct {
+	ActionKey   string
+	Attempt     int // 0 when execution was refused before an attempt
+	At          time.Time
+	Source      string
+	Field       string
+	Approved    string
+	Read        string
+	Matched     bool
+	Unavailable bool
+}
+
+// Event is one line of history: who did what, and why.
+type Event struct {
+	ID        int64
+	At        time.Time
+	Actor     string
+	TaskID    string
+	ActionKey string
+	Kind      EventKind
+	Message   string // a plain sentence
+	Reason    string
+}
+
+// EventKind classifies history events; metrics count some of them.
+type EventKind string
+
+// Event kinds.
+const (
+	EvTaskCreated        EventKind = "task_created"
+	EvClaimed            EventKind = "claimed"
+	EvTakeover           EventKind = "takeover"
+	EvReleased           EventKind = "released"
+	EvCompleted          EventKind = "completed"
+	EvCompleteRefused    EventKind = "complete_refused"
+	EvViewing            EventKind = "viewing"
+	EvLeft               EventKind = "left"
+	EvProposed           EventKind = "proposed"
+	EvProposalRepeated   EventKind = "proposal_repeated"
+	EvRevised            EventKind = "revised"
+	EvSubmitted          EventKind = "submitted"
+	EvApproved           EventKind = "approved"
+	EvAttemptStarted     EventKind = "attempt_started"
+	EvSent               EventKind = "sent"
+	EvNotDelivered       EventKind = "not_delivered"
+	EvFailed             EventKind = "failed"
+	EvUnknown            EventKind = "unknown"
+	EvDuplicateBlock     EventKind = "duplicate_block"
+	EvDenied             EventKind = "denied"
+	EvOwnershipConflict  EventKind = "ownership_conflict"
+	EvHeld               EventKind = "held"
+	EvHoldReleased       EventKind = "hold_released"
+	EvCancelled          EventKind = "cancelled"
+	EvReconciled         EventKind = "reconciled"
+	EvCorrection         EventKind = "correction"
+	EvStopped            EventKind = "stopped"
+	EvResumed            EventKind = "resumed"
+	EvRefusedStopped     EventKind = "refused_stopped"
+	EvRecoveredUnknown   EventKind = "recovered_unknown"
+	EvApprovalStale      EventKind = "approval_stale"
+	EvNotificationQueued EventKind = "notified"
+)
+
+// Notification is a message to a person, e.g. the previous owner after a
+// takeover.
+type Notification struct {
+	ID        int64
+	Recipient string
+	TaskID    string
+	At        time.Time
+	Message   string
+}
+
+// Switch is the state of the stop switch.
+type Switch struct {
+	Stopped bool
+	Actor   string
+	Reason  string
+	At      time.Time
+}
+
+// Metrics keeps the counts apart that the design says must never be merged.
+type Metrics struct {
+	Intended           int           // business actions recorded (any state)
+	Attempts           int           // tries at a destination
+	Confirmed          int           // attempts with a confirmed acceptance
+	DuplicateBlocks    int           // second executions or proposals blocked
+	Denials            int           // changed-state denials
+	OwnershipConflicts int           // refusals because of ownership
+	Holds              int           // actions held right now
+	Unknown            int           // actions whose outcome is unknown right now
+	UnknownOutcomes    int           // attempts ever recorded with an unknown outcome
+	ByState            map[State]int // actions per state
+	Stopped            bool
+}

@@ -1,0 +1,14 @@
+package ledger
+
+import "sort"
+
+func sortStrings(s []string) []string {
+	sort.Strings(s)
+	return s
+}
+
+func sortMaterial(m []MaterialRead) []MaterialRead {
+	out := append([]MaterialRead(nil), m...)
+	sort.Slice(out, func(i, j int) bool { return out[i].Name() < out[j].Name() })
+	return out
+}
