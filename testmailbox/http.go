@@ -1,0 +1,236 @@
+package testmailbox
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+)
+
+// HTTP API paging bounds.
+const (
+	DefaultPageLimit = 50
+	MaxPageLimit     = 1000
+)
+
+// MessagesResponse is the body of GET /api/v1/messages. Total counts every
+// match regardless of limit and offset.
+type MessagesResponse struct {
+	Total    int       `json:"total"`
+	Messages []Message `json:"messages"`
+}
+
+// FaultsRequest is the body of PUT /api/v1/faults: the new set of faults,
+// given as objects, as spec strings (see ParseFault), or both (objects first).
+type FaultsRequest struct {
+	Faults []Fault  `json:"faults"`
+	Specs  []string `json:"specs,omitempty"`
+}
+
+// FaultsResponse is the body of GET and PUT /api/v1/faults.
+type FaultsResponse struct {
+	Faults []FaultStatus `json:"faults"`
+	Down   bool          `json:"down"`
+}
+
+// ErrorResponse is the body of every error reply.
+type ErrorResponse struct {
+	Error string `json:"error"`
+}
+
+// Handler serves the JSON HTTP API:
+//
+//	GET    /api/v1/messages?to=&action_key=&message_id=&limit=&offset=  → MessagesResponse
+//	DELETE /api/v1/messages                                              → {"deleted":N}
+//	GET    /api/v1/messages/{id}                                         → Message
+//	GET    /api/v1/messages/{id}/raw                                     → message/rfc822
+//	GET    /api/v1/stats                                                 → Stats
+//	GET    /api/v1/faults                                                → FaultsResponse
+//	PUT    /api/v1/faults   (FaultsRequest)                              → FaultsResponse
+//	DELETE /api/v1/faults                                                → FaultsResponse
+//
+// Bad parameters get 400, unknown ids and paths 404, each with an
+// ErrorResponse body. Unknown query parameters are refused rather than
+// ignored, so a misspelt filter cannot silently count everything.
+func (m *Mailbox) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/v1/messages", m.handleList)
+	mux.HandleFunc("DELETE /api/v1/messages", m.handleClear)
+	mux.HandleFunc("GET /api/v1/messages/{id}", m.handleGet)
+	mux.HandleFunc("GET /api/v1/messages/{id}/raw", m.handleRaw)
+	mux.HandleFunc("GET /api/v1/stats", m.handleStats)
+	mux.HandleFunc("GET /api/v1/faults", m.handleFaults)
+	mux.HandleFunc("PUT /api/v1/faults", m.handleSetFaults)
+	mux.HandleFunc("DELETE /api/v1/faults", m.handleClearFaults)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path))
+	})
+	return mux
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v) // the client may have gone; nothing to do
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, ErrorResponse{Error: msg})
+}
+
+// parseFilter reads the query of GET /api/v1/messages.
+func parseFilter(q url.Values) (Filter, error) {
+	f := Filter{Limit: DefaultPageLimit}
+	for name, vals := range q {
+		if len(vals) != 1 {
+			return Filter{}, fmt.Errorf("parameter %q: given %d times", name, len(vals))
+		}
+		v := vals[0]
+		switch name {
+		case "to":
+			f.To = v
+		case "action_key":
+			f.ActionKey = v
+		case "message_id":
+			f.MessageID = v
+		case "limit":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 || n > MaxPageLimit {
+				return Filter{}, fmt.Errorf("parameter \"limit\": %q is not an integer from 0 to %d", v, MaxPageLimit)
+			}
+			f.Limit = n
+		case "offset":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				return Filter{}, fmt.Errorf("parameter \"offset\": %q is not a non-negative integer", v)
+			}
+			f.Offset = n
+		default:
+			return Filter{}, fmt.Errorf("parameter %q: unknown (want to, action_key, message_id, limit, offset)", name)
+		}
+	}
+	return f, nil
+}
+
+func (m *Mailbox) handleList(w http.ResponseWriter, r *http.Request) {
+	f, err := parseFilter(r.URL.Query())
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	resp := MessagesResponse{Messages: []Message{}}
+	if f.Limit == 0 {
+		// limit=0 asks for the count alone.
+		resp.Total, err = m.Count(r.Context(), f)
+	} else {
+		resp.Total, resp.Messages, err = m.List(r.Context(), f)
+	}
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (m *Mailbox) handleClear(w http.ResponseWriter, r *http.Request) {
+	n, err := m.Clear(r.Context())
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]int{"deleted": n})
+}
+
+// lookup resolves the {id} path value to a message, answering errors itself.
+func (m *Mailbox) lookup(w http.ResponseWriter, r *http.Request) (Message, bool) {
+	idText := r.PathValue("id")
+	id, err := strconv.ParseInt(idText, 10, 64)
+	if err != nil || id <= 0 {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("message id %q is not a positive integer", idText))
+		return Message{}, false
+	}
+	msg, err := m.Get(r.Context(), id)
+	if errors.Is(err, ErrNotFound) {
+		writeError(w, http.StatusNotFound, err.Error())
+		return Message{}, false
+	}
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return Message{}, false
+	}
+	return msg, true
+}
+
+func (m *Mailbox) handleGet(w http.ResponseWriter, r *http.Request) {
+	if msg, ok := m.lookup(w, r); ok {
+		writeJSON(w, http.StatusOK, msg)
+	}
+}
+
+func (m *Mailbox) handleRaw(w http.ResponseWriter, r *http.Request) {
+	msg, ok := m.lookup(w, r)
+	if !ok {
+		return
+	}
+	w.Header().Set("Content-Type", "message/rfc822")
+	w.Header().Set("Content-Length", strconv.Itoa(len(msg.Raw)))
+	_, _ = w.Write(msg.Raw)
+}
+
+func (m *Mailbox) handleStats(w http.ResponseWriter, r *http.Request) {
+	st, err := m.Stats(r.Context())
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+func (m *Mailbox) faultsResponse() FaultsResponse {
+	return FaultsResponse{Faults: m.Faults(), Down: !m.ln.isUp()}
+}
+
+func (m *Mailbox) handleFaults(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, m.faultsResponse())
+}
+
+func (m *Mailbox) handleSetFaults(w http.ResponseWriter, r *http.Request) {
+	var req FaultsRequest
+	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, "fault request: "+err.Error())
+		return
+	}
+	faults := req.Faults
+	for _, s := range req.Specs {
+		f, err := ParseFault(s)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		faults = append(faults, f)
+	}
+	for _, f := range faults {
+		if err := f.Validate(); err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+	}
+	if err := m.SetFaults(faults); err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, m.faultsResponse())
+}
+
+func (m *Mailbox) handleClearFaults(w http.ResponseWriter, _ *http.Request) {
+	if err := m.ClearFaults(); err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, m.faultsResponse())
+}

@@ -1,0 +1,393 @@
+// Package testmailbox is a real SMTP server for rehearsals and tests: it
+// stores every message it accepts in SQLite, answers queries about what
+// arrived (by recipient, action key and Message-ID) through Go and a loopback
+// JSON HTTP API, flags a second arrival for the same action key as a
+// duplicate, and injects faults at the DATA stage — where a sender loses
+// track of whether its message was taken.
+//
+// Counts always come from the store (SQL COUNT), never from a page of
+// results, so a test that counts arrivals cannot be fooled by paging.
+package testmailbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/emersion/go-smtp"
+)
+
+// Fixed credentials accepted by AUTH PLAIN when Config.RequireAuth is set.
+const (
+	TestUsername = "gatehouse"
+	TestPassword = "gatehouse"
+)
+
+// Defaults applied by Start to zero Config fields.
+const (
+	DefaultAddr            = "127.0.0.1:0"
+	DefaultMaxMessageBytes = 10 << 20
+	DefaultMaxRecipients   = 100
+	DefaultReadTimeout     = 30 * time.Second
+	DefaultDomain          = "mailbox.gatehouse.test"
+)
+
+// ErrNotFound is returned (wrapped) by Get for an id the mailbox does not hold.
+var ErrNotFound = errors.New("message not found")
+
+// Config configures a mailbox. The zero value is a working in-memory mailbox
+// on loopback ports chosen by the system.
+type Config struct {
+	SMTPAddr string // SMTP listen address; default 127.0.0.1:0
+	HTTPAddr string // HTTP API listen address; default 127.0.0.1:0
+	NoHTTP   bool   // do not serve the HTTP API
+	DBPath   string // SQLite file; empty keeps messages in memory
+
+	Domain          string        // name in the greeting
+	MaxMessageBytes int64         // larger messages get 552; default 10 MiB
+	MaxRecipients   int           // more recipients get 452; default 100
+	ReadTimeout     time.Duration // idle time before a session is dropped; default 30s
+	RequireAuth     bool          // offer AUTH PLAIN and require it before MAIL
+	Faults          []Fault       // faults in force from the start
+
+	// ErrorLog receives the SMTP server's internal errors; nil discards them.
+	ErrorLog *log.Logger
+}
+
+// Mailbox is a running test mailbox. Its methods are safe for concurrent use.
+type Mailbox struct {
+	cfg    Config
+	store  *store
+	server *smtp.Server
+	ln     *switchListener
+	faults *faultSet
+
+	httpSrv *http.Server
+	httpLn  net.Listener
+
+	accepted, refused, dropped atomic.Int64
+
+	downMu    sync.Mutex
+	downTimer *time.Timer
+
+	closing   chan struct{}
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Start opens the store, starts listening for SMTP (and HTTP, unless NoHTTP)
+// and returns once both accept connections. ctx bounds only the start-up;
+// the mailbox runs until Close.
+func Start(ctx context.Context, cfg Config) (*Mailbox, error) {
+	if cfg.SMTPAddr == "" {
+		cfg.SMTPAddr = DefaultAddr
+	}
+	if cfg.HTTPAddr == "" {
+		cfg.HTTPAddr = DefaultAddr
+	}
+	if cfg.MaxMessageBytes == 0 {
+		cfg.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if cfg.MaxRecipients == 0 {
+		cfg.MaxRecipients = DefaultMaxRecipients
+	}
+	if cfg.ReadTimeout == 0 {
+		cfg.ReadTimeout = DefaultReadTimeout
+	}
+	if cfg.Domain == "" {
+		cfg.Domain = DefaultDomain
+	}
+	for _, f := range cfg.Faults {
+		if err := f.Validate(); err != nil {
+			return nil, err
+		}
+	}
+	st, err := openStore(cfg.DBPath)
+	if err != nil {
+		return nil, err
+	}
+	m := &Mailbox{cfg: cfg, store: st, faults: newFaultSet(), closing: make(chan struct{})}
+
+	m.ln, err = listenSwitch(ctx, cfg.SMTPAddr)
+	if err != nil {
+		st.close()
+		return nil, err
+	}
+	if !cfg.NoHTTP {
+		var lc net.ListenConfig
+		m.httpLn, err = lc.Listen(ctx, "tcp", cfg.HTTPAddr)
+		if err != nil {
+			m.ln.Close()
+			st.close()
+			return nil, fmt.Errorf("listen http on %s: %w", cfg.HTTPAddr, err)
+		}
+		m.httpSrv = &http.Server{Handler: m.Handler(), ReadHeaderTimeout: 10 * time.Second}
+		go m.httpSrv.Serve(m.httpLn)
+	}
+
+	s := smtp.NewServer(backend{m})
+	s.Domain = cfg.Domain
+	s.MaxMessageBytes = cfg.MaxMessageBytes
+	s.MaxRecipients = cfg.MaxRecipients
+	s.ReadTimeout = cfg.ReadTimeout
+	s.WriteTimeout = cfg.ReadTimeout
+	s.EnableSMTPUTF8 = true
+	s.AllowInsecureAuth = true // loopback test server: AUTH PLAIN without TLS
+	s.ErrorLog = cfg.ErrorLog
+	if s.ErrorLog == nil {
+		s.ErrorLog = log.New(io.Discard, "", 0)
+	}
+	m.server = s
+	go s.Serve(m.ln)
+
+	if err := m.SetFaults(cfg.Faults); err != nil {
+		m.Close()
+		return nil, err
+	}
+	return m, nil
+}
+
+// SMTPAddr is the host:port the SMTP server listens on (also while down).
+func (m *Mailbox) SMTPAddr() string { return m.ln.addr }
+
+// HTTPAddr is the host:port of the HTTP API, or "" when it is not served.
+func (m *Mailbox) HTTPAddr() string {
+	if m.httpLn == nil {
+		return ""
+	}
+	return m.httpLn.Addr().String()
+}
+
+// APIURL is the base URL of the HTTP API (http://host:port), or "".
+func (m *Mailbox) APIURL() string {
+	if m.httpLn == nil {
+		return ""
+	}
+	return "http://" + m.HTTPAddr()
+}
+
+// Target is the destination target the gate uses to send here, with the
+// query API when it is served: smtp://host:port?api=http://host:port.
+func (m *Mailbox) Target() string {
+	t := "smtp://" + m.SMTPAddr()
+	if api := m.APIURL(); api != "" {
+		t += "?api=" + api
+	}
+	return t
+}
+
+// Close stops the servers and closes the store. Replies still delayed by a
+// fault are abandoned. It is safe to call more than once.
+func (m *Mailbox) Close() error {
+	m.closeOnce.Do(func() {
+		close(m.closing)
+		m.downMu.Lock()
+		if m.downTimer != nil {
+			m.downTimer.Stop()
+		}
+		m.downMu.Unlock()
+		m.ln.Close()
+		if err := m.server.Close(); err != nil && !errors.Is(err, smtp.ErrServerClosed) {
+			m.closeErr = fmt.Errorf("close smtp server: %w", err)
+		}
+		if m.httpSrv != nil {
+			if err := m.httpSrv.Close(); err != nil && m.closeErr == nil {
+				m.closeErr = fmt.Errorf("close http server: %w", err)
+			}
+		}
+		m.store.close()
+	})
+	return m.closeErr
+}
+
+// Filter selects messages. Empty fields match everything; Limit 0 means no
+// limit (Go API) and Offset skips that many of the oldest matches.
+type Filter struct {
+	To        string // an envelope recipient, case-insensitive, brackets optional
+	ActionKey string // X-Gatehouse-Action-Key, exact
+	MessageID string // Message-ID, with or without angle brackets
+	Limit     int
+	Offset    int
+}
+
+// Message is one stored arrival. Raw is filled only by Get.
+type Message struct {
+	ID         int64     `json:"id"`
+	ReceivedAt time.Time `json:"received_at"`
+	From       string    `json:"from"` // envelope sender
+	To         []string  `json:"to"`   // envelope recipients
+	Subject    string    `json:"subject"`
+	MessageID  string    `json:"message_id"` // without angle brackets
+	ActionKey  string    `json:"action_key"`
+	Attempt    string    `json:"attempt"` // X-Gatehouse-Attempt as sent
+	Size       int64     `json:"size"`
+	// Duplicate marks an arrival whose action key had already arrived.
+	Duplicate bool   `json:"duplicate"`
+	Raw       []byte `json:"-"`
+}
+
+// List returns the number of all messages matching f (ignoring Limit and
+// Offset) and the requested page, oldest first.
+func (m *Mailbox) List(ctx context.Context, f Filter) (int, []Message, error) {
+	total, err := m.store.count(ctx, f)
+	if err != nil {
+		return 0, nil, err
+	}
+	msgs, err := m.store.list(ctx, f)
+	if err != nil {
+		return 0, nil, err
+	}
+	return total, msgs, nil
+}
+
+// Count returns how many stored messages match f (Limit and Offset ignored).
+func (m *Mailbox) Count(ctx context.Context, f Filter) (int, error) {
+	return m.store.count(ctx, f)
+}
+
+// Get returns one message with its raw bytes; an unknown id gives an error
+// wrapping ErrNotFound.
+func (m *Mailbox) Get(ctx context.Context, id int64) (Message, error) {
+	return m.store.get(ctx, id)
+}
+
+// WaitFor blocks until at least n stored messages match f, and returns the
+// count it saw. It wakes on every store, not on a timer; it gives up with
+// ctx's error when ctx ends first.
+func (m *Mailbox) WaitFor(ctx context.Context, f Filter, n int) (int, error) {
+	for {
+		changed := m.store.changes()
+		got, err := m.store.count(ctx, f)
+		if err != nil {
+			return got, err
+		}
+		if got >= n {
+			return got, nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return got, fmt.Errorf("waiting for %d messages (have %d): %w", n, got, ctx.Err())
+		case <-m.closing:
+			return got, fmt.Errorf("waiting for %d messages (have %d): mailbox closed", n, got)
+		}
+	}
+}
+
+// Clear deletes every message, forgets every action key (the next arrival of
+// any key is a first arrival again) and resets the statistics. Configured
+// faults stay. It returns how many messages were deleted.
+func (m *Mailbox) Clear(ctx context.Context) (int, error) {
+	n, err := m.store.clear(ctx)
+	if err != nil {
+		return 0, err
+	}
+	m.accepted.Store(0)
+	m.refused.Store(0)
+	m.dropped.Store(0)
+	m.faults.resetCounts()
+	return n, nil
+}
+
+// Stats are the mailbox's counters since start (or the last Clear).
+type Stats struct {
+	// Accepted counts messages stored, including those whose reply a fault
+	// dropped or delayed.
+	Accepted int64 `json:"accepted"`
+	// Refused counts messages answered with a rejection (oversize,
+	// malformed, injected reject, store failure); none of them was stored.
+	Refused int64 `json:"refused"`
+	// Dropped counts messages stored whose connection was then closed
+	// without a reply (accept_then_drop).
+	Dropped int64 `json:"dropped"`
+	// Stored is COUNT(*) of the store right now.
+	Stored int64 `json:"stored"`
+	// Duplicates is how many stored arrivals carry an action key that had
+	// already arrived; DuplicateActionKeys is how many keys that concerns.
+	Duplicates          int64 `json:"duplicates"`
+	DuplicateActionKeys int64 `json:"duplicate_action_keys"`
+	// FaultsFired counts fired faults per kind (every kind is present).
+	FaultsFired map[FaultKind]int64 `json:"faults_fired"`
+	// Down reports whether the SMTP listener is currently closed by a fault.
+	Down bool `json:"down"`
+}
+
+// Stats returns the counters; the stored and duplicate figures are read from
+// the store itself.
+func (m *Mailbox) Stats(ctx context.Context) (Stats, error) {
+	stored, dups, dupKeys, err := m.store.counts(ctx)
+	if err != nil {
+		return Stats{}, err
+	}
+	return Stats{
+		Accepted:            m.accepted.Load(),
+		Refused:             m.refused.Load(),
+		Dropped:             m.dropped.Load(),
+		Stored:              stored,
+		Duplicates:          dups,
+		DuplicateActionKeys: dupKeys,
+		FaultsFired:         m.faults.firedCounts(),
+		Down:                !m.ln.isUp(),
+	}, nil
+}
+
+// Faults returns the faults in force and what each has done. Faults whose
+// Count is used up are no longer listed (their firings stay in Stats).
+func (m *Mailbox) Faults() []FaultStatus { return m.faults.status() }
+
+// SetFaults replaces every fault. A down fault closes the SMTP listener at
+// once; without one, a closed listener is opened again.
+func (m *Mailbox) SetFaults(faults []Fault) error {
+	for _, f := range faults {
+		if err := f.Validate(); err != nil {
+			return err
+		}
+	}
+	m.faults.replace(faults)
+	return m.applyDown()
+}
+
+// AddFault adds one fault after those already set.
+func (m *Mailbox) AddFault(f Fault) error {
+	if err := f.Validate(); err != nil {
+		return err
+	}
+	m.faults.add(f)
+	return m.applyDown()
+}
+
+// ClearFaults removes every fault and brings the listener back up.
+func (m *Mailbox) ClearFaults() error { return m.SetFaults(nil) }
+
+// applyDown makes the listener match the configured faults.
+func (m *Mailbox) applyDown() error {
+	m.downMu.Lock()
+	defer m.downMu.Unlock()
+	if m.downTimer != nil {
+		m.downTimer.Stop()
+		m.downTimer = nil
+	}
+	f, down := m.faults.down()
+	if !down {
+		return m.ln.up()
+	}
+	if m.ln.down() {
+		m.faults.countDown()
+	}
+	if f.Duration > 0 {
+		m.downTimer = time.AfterFunc(f.Duration, func() {
+			m.faults.removeDown()
+			if err := m.applyDown(); err != nil && m.cfg.ErrorLog != nil {
+				m.cfg.ErrorLog.Printf("testmailbox: coming back up: %v", err)
+			}
+		})
+	}
+	return nil
+}

@@ -1,0 +1,169 @@
+package testmailbox
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"mime"
+	"net/mail"
+	"time"
+
+	"github.com/emersion/go-sasl"
+	"github.com/emersion/go-smtp"
+)
+
+// Replies the mailbox gives in its own words. They are *smtp.SMTPError values
+// returned unwrapped, because go-smtp finds the code by type assertion.
+var (
+	replyMalformed = &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 6, 0},
+		Message: "Malformed message: the header section does not parse"}
+	replyStoreFailed = &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0},
+		Message: "Could not store the message, try again later"}
+	replyLineTooLong = &smtp.SMTPError{Code: 500, EnhancedCode: smtp.EnhancedCode{5, 4, 0},
+		Message: "Line too long"}
+	replyReadFailed = &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 4, 2},
+		Message: "Message transfer interrupted"}
+	replyFaultTemporary = &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0},
+		Message: "Temporary failure (injected fault reject_temporary)"}
+	replyFaultPermanent = &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 7, 1},
+		Message: "Message rejected (injected fault reject_permanent)"}
+)
+
+type backend struct{ m *Mailbox }
+
+func (b backend) NewSession(c *smtp.Conn) (smtp.Session, error) {
+	return &session{m: b.m, conn: c}, nil
+}
+
+// session is one SMTP connection's state. It keeps the *smtp.Conn because
+// accept_then_drop must close the connection itself.
+type session struct {
+	m      *Mailbox
+	conn   *smtp.Conn
+	authed bool
+	from   string
+	to     []string
+}
+
+var _ smtp.AuthSession = (*session)(nil)
+
+func (s *session) AuthMechanisms() []string {
+	if !s.m.cfg.RequireAuth {
+		return nil
+	}
+	return []string{sasl.Plain}
+}
+
+func (s *session) Auth(mech string) (sasl.Server, error) {
+	if !s.m.cfg.RequireAuth || mech != sasl.Plain {
+		return nil, smtp.ErrAuthUnknownMechanism
+	}
+	return sasl.NewPlainServer(func(_, user, pass string) error {
+		if user != TestUsername || pass != TestPassword {
+			return smtp.ErrAuthFailed
+		}
+		s.authed = true
+		return nil
+	}), nil
+}
+
+func (s *session) Mail(from string, _ *smtp.MailOptions) error {
+	if s.m.cfg.RequireAuth && !s.authed {
+		return smtp.ErrAuthRequired
+	}
+	s.from = from
+	s.to = nil
+	return nil
+}
+
+func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
+	s.to = append(s.to, to)
+	return nil
+}
+
+func (s *session) Reset() {
+	s.from = ""
+	s.to = nil
+}
+
+func (s *session) Logout() error { return nil }
+
+// Data reads the whole message first, so that an oversize, malformed or
+// interrupted message is refused before anything is stored; then it lets a
+// fault decide, stores, and replies (or does not).
+func (s *session) Data(r io.Reader) error {
+	raw, err := io.ReadAll(r)
+	if err != nil {
+		s.m.refused.Add(1)
+		var se *smtp.SMTPError
+		if errors.As(err, &se) {
+			return se // 552 from the size limit, returned as the server's own value
+		}
+		if errors.Is(err, smtp.ErrTooLongLine) {
+			return replyLineTooLong
+		}
+		return replyReadFailed
+	}
+	a, err := parseArrival(raw)
+	if err != nil {
+		s.m.refused.Add(1)
+		return replyMalformed
+	}
+	a.from = s.from
+	a.to = append([]string(nil), s.to...)
+
+	fault := s.m.faults.pick(a.to)
+	switch fault.Kind {
+	case FaultRejectTemporary:
+		s.m.refused.Add(1)
+		return replyFaultTemporary
+	case FaultRejectPermanent:
+		s.m.refused.Add(1)
+		return replyFaultPermanent
+	}
+
+	if _, err := s.m.store.add(a); err != nil {
+		s.m.refused.Add(1)
+		return replyStoreFailed
+	}
+	s.m.accepted.Add(1)
+
+	switch fault.Kind {
+	case FaultAcceptThenDrop:
+		// Closing the socket before returning means the 250 go-smtp writes
+		// next goes nowhere: stored, but the sender cannot know.
+		s.m.dropped.Add(1)
+		s.conn.Conn().Close()
+	case FaultDelayReply:
+		t := time.NewTimer(fault.Duration)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-s.m.closing:
+		}
+	}
+	return nil
+}
+
+// parseArrival reads the header fields the mailbox indexes. A header section
+// that does not parse makes the whole message malformed.
+func parseArrival(raw []byte) (*arrival, error) {
+	msg, err := mail.ReadMessage(bytes.NewReader(raw))
+	if err != nil {
+		return nil, err
+	}
+	h := msg.Header
+	subject := h.Get("Subject")
+	var dec mime.WordDecoder
+	if d, err := dec.DecodeHeader(subject); err == nil {
+		subject = d
+	}
+	return &arrival{
+		raw:        raw,
+		subject:    subject,
+		messageID:  normMessageID(h.Get("Message-ID")),
+		actionKey:  h.Get("X-Gatehouse-Action-Key"),
+		attempt:    h.Get("X-Gatehouse-Attempt"),
+		receivedAt: time.Now().UTC(),
+	}, nil
+}
