@@ -163,7 +163,7 @@ func (t *wtx) checkApproval(a *Action, executor string) (Approval, error) {
 		why = "there is no valid approval"
 	case ap.Digest != a.Digest:
 		why = "the content changed after approval"
-	case !strings.EqualFold(ap.Recipient, a.Recipient):
+	case !strings.EqualFold(strings.TrimSpace(ap.Recipient), strings.TrimSpace(a.Recipient)):
 		why = fmt.Sprintf("the recipient changed after approval (%s → %s)", ap.Recipient, a.Recipient)
 	case ap.Target != a.Target:
 		why = "the target changed after approval"

@@ -82,6 +82,14 @@ func Open(path string, opts ...Option) (*Ledger, error) {
 		return nil, err
 	}
 	l.w.SetMaxOpenConns(1)
+	if err := l.checkIdentity(); err != nil {
+		l.w.Close()
+		return nil, fmt.Errorf("open ledger %s: %w", path, err)
+	}
+	if err := l.enableWAL(); err != nil {
+		l.w.Close()
+		return nil, fmt.Errorf("open ledger %s: %w", path, err)
+	}
 	if err := l.migrate(context.Background()); err != nil {
 		l.w.Close()
 		return nil, fmt.Errorf("open ledger %s: %w", path, err)
@@ -120,7 +128,6 @@ func openPool(path string, readOnly bool) (*sql.DB, error) {
 	q := url.Values{}
 	q.Set("_busy_timeout", "10000")
 	q.Set("_foreign_keys", "1")
-	q.Set("_journal_mode", "WAL")
 	// FULL: the commit that records "executing" must survive power loss
 	// before the destination is called, or a re-send could follow.
 	q.Set("_synchronous", "FULL")
@@ -163,6 +170,68 @@ func checkHeader(path string) error {
 	return nil
 }
 
+// checkIdentity reads (never writes) the file's identity, so that a foreign
+// or newer database is refused before anything could change it.
+func (l *Ledger) checkIdentity() error {
+	var appID, version, tables int
+	for _, q := range []struct {
+		dst   *int
+		query string
+	}{
+		{&appID, "PRAGMA application_id"},
+		{&version, "PRAGMA user_version"},
+		{&tables, "SELECT count(*) FROM sqlite_master"},
+	} {
+		if err := l.w.QueryRow(q.query).Scan(q.dst); err != nil {
+			if isNotADB(err) {
+				return fmt.Errorf("%w: the file is not an SQLite database (left unchanged)", ErrNotLedger)
+			}
+			return fmt.Errorf("read %s: %w", q.query, err)
+		}
+	}
+	return identityError(appID, version, tables)
+}
+
+func identityError(appID, version, tables int) error {
+	if appID != applicationID && (appID != 0 || tables > 0) {
+		return fmt.Errorf("%w: an SQLite database of another application (left unchanged)", ErrNotLedger)
+	}
+	if known := schemaVersions(); version > known {
+		return fmt.Errorf("%w: file has schema version %d, this binary knows up to %d; upgrade gatehouse (file left unchanged)", ErrTooNew, version, known)
+	}
+	return nil
+}
+
+func isNotADB(err error) bool {
+	var se sqlite3.Error
+	return errors.As(err, &se) && se.Code == sqlite3.ErrNotADB
+}
+
+// enableWAL switches the file to WAL; the mode is persistent, so this is a
+// no-op after the first open.
+func (l *Ledger) enableWAL() error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var mode string
+		err := l.w.QueryRow("PRAGMA journal_mode = WAL").Scan(&mode)
+		if err == nil {
+			if mode != "wal" {
+				return fmt.Errorf("journal mode is %s, want wal", mode)
+			}
+			return nil
+		}
+		if !isBusy(err) || time.Now().After(deadline) {
+			return fmt.Errorf("enable WAL: %w", err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func schemaVersions() int {
+	files, _ := fs.Glob(schemaFS, "schema/*.sql")
+	return len(files)
+}
+
 // migrate applies the embedded schema files in order, each in one
 // transaction, recording the version in PRAGMA user_version.
 func (l *Ledger) migrate(ctx context.Context) error {
@@ -180,17 +249,12 @@ func (l *Ledger) migrate(ctx context.Context) error {
 		if err := tx.QueryRow("PRAGMA user_version").Scan(&version); err != nil {
 			return fmt.Errorf("read schema version: %w", err)
 		}
-		if appID != applicationID {
-			var tables int
-			if err := tx.QueryRow("SELECT count(*) FROM sqlite_master").Scan(&tables); err != nil {
-				return err
-			}
-			if appID != 0 || tables > 0 {
-				return fmt.Errorf("%w: an SQLite database of another application (left unchanged)", ErrNotLedger)
-			}
+		var tables int
+		if err := tx.QueryRow("SELECT count(*) FROM sqlite_master").Scan(&tables); err != nil {
+			return err
 		}
-		if version > known {
-			return fmt.Errorf("%w: file has schema version %d, this binary knows up to %d; upgrade gatehouse (file left unchanged)", ErrTooNew, version, known)
+		if err := identityError(appID, version, tables); err != nil {
+			return err
 		}
 		for i := version; i < known; i++ {
 			body, err := schemaFS.ReadFile(files[i])

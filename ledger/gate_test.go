@@ -1,0 +1,505 @@
+package ledger_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"gatehouse/fakes"
+	"gatehouse/ledger"
+)
+
+// TestSameActionExecutedBy64Goroutines: invariant 1 under real concurrency.
+func TestSameActionExecutedBy64Goroutines(t *testing.T) {
+	w := newWorld(t)
+	a := w.approved("wf-ack")
+	w.dest.Gate = make(chan struct{})
+	// A second handle on the same file, as a second process would have.
+	other, err := ledger.Open(w.path, ledger.WithClock(w.clock))
+	w.must(err)
+	defer other.Close()
+
+	const n = 64
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	var refused sync.WaitGroup
+	refused.Add(n - 1)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			l := w.l
+			if i%2 == 1 {
+				l = other
+			}
+			_, errs[i] = l.Execute(w.ctx, ledger.ExecuteRequest{Key: a.Key, Executor: "wf-ack", Reread: consentYes}, w.dest)
+			if errs[i] != nil {
+				refused.Done()
+			}
+		}(i)
+	}
+	refused.Wait() // every loser has been refused while the winner is still in flight
+	close(w.dest.Gate)
+	wg.Wait()
+
+	var ok, inFlight, dup int
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			ok++
+		case errors.Is(err, ledger.ErrInFlight):
+			inFlight++
+		case errors.Is(err, ledger.ErrDuplicate):
+			dup++
+		default:
+			t.Errorf("unexpected error: %v", err)
+		}
+	}
+	if ok != 1 || inFlight+dup != n-1 {
+		t.Fatalf("ok=%d in_flight=%d duplicate=%d", ok, inFlight, dup)
+	}
+	if w.dest.Calls() != 1 {
+		t.Fatalf("destination called %d times, want 1", w.dest.Calls())
+	}
+	m, err := w.l.Metrics(w.ctx)
+	w.must(err)
+	if m.Attempts != 1 || m.Confirmed != 1 || m.DuplicateBlocks != n-1 || m.Intended != 1 {
+		t.Fatalf("metrics disagree: %+v", m)
+	}
+}
+
+func TestChangedMaterialStateDenies(t *testing.T) {
+	w := newWorld(t)
+	a := w.approved("wf-ack")
+	_, err := w.execute(a.Key, "wf-ack", []ledger.MaterialRead{{Source: "crm", Field: "consent", Value: "withdrawn"}})
+	var d *ledger.DeniedError
+	if !errors.As(err, &d) || !errors.Is(err, ledger.ErrDenied) {
+		t.Fatalf("err = %v, want DeniedError", err)
+	}
+	if d.Source != "crm" || d.Field != "consent" || d.Approved != "yes" || d.Current != "withdrawn" {
+		t.Fatalf("denial = %+v", d)
+	}
+	if got := w.state(a.Key); got != ledger.StateDenied {
+		t.Fatalf("state = %s", got)
+	}
+	if w.dest.Calls() != 0 {
+		t.Fatal("a denied action reached the destination")
+	}
+	hist := historyText(t, w, a.Key)
+	if !strings.Contains(hist, `crm.consent changed since approval, from "yes" to "withdrawn"`) {
+		t.Fatalf("history lacks the diff:\n%s", hist)
+	}
+	det, err := w.l.Detail(w.ctx, a.Key)
+	w.must(err)
+	if len(det.Checks) != 1 || det.Checks[0].Matched || det.Checks[0].Read != "withdrawn" {
+		t.Fatalf("material checks = %+v", det.Checks)
+	}
+	// Re-approval on the current value lets it go.
+	_, err = w.l.Approve(w.ctx, a.Key, "lead", []ledger.MaterialRead{{Source: "crm", Field: "consent", Value: "withdrawn"}})
+	w.must(err)
+	if _, err := w.execute(a.Key, "wf-ack", []ledger.MaterialRead{{Source: "crm", Field: "consent", Value: "withdrawn"}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestMaterialFieldNotRereadDenies(t *testing.T) {
+	w := newWorld(t)
+	a := w.approved("wf-ack")
+	_, err := w.execute(a.Key, "wf-ack", nil)
+	var d *ledger.DeniedError
+	if !errors.As(err, &d) || !d.Missing || d.Field != "consent" {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestUnavailableSourceHolds(t *testing.T) {
+	w := newWorld(t)
+	a := w.approved("wf-ack")
+	_, err := w.execute(a.Key, "wf-ack", []ledger.MaterialRead{{Source: "crm", Field: "consent", Unavailable: true}})
+	if !errors.Is(err, ledger.ErrHeld) {
+		t.Fatalf("err = %v, want held", err)
+	}
+	got, _ := w.l.Action(w.ctx, a.Key)
+	if got.State != ledger.StateHeld || got.HoldCause != ledger.HoldSourceUnavailable {
+		t.Fatalf("action = %s/%s", got.State, got.HoldCause)
+	}
+	if _, err := w.l.ReleaseHold(w.ctx, a.Key, "ops", "crm is back"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.execute(a.Key, "wf-ack", consentYes); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestTwoActorsClaimAtOnce(t *testing.T) {
+	for i := 0; i < 10; i++ {
+		w := newWorld(t)
+		other, err := ledger.Open(w.path, ledger.WithClock(w.clock))
+		w.must(err)
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		for j, l := range []*ledger.Ledger{w.l, other} {
+			wg.Add(1)
+			go func(j int, l *ledger.Ledger) {
+				defer wg.Done()
+				_, errs[j] = l.Claim(w.ctx, ledger.TaskRef{ID: "task-9"}, []string{"alice", "bob"}[j])
+			}(j, l)
+		}
+		wg.Wait()
+		other.Close()
+		var conflicts int
+		for _, err := range errs {
+			var oe *ledger.OwnershipError
+			if errors.As(err, &oe) {
+				conflicts++
+			} else if err != nil {
+				t.Fatal(err)
+			}
+		}
+		tk, err := w.l.Task(w.ctx, "task-9")
+		w.must(err)
+		if conflicts != 1 || (tk.Owner != "alice" && tk.Owner != "bob") {
+			t.Fatalf("conflicts=%d owner=%q", conflicts, tk.Owner)
+		}
+		m, _ := w.l.Metrics(w.ctx)
+		if m.OwnershipConflicts != 1 {
+			t.Fatalf("ownership conflicts = %d", m.OwnershipConflicts)
+		}
+	}
+}
+
+func TestTakeoverNotifiesAndStopsTheWorkflow(t *testing.T) {
+	w := newWorld(t)
+	a := w.approved("wf-ack")
+	if _, err := w.l.TakeOver(w.ctx, ledger.TaskRef{ID: "task-7"}, "alice", ""); !errors.Is(err, ledger.ErrInvalid) {
+		t.Fatalf("takeover without reason: %v", err)
+	}
+	_, err := w.l.TakeOver(w.ctx, ledger.TaskRef{ID: "task-7"}, "alice", "writing a specific answer")
+	w.must(err)
+	notes, err := w.l.Notifications(w.ctx, "wf-ack")
+	w.must(err)
+	if len(notes) != 1 || !strings.Contains(notes[0].Message, "alice took over task task-7") {
+		t.Fatalf("notifications = %+v", notes)
+	}
+	_, err = w.execute(a.Key, "wf-ack", consentYes)
+	var oe *ledger.OwnershipError
+	if !errors.As(err, &oe) || !oe.Cancelled || !errors.Is(err, ledger.ErrCancelled) {
+		t.Fatalf("err = %v", err)
+	}
+	if got := w.state(a.Key); got != ledger.StateCancelled {
+		t.Fatalf("state = %s", got)
+	}
+	if w.dest.Calls() != 0 {
+		t.Fatal("the workflow's send reached the destination")
+	}
+}
+
+func TestStrangerCannotSendOrCancel(t *testing.T) {
+	w := newWorld(t)
+	a := w.approved("wf-ack")
+	_, err := w.execute(a.Key, "mallory", consentYes)
+	if !errors.Is(err, ledger.ErrOwnershipConflict) || errors.Is(err, ledger.ErrCancelled) {
+		t.Fatalf("err = %v", err)
+	}
+	if got := w.state(a.Key); got != ledger.StateApproved {
+		t.Fatalf("a stranger changed the state to %s", got)
+	}
+}
+
+func TestViewerNeverBecomesOwner(t *testing.T) {
+	w := newWorld(t)
+	a := w.approved("wf-ack")
+	w.must(w.l.View(w.ctx, ledger.TaskRef{ID: "task-7"}, "bob", "viewer", 0))
+	w.must(w.l.View(w.ctx, ledger.TaskRef{ID: "task-7"}, "bob", "viewer", 0)) // heartbeat
+	p, err := w.l.Presence(w.ctx, "task-7")
+	w.must(err)
+	if len(p) != 1 || p[0].Actor != "bob" {
+		t.Fatalf("presence = %+v", p)
+	}
+	tk, _ := w.l.Task(w.ctx, "task-7")
+	if tk.Owner != "wf-ack" {
+		t.Fatalf("owner = %s", tk.Owner)
+	}
+	if _, err := w.execute(a.Key, "bob", consentYes); !errors.Is(err, ledger.ErrOwnershipConflict) {
+		t.Fatalf("viewer executed: %v", err)
+	}
+	w.clock.Advance(10 * 60e9)
+	p, _ = w.l.Presence(w.ctx, "task-7")
+	if len(p) != 0 {
+		t.Fatalf("expired presence still listed: %+v", p)
+	}
+}
+
+func TestMissingOwnerHoldsWhileDraftingWorks(t *testing.T) {
+	w := newWorld(t)
+	a, err := w.l.Propose(w.ctx, ackProposal("wf-ack"))
+	w.must(err)
+	p := ackProposal("wf-ack")
+	p.Body += " Revised."
+	if a, err = w.l.Propose(w.ctx, p); err != nil || a.State != ledger.StateDrafting {
+		t.Fatalf("drafting without owner: %v %s", err, a.State)
+	}
+	_, err = w.l.Approve(w.ctx, a.Key, "lead", consentYes)
+	w.must(err)
+	_, err = w.execute(a.Key, "wf-ack", consentYes)
+	if !errors.Is(err, ledger.ErrHeld) {
+		t.Fatalf("err = %v", err)
+	}
+	got, _ := w.l.Action(w.ctx, a.Key)
+	if got.HoldCause != ledger.HoldOwnerMissing {
+		t.Fatalf("hold cause = %s", got.HoldCause)
+	}
+}
+
+func TestApprovalBinding(t *testing.T) {
+	tests := []struct {
+		Name      string
+		Edit      func(*ledger.Proposal)
+		KeepsSend bool
+	}{
+		{"WhitespaceOnlyBodyEdit", func(p *ledger.Proposal) {
+			p.Body = "Hello   Ada,\r\n\r\n  thank you for writing.\nWe will answer\twithin a day.  "
+		}, true},
+		{"RecipientCaseOnly", func(p *ledger.Proposal) { p.Recipient = "ADA@example.com " }, true},
+		{"RecipientChanged", func(p *ledger.Proposal) { p.Recipient = "bea@example.com" }, false},
+		{"SubjectChanged", func(p *ledger.Proposal) { p.Subject = "Your refund" }, false},
+		{"BodyWordChanged", func(p *ledger.Proposal) { p.Body = strings.Replace(p.Body, "a day", "a week", 1) }, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.Name, func(t *testing.T) {
+			w := newWorld(t)
+			a := w.approved("wf-ack")
+			p := ackProposal("wf-ack")
+			tc.Edit(&p)
+			a2, err := w.l.Propose(w.ctx, p)
+			w.must(err)
+			if a2.Key != a.Key {
+				t.Fatalf("key changed: %s → %s", a.Key, a2.Key)
+			}
+			_, err = w.execute(a.Key, "wf-ack", consentYes)
+			if tc.KeepsSend && err != nil {
+				t.Fatalf("formatting-only edit lost the approval: %v", err)
+			}
+			if !tc.KeepsSend && !errors.Is(err, ledger.ErrApprovalStale) {
+				t.Fatalf("err = %v, want approval stale", err)
+			}
+		})
+	}
+}
+
+func TestNewBusinessEventPermitsSameActionType(t *testing.T) {
+	w := newWorld(t)
+	a := w.approved("wf-ack")
+	_, err := w.execute(a.Key, "wf-ack", consentYes)
+	w.must(err)
+	// The same event again: blocked as a duplicate.
+	if _, err := w.l.Propose(w.ctx, ackProposal("wf-ack")); !errors.Is(err, ledger.ErrDuplicate) {
+		t.Fatalf("same event: %v", err)
+	}
+	// A new event: a new key that may be sent.
+	p := ackProposal("wf-ack")
+	p.Event = "enquiry-1002"
+	b, err := w.l.Propose(w.ctx, p)
+	w.must(err)
+	if b.Key == a.Key {
+		t.Fatal("a new business event produced the same key")
+	}
+	_, err = w.l.Approve(w.ctx, b.Key, "lead", consentYes)
+	w.must(err)
+	_, err = w.execute(b.Key, "wf-ack", consentYes)
+	w.must(err)
+	if w.dest.Calls() != 2 {
+		t.Fatalf("calls = %d", w.dest.Calls())
+	}
+}
+
+func TestStopSwitch(t *testing.T) {
+	w := newWorld(t)
+	a := w.approved("wf-ack")
+	if err := w.l.Stop(w.ctx, "ops", ""); !errors.Is(err, ledger.ErrInvalid) {
+		t.Fatalf("stop without reason: %v", err)
+	}
+	w.must(w.l.Stop(w.ctx, "ops", "wrong template in production"))
+	_, err := w.execute(a.Key, "wf-ack", consentYes)
+	if !errors.Is(err, ledger.ErrStopped) {
+		t.Fatalf("err = %v", err)
+	}
+	m, err := w.l.Metrics(w.ctx)
+	if err != nil || !m.Stopped || m.Holds != 1 {
+		t.Fatalf("metrics while stopped: %+v %v", m, err)
+	}
+	w.must(w.l.Resume(w.ctx, "ops", "template fixed"))
+	if got := w.state(a.Key); got != ledger.StateApproved {
+		t.Fatalf("after resume: %s", got)
+	}
+	if _, err := w.execute(a.Key, "wf-ack", consentYes); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestOutcomes(t *testing.T) {
+	tests := []struct {
+		Name    string
+		Outcome ledger.Outcome
+		State   ledger.State
+		Err     error
+	}{
+		{"Temporary", ledger.OutcomeRejectedTemporary, ledger.StateApproved, ledger.ErrNotDelivered},
+		{"NotDelivered", ledger.OutcomeNotDelivered, ledger.StateApproved, ledger.ErrNotDelivered},
+		{"Permanent", ledger.OutcomeRejectedPermanent, ledger.StateFailed, ledger.ErrFailed},
+		{"Unknown", ledger.OutcomeUnknown, ledger.StateUnknown, ledger.ErrUnknownOutcome},
+	}
+	for _, tc := range tests {
+		t.Run(tc.Name, func(t *testing.T) {
+			w := newWorld(t)
+			a := w.approved("wf-ack")
+			w.dest.Script(tc.Outcome)
+			res, err := w.execute(a.Key, "wf-ack", consentYes)
+			if !errors.Is(err, tc.Err) || res.Action.State != tc.State {
+				t.Fatalf("got %s, %v", res.Action.State, err)
+			}
+			_, err = w.execute(a.Key, "wf-ack", consentYes)
+			switch tc.State {
+			case ledger.StateApproved:
+				if err != nil {
+					t.Fatalf("retry after %s: %v", tc.Outcome, err)
+				}
+			case ledger.StateUnknown:
+				if !errors.Is(err, ledger.ErrUnknownOutcome) {
+					t.Fatalf("second executor after unknown: %v", err)
+				}
+				if w.dest.Calls() != 1 {
+					t.Fatal("an unknown outcome was retried")
+				}
+			}
+		})
+	}
+}
+
+func TestReconcile(t *testing.T) {
+	tests := []struct {
+		Name      string
+		Arrived   bool
+		Looker    func(d *fakes.Destination) ledger.Looker
+		State     ledger.State
+		Cause     ledger.HoldCause
+		ReleaseOK bool
+	}{
+		{"FoundAtDestination", true, func(d *fakes.Destination) ledger.Looker { return d }, ledger.StateSent, "", false},
+		{"ProvablyAbsent", false, func(d *fakes.Destination) ledger.Looker { return d }, ledger.StateHeld, ledger.HoldSafeToRetry, true},
+		{"NoLookup", true, func(*fakes.Destination) ledger.Looker { return nil }, ledger.StateHeld, ledger.HoldUnknownOutcome, false},
+		{"LookupDown", true, func(d *fakes.Destination) ledger.Looker { d.SetLookupDown(true); return d }, ledger.StateHeld, ledger.HoldUnknownOutcome, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.Name, func(t *testing.T) {
+			w := newWorld(t)
+			a := w.approved("wf-ack")
+			if tc.Arrived {
+				w.dest.Script(ledger.OutcomeUnknown) // stored, sender cannot know
+			} else {
+				w.dest.Script(ledger.OutcomeRejectedTemporary)
+			}
+			_, msg, err := w.l.BeginAttempt(w.ctx, ledger.ExecuteRequest{Key: a.Key, Executor: "wf-ack", Reread: consentYes})
+			w.must(err)
+			w.dest.Send(w.ctx, msg)
+			_, err = w.l.RecordOutcome(w.ctx, msg.TransportID, ledger.OutcomeUnknown, "timeout after data")
+			w.must(err)
+			got, err := w.l.Reconcile(w.ctx, a.Key, "ops", tc.Looker(w.dest))
+			if tc.State == ledger.StateSent && err != nil {
+				t.Fatal(err)
+			}
+			if got.State != tc.State || got.HoldCause != tc.Cause {
+				t.Fatalf("after reconcile: %s/%s (%v)", got.State, got.HoldCause, err)
+			}
+			_, err = w.l.ReleaseHold(w.ctx, a.Key, "ops", "reviewed")
+			if (err == nil) != tc.ReleaseOK {
+				t.Fatalf("release hold: %v", err)
+			}
+			if tc.ReleaseOK {
+				if _, err := w.execute(a.Key, "wf-ack", consentYes); err != nil {
+					t.Fatalf("reviewed retry: %v", err)
+				}
+			}
+			if n := w.dest.Arrivals(a.Key); n != 1 && tc.Arrived {
+				t.Fatalf("arrivals = %d", n)
+			}
+			m, _ := w.l.Metrics(w.ctx)
+			if m.Confirmed > 1 {
+				t.Fatalf("confirmed = %d", m.Confirmed)
+			}
+		})
+	}
+}
+
+func TestResolveUnknownByPerson(t *testing.T) {
+	w := newWorld(t)
+	a := w.approved("wf-ack")
+	w.dest.Script(ledger.OutcomeUnknown)
+	_, err := w.execute(a.Key, "wf-ack", consentYes)
+	if !errors.Is(err, ledger.ErrUnknownOutcome) {
+		t.Fatal(err)
+	}
+	if _, err := w.l.ResolveUnknown(w.ctx, a.Key, "ops", true, ""); !errors.Is(err, ledger.ErrInvalid) {
+		t.Fatalf("resolve without reason: %v", err)
+	}
+	got, err := w.l.ResolveUnknown(w.ctx, a.Key, "ops", true, "found in the relay log")
+	w.must(err)
+	if got.State != ledger.StateSent {
+		t.Fatalf("state = %s", got.State)
+	}
+}
+
+func TestCompleteRefusedWhilePending(t *testing.T) {
+	w := newWorld(t)
+	a := w.approved("wf-ack")
+	err := w.l.Complete(w.ctx, "task-7", "wf-ack")
+	if !errors.Is(err, ledger.ErrIncomplete) || !strings.Contains(err.Error(), a.Key) {
+		t.Fatalf("err = %v", err)
+	}
+	_, err = w.execute(a.Key, "wf-ack", consentYes)
+	w.must(err)
+	w.must(w.l.Complete(w.ctx, "task-7", "wf-ack"))
+}
+
+func TestCorrectionIsLinkedAndReviewed(t *testing.T) {
+	w := newWorld(t)
+	a := w.approved("wf-ack")
+	_, err := w.execute(a.Key, "wf-ack", consentYes)
+	w.must(err)
+	if _, err := w.l.Correct(w.ctx, ledger.Correction{Original: a.Key, Actor: "wf-ack", Body: "x"}); !errors.Is(err, ledger.ErrInvalid) {
+		t.Fatalf("correction without reason: %v", err)
+	}
+	c, err := w.l.Correct(w.ctx, ledger.Correction{Original: a.Key, Actor: "wf-ack", Reason: "wrong delivery date",
+		Subject: "Correction: delivery date", Body: "The delivery date is Friday, not Thursday."})
+	w.must(err)
+	parts, err := ledger.ParseKey(c.Key)
+	w.must(err)
+	if parts.Revision != 1 || c.Corrects != a.Key {
+		t.Fatalf("correction %s corrects %q", c.Key, c.Corrects)
+	}
+	if _, err := w.l.Approve(w.ctx, c.Key, "wf-ack", consentYes); !errors.Is(err, ledger.ErrInvalid) {
+		t.Fatalf("self-approved correction: %v", err)
+	}
+	_, err = w.l.Approve(w.ctx, c.Key, "lead", consentYes)
+	w.must(err)
+	_, err = w.execute(c.Key, "wf-ack", consentYes)
+	w.must(err)
+	d, err := w.l.Detail(w.ctx, a.Key)
+	w.must(err)
+	if len(d.Correction) != 1 || d.Correction[0] != c.Key {
+		t.Fatalf("original does not link its correction: %+v", d.Correction)
+	}
+}
+
+func historyText(t *testing.T, w *world, key string) string {
+	t.Helper()
+	evs, err := w.l.History(context.Background(), ledger.HistoryFilter{ActionKey: key})
+	w.must(err)
+	var b strings.Builder
+	for _, e := range evs {
+		b.WriteString(e.Message + "\n")
+	}
+	return b.String()
+}
