@@ -1,0 +1,228 @@
+// Package filedest is a ledger.Destination that delivers each message as one
+// .eml file in a directory, and searches that directory by action key. It
+// lets workflows and tests run the whole gate, reconciliation included,
+// without a mail server: the directory is the destination's own record.
+package filedest
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"mime"
+	"net/mail"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"gatehouse/ledger"
+)
+
+// DefaultFrom is the sender written when a message names none.
+const DefaultFrom = "gatehouse@localhost"
+
+// Destination writes messages into Dir, one file per attempt, named by the
+// attempt's transport id. A file becomes visible only once complete, so
+// Lookup never reads half a message.
+type Destination struct {
+	Dir string
+	// Now stamps the Date header and the receipt; the wall clock when nil.
+	Now func() time.Time
+}
+
+var (
+	_ ledger.Destination = (*Destination)(nil)
+	_ ledger.Looker      = (*Destination)(nil)
+)
+
+// New returns a destination writing into dir, creating it if needed.
+func New(dir string) (*Destination, error) {
+	if dir == "" {
+		return nil, errors.New("file destination: directory is empty")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("file destination %s: %w", dir, err)
+	}
+	return &Destination{Dir: dir}, nil
+}
+
+// FileName is the name of the file that holds the message of one attempt.
+func FileName(transportID string) string {
+	return strings.NewReplacer("/", "_", "\\", "_", "\x00", "_").Replace(transportID) + ".eml"
+}
+
+// Send writes msg as FileName(msg.TransportID). Writing the same attempt
+// twice keeps the first file and reports acceptance, because that attempt's
+// message is already there.
+func (d *Destination) Send(ctx context.Context, msg ledger.Message) (ledger.Receipt, error) {
+	if err := ctx.Err(); err != nil {
+		return ledger.Receipt{}, notDelivered(err)
+	}
+	if err := checkHeaderSafe(msg); err != nil {
+		return ledger.Receipt{}, &ledger.DeliveryError{Outcome: ledger.OutcomeRejectedPermanent, Err: err}
+	}
+	now := d.now()
+	final := filepath.Join(d.Dir, FileName(msg.TransportID))
+	tmp, err := d.writeTemp(render(msg, now))
+	if err != nil {
+		return ledger.Receipt{}, notDelivered(err)
+	}
+	defer os.Remove(tmp)
+	// A hard link publishes the complete file atomically and, unlike rename,
+	// refuses to replace a message already delivered for this attempt.
+	if err := os.Link(tmp, final); err != nil && !errors.Is(err, fs.ErrExist) {
+		return ledger.Receipt{}, notDelivered(err)
+	}
+	if err := syncDir(d.Dir); err != nil {
+		// The file is visible but may not survive a crash: the gate must not
+		// assume either way.
+		return ledger.Receipt{}, &ledger.DeliveryError{Outcome: ledger.OutcomeUnknown, Err: err}
+	}
+	return ledger.Receipt{TransportID: msg.TransportID, Response: "written " + final, At: now}, nil
+}
+
+func (d *Destination) now() time.Time {
+	if d.Now != nil {
+		return d.Now()
+	}
+	return time.Now().UTC()
+}
+
+func (d *Destination) writeTemp(body []byte) (string, error) {
+	f, err := os.CreateTemp(d.Dir, ".incoming-*")
+	if err != nil {
+		return "", err
+	}
+	name := f.Name()
+	_, err = f.Write(body)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(name)
+		return "", err
+	}
+	return name, nil
+}
+
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
+}
+
+func notDelivered(err error) error {
+	return &ledger.DeliveryError{Outcome: ledger.OutcomeNotDelivered, Err: err}
+}
+
+// checkHeaderSafe refuses values that would break out of their header line;
+// the subject is folded instead (see render).
+func checkHeaderSafe(msg ledger.Message) error {
+	for name, v := range map[string]string{"action key": msg.ActionKey, "transport id": msg.TransportID,
+		"recipient": msg.To, "sender": msg.From} {
+		if strings.ContainsAny(v, "\r\n") {
+			return fmt.Errorf("file destination: %s contains a line break", name)
+		}
+	}
+	if msg.TransportID == "" {
+		return errors.New("file destination: transport id is empty")
+	}
+	return nil
+}
+
+// render builds an RFC 5322 message with the gatehouse headers.
+func render(msg ledger.Message, now time.Time) []byte {
+	from := msg.From
+	if from == "" {
+		from = DefaultFrom
+	}
+	subject := strings.Join(strings.Fields(msg.Subject), " ")
+	var b strings.Builder
+	head := func(k, v string) { b.WriteString(k + ": " + v + "\r\n") }
+	head("From", from)
+	head("To", msg.To)
+	head("Subject", mime.QEncoding.Encode("utf-8", subject))
+	head("Date", now.Format(time.RFC1123Z))
+	hs := msg.Headers()
+	for _, k := range []string{"Message-ID", ledger.HeaderActionKey, ledger.HeaderAttempt, "X-Gatehouse-Transport"} {
+		head(k, hs[k])
+	}
+	head("MIME-Version", "1.0")
+	head("Content-Type", "text/plain; charset=utf-8")
+	head("Content-Transfer-Encoding", "8bit")
+	b.WriteString("\r\n")
+	body := strings.ReplaceAll(strings.ReplaceAll(msg.Body, "\r\n", "\n"), "\n", "\r\n")
+	b.WriteString(body)
+	if !strings.HasSuffix(body, "\r\n") {
+		b.WriteString("\r\n")
+	}
+	return []byte(b.String())
+}
+
+// Lookup reports every message in Dir that carries actionKey in its
+// X-Gatehouse-Action-Key header, oldest attempt first. A directory that
+// cannot be read makes the lookup unavailable, never "absent".
+func (d *Destination) Lookup(ctx context.Context, actionKey string) (ledger.LookupResult, error) {
+	entries, err := os.ReadDir(d.Dir)
+	if err != nil {
+		return ledger.LookupResult{}, fmt.Errorf("%w: read %s: %v", ledger.ErrLookupUnavailable, d.Dir, err)
+	}
+	var found []stored
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".eml") {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return ledger.LookupResult{}, fmt.Errorf("%w: %v", ledger.ErrLookupUnavailable, err)
+		}
+		s, err := readHeaders(filepath.Join(d.Dir, e.Name()))
+		if err != nil {
+			return ledger.LookupResult{}, fmt.Errorf("%w: %v", ledger.ErrLookupUnavailable, err)
+		}
+		if s.key == actionKey {
+			found = append(found, s)
+		}
+	}
+	sort.Slice(found, func(i, j int) bool {
+		if found[i].attempt != found[j].attempt {
+			return found[i].attempt < found[j].attempt
+		}
+		return found[i].messageID < found[j].messageID
+	})
+	res := ledger.LookupResult{Found: len(found) > 0, Count: len(found)}
+	for _, s := range found {
+		res.MessageIDs = append(res.MessageIDs, s.messageID)
+	}
+	return res, nil
+}
+
+// stored is what Lookup needs from one file.
+type stored struct {
+	key       string
+	messageID string
+	attempt   int
+}
+
+func readHeaders(path string) (stored, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return stored{}, err
+	}
+	defer f.Close()
+	m, err := mail.ReadMessage(bufio.NewReader(f))
+	if err != nil {
+		return stored{}, fmt.Errorf("read %s: %w", path, err)
+	}
+	n, _ := strconv.Atoi(m.Header.Get(ledger.HeaderAttempt))
+	return stored{key: m.Header.Get(ledger.HeaderActionKey), messageID: m.Header.Get("Message-ID"), attempt: n}, nil
+}

@@ -1,0 +1,106 @@
+package filedest
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"gatehouse/ledger"
+)
+
+func message(key string, attempt int) ledger.Message {
+	return ledger.Message{ActionKey: key, Attempt: attempt, TransportID: ledger.TransportID(key, attempt),
+		To: "ada@example.com", Subject: "We got\nyour enquiry", Body: "Hello\nAda"}
+}
+
+func TestSendWritesOneFileAndLookupFindsIt(t *testing.T) {
+	ctx := context.Background()
+	d, err := New(filepath.Join(t.TempDir(), "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := ledger.Key("cust-1", "enq-1", "reply_ack", "task-1", 0)
+	for _, attempt := range []int{2, 1} {
+		if _, err := d.Send(ctx, message(key, attempt)); err != nil {
+			t.Fatalf("send attempt %d: %v", attempt, err)
+		}
+	}
+	if _, err := d.Send(ctx, message(ledger.Key("cust-2", "enq-1", "reply_ack", "task-2", 0), 1)); err != nil {
+		t.Fatal(err)
+	}
+	res, err := d.Lookup(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"<" + ledger.TransportID(key, 1) + ">", "<" + ledger.TransportID(key, 2) + ">"}
+	if !res.Found || res.Count != 2 || strings.Join(res.MessageIDs, " ") != strings.Join(want, " ") {
+		t.Fatalf("lookup = %+v, want the two attempts oldest first", res)
+	}
+	raw, err := os.ReadFile(filepath.Join(d.Dir, FileName(ledger.TransportID(key, 1))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Subject: We got your enquiry\r\n", "X-Gatehouse-Action-Key: " + key + "\r\n", "\r\n\r\nHello\r\nAda\r\n"} {
+		if !strings.Contains(string(raw), want) {
+			t.Errorf("message lacks %q:\n%s", want, raw)
+		}
+	}
+}
+
+func TestLookup(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		name        string
+		dir         func(t *testing.T) string
+		unavailable bool
+	}{
+		{"EmptyDirectoryIsAbsent", func(t *testing.T) string { return t.TempDir() }, false},
+		{"MissingDirectoryIsUnavailable", func(t *testing.T) string { return filepath.Join(t.TempDir(), "gone") }, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := &Destination{Dir: tt.dir(t)}
+			res, err := d.Lookup(ctx, "gh1:c:e:t:x:r0")
+			if got := errors.Is(err, ledger.ErrLookupUnavailable); got != tt.unavailable {
+				t.Fatalf("unavailable = %v (err %v), want %v", got, err, tt.unavailable)
+			}
+			if res.Found {
+				t.Fatalf("found %+v in an empty destination", res)
+			}
+		})
+	}
+}
+
+func TestSendSameAttemptTwiceKeepsOneFile(t *testing.T) {
+	ctx := context.Background()
+	d, err := New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := message("gh1:c:e:t:x:r0", 1)
+	for i := 0; i < 2; i++ {
+		if _, err := d.Send(ctx, msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files, _ := filepath.Glob(filepath.Join(d.Dir, "*"))
+	if len(files) != 1 {
+		t.Fatalf("files = %v, want exactly one", files)
+	}
+}
+
+func TestSendRefusesHeaderInjection(t *testing.T) {
+	d, err := New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := message("gh1:c:e:t:x:r0", 1)
+	msg.To = "ada@example.com\r\nBcc: eve@example.com"
+	_, err = d.Send(context.Background(), msg)
+	if got := ledger.ClassifyDelivery(err); got != ledger.OutcomeRejectedPermanent {
+		t.Fatalf("outcome = %s (%v), want rejected_permanent", got, err)
+	}
+}
