@@ -1,0 +1,379 @@
+// Package smtpdest is the gate's SMTP destination: it delivers one message
+// per attempt with go-smtp's client and reports honestly what is known about
+// the outcome.
+//
+// Classification (the phase decides, not the error text):
+//
+//	before MAIL is accepted: dial refused, timeout, greeting/EHLO/AUTH
+//	failure, lost connection                     → OutcomeNotDelivered
+//	4xx reply to MAIL, RCPT or DATA (the 354 stage) → OutcomeRejectedTemporary
+//	5xx reply to MAIL, RCPT or DATA (the 354 stage) → OutcomeRejectedPermanent
+//	other failure before the final "." was sent     → OutcomeNotDelivered
+//	4xx / 5xx reply after the final "."             → OutcomeRejectedTemporary / OutcomeRejectedPermanent
+//	timeout or lost connection after the final "."  → OutcomeUnknown
+//	250 after the final "."                         → nil error and a Receipt
+//
+// A reply at MAIL or RCPT is reported as a rejection rather than as not
+// delivered: nothing was handed over in either case (both are safe), but a
+// 5xx there (e.g. unknown recipient) will not change by retrying, and the
+// server's own verdict is the more useful record.
+package smtpdest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/emersion/go-sasl"
+	"github.com/emersion/go-smtp"
+
+	"gatehouse/ledger"
+)
+
+// Default timeouts; go-smtp's own defaults are minutes, far too long for a
+// gate that holds an attempt in flight meanwhile.
+const (
+	DefaultConnectTimeout = 5 * time.Second
+	DefaultCommandTimeout = 5 * time.Second
+	DefaultDataTimeout    = 10 * time.Second
+	DefaultLookupTimeout  = 5 * time.Second
+)
+
+// Compile-time checks: only LookingDestination offers Lookup.
+var (
+	_ ledger.Destination = (*Destination)(nil)
+	_ ledger.Destination = (*LookingDestination)(nil)
+	_ ledger.Looker      = (*LookingDestination)(nil)
+)
+
+type config struct {
+	connectTimeout time.Duration
+	commandTimeout time.Duration
+	dataTimeout    time.Duration
+	helloName      string
+	now            func() time.Time
+	httpClient     *http.Client
+}
+
+// Option adjusts a destination made by New.
+type Option func(*config)
+
+// WithConnectTimeout bounds the TCP connect.
+func WithConnectTimeout(d time.Duration) Option { return func(c *config) { c.connectTimeout = d } }
+
+// WithCommandTimeout bounds each command's reply (greeting, EHLO, MAIL,
+// RCPT, the 354 to DATA) and writing the message body.
+func WithCommandTimeout(d time.Duration) Option { return func(c *config) { c.commandTimeout = d } }
+
+// WithDataTimeout bounds the wait for the reply after the final ".". When it
+// expires the outcome is unknown.
+func WithDataTimeout(d time.Duration) Option { return func(c *config) { c.dataTimeout = d } }
+
+// WithHelloName sets the name given in EHLO (default "localhost").
+func WithHelloName(name string) Option { return func(c *config) { c.helloName = name } }
+
+// WithNow sets the clock used for the Date header and the receipt time.
+func WithNow(now func() time.Time) Option { return func(c *config) { c.now = now } }
+
+// WithHTTPClient sets the client used by Lookup (its timeout is kept if set,
+// otherwise DefaultLookupTimeout applies).
+func WithHTTPClient(hc *http.Client) Option { return func(c *config) { c.httpClient = hc } }
+
+// Destination sends over SMTP to one server. It does not implement
+// ledger.Looker: its server offers no records to consult.
+type Destination struct {
+	target string
+	addr   string // host:port
+	user   string // AUTH PLAIN when set
+	pass   string
+	cfg    config
+}
+
+// LookingDestination is a Destination whose server is a gatehouse test
+// mailbox with a query API; it implements ledger.Looker through that API.
+type LookingDestination struct {
+	*Destination
+	api *url.URL
+}
+
+// New parses a target and returns the destination for it:
+//
+//	smtp://host:port                       → *Destination
+//	smtp://user:pass@host:port             → *Destination using AUTH PLAIN
+//	smtp://host:port?api=http://host:port  → *LookingDestination (also a ledger.Looker)
+//
+// The port is required; nothing else (path, other query parameters) is
+// accepted, so a mistyped target fails here rather than at send time.
+func New(target string, opts ...Option) (ledger.Destination, error) {
+	d, api, err := parse(target, opts)
+	if err != nil {
+		return nil, err
+	}
+	if api == nil {
+		return d, nil
+	}
+	return &LookingDestination{Destination: d, api: api}, nil
+}
+
+func parse(target string, opts []Option) (*Destination, *url.URL, error) {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("smtp target %q: %s", target, fmt.Sprintf(format, a...))
+	}
+	if !strings.Contains(target, "://") {
+		return nil, nil, bad("scheme must be smtp, as in smtp://host:port")
+	}
+	u, err := url.Parse(target)
+	if err != nil {
+		return nil, nil, bad("%v", err)
+	}
+	if u.Scheme != "smtp" {
+		return nil, nil, bad("scheme must be smtp, as in smtp://host:port")
+	}
+	if u.Opaque != "" || u.Host == "" {
+		return nil, nil, bad("missing host, want smtp://host:port")
+	}
+	if u.Port() == "" {
+		return nil, nil, bad("missing port, want smtp://host:port")
+	}
+	if u.Hostname() == "" {
+		return nil, nil, bad("missing host, want smtp://host:port")
+	}
+	if u.Path != "" && u.Path != "/" {
+		return nil, nil, bad("unexpected path %q", u.Path)
+	}
+	if u.Fragment != "" {
+		return nil, nil, bad("unexpected fragment %q", u.Fragment)
+	}
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return nil, nil, bad("query: %v", err)
+	}
+	var api *url.URL
+	for name, vals := range q {
+		if name != "api" {
+			return nil, nil, bad("unknown parameter %q (only api is known)", name)
+		}
+		if len(vals) != 1 {
+			return nil, nil, bad("api given %d times", len(vals))
+		}
+		api, err = parseAPI(vals[0])
+		if err != nil {
+			return nil, nil, bad("%v", err)
+		}
+	}
+	d := &Destination{target: target, addr: u.Host, cfg: config{
+		connectTimeout: DefaultConnectTimeout,
+		commandTimeout: DefaultCommandTimeout,
+		dataTimeout:    DefaultDataTimeout,
+		helloName:      "localhost",
+		now:            time.Now,
+	}}
+	if u.User != nil {
+		d.user = u.User.Username()
+		d.pass, _ = u.User.Password()
+	}
+	for _, o := range opts {
+		o(&d.cfg)
+	}
+	if d.cfg.httpClient == nil {
+		d.cfg.httpClient = &http.Client{Timeout: DefaultLookupTimeout}
+	}
+	return d, api, nil
+}
+
+func parseAPI(s string) (*url.URL, error) {
+	u, err := url.Parse(s)
+	if err != nil {
+		return nil, fmt.Errorf("api %q: %v", s, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("api %q: scheme must be http or https", s)
+	}
+	if u.Host == "" || u.Port() == "" {
+		return nil, fmt.Errorf("api %q: want http://host:port", s)
+	}
+	if u.Path != "" && u.Path != "/" || u.RawQuery != "" {
+		return nil, fmt.Errorf("api %q: want only http://host:port", s)
+	}
+	u.Path = ""
+	return u, nil
+}
+
+// Target returns the target the destination was made from.
+func (d *Destination) Target() string { return d.target }
+
+// Addr returns the SMTP server's host:port.
+func (d *Destination) Addr() string { return d.addr }
+
+// fail builds the *ledger.DeliveryError for one phase.
+func fail(o ledger.Outcome, phase string, err error) error {
+	return &ledger.DeliveryError{Outcome: o, Err: fmt.Errorf("smtp %s: %w", phase, err)}
+}
+
+// replyOutcome classifies an error at a stage where nothing was handed over:
+// a 4xx/5xx reply is the server's verdict; anything else is not delivered.
+func replyOutcome(err error) ledger.Outcome {
+	var se *smtp.SMTPError
+	if errors.As(err, &se) {
+		switch se.Code / 100 {
+		case 4:
+			return ledger.OutcomeRejectedTemporary
+		case 5:
+			return ledger.OutcomeRejectedPermanent
+		}
+	}
+	return ledger.OutcomeNotDelivered
+}
+
+// Send delivers msg. A nil error means the server answered 250 to the final
+// "."; every other result is a *ledger.DeliveryError (see the package
+// comment for the classification). Cancelling ctx closes the connection; the
+// outcome is then classified by the phase it interrupted.
+func (d *Destination) Send(ctx context.Context, msg ledger.Message) (ledger.Receipt, error) {
+	from, to, raw, err := d.compose(msg)
+	if err != nil {
+		return ledger.Receipt{}, fail(ledger.OutcomeNotDelivered, "compose", err)
+	}
+	dialer := net.Dialer{Timeout: d.cfg.connectTimeout}
+	conn, err := dialer.DialContext(ctx, "tcp", d.addr)
+	if err != nil {
+		return ledger.Receipt{}, fail(ledger.OutcomeNotDelivered, "connect "+d.addr, err)
+	}
+	// Closing the socket is the one way to interrupt a blocked read.
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	// smtp.NewClient on our own connection, rather than smtp.Dial, so that
+	// the connect timeout and ctx apply to the dial too.
+	c := smtp.NewClient(conn)
+	defer c.Close()
+	c.CommandTimeout = d.cfg.commandTimeout
+	c.SubmissionTimeout = d.cfg.dataTimeout
+
+	withCtx := func(err error) error {
+		if ctx.Err() != nil {
+			return fmt.Errorf("%w (%v)", err, context.Cause(ctx))
+		}
+		return err
+	}
+	if err := c.Hello(d.cfg.helloName); err != nil {
+		return ledger.Receipt{}, fail(ledger.OutcomeNotDelivered, "greeting", withCtx(err))
+	}
+	if d.user != "" {
+		if err := c.Auth(sasl.NewPlainClient("", d.user, d.pass)); err != nil {
+			return ledger.Receipt{}, fail(ledger.OutcomeNotDelivered, "auth", withCtx(err))
+		}
+	}
+	var mopts *smtp.MailOptions
+	if !isASCII(from) || !isASCII(to) {
+		mopts = &smtp.MailOptions{UTF8: true}
+	}
+	if err := c.Mail(from, mopts); err != nil {
+		return ledger.Receipt{}, fail(replyOutcome(err), "MAIL FROM", withCtx(err))
+	}
+	if err := c.Rcpt(to, nil); err != nil {
+		return ledger.Receipt{}, fail(replyOutcome(err), "RCPT TO", withCtx(err))
+	}
+	w, err := c.Data()
+	if err != nil {
+		return ledger.Receipt{}, fail(replyOutcome(err), "DATA", withCtx(err))
+	}
+	// The body write has no deadline of its own in go-smtp; bound it here.
+	conn.SetWriteDeadline(time.Now().Add(d.cfg.commandTimeout))
+	if _, err := w.Write(raw); err != nil {
+		// The terminating "." is only written by Close, so the server
+		// cannot have taken the message.
+		return ledger.Receipt{}, fail(ledger.OutcomeNotDelivered, "message body", withCtx(err))
+	}
+	conn.SetWriteDeadline(time.Time{})
+	resp, err := w.CloseWithResponse()
+	if err != nil {
+		var se *smtp.SMTPError
+		if errors.As(err, &se) && (se.Code/100 == 4 || se.Code/100 == 5) {
+			return ledger.Receipt{}, fail(replyOutcome(err), "end of data", err)
+		}
+		// Lost or silent after the final ".": the server may have the
+		// message. Only its records can tell.
+		return ledger.Receipt{}, fail(ledger.OutcomeUnknown, "end of data", withCtx(err))
+	}
+	at := d.cfg.now()
+	_ = c.Quit() // the message is accepted; a failing QUIT changes nothing
+	return ledger.Receipt{TransportID: msg.TransportID, Response: "250 " + resp.StatusText, At: at}, nil
+}
+
+// compose checks the message and renders it as RFC 5322 text with CRLF line
+// endings; it returns the bare envelope addresses too.
+func (d *Destination) compose(msg ledger.Message) (from, to string, raw []byte, err error) {
+	if msg.TransportID == "" {
+		return "", "", nil, errors.New("message has no transport id")
+	}
+	fromAddr, err := parseAddress("From", msg.From)
+	if err != nil {
+		return "", "", nil, err
+	}
+	toAddr, err := parseAddress("To", msg.To)
+	if err != nil {
+		return "", "", nil, err
+	}
+	headers := msg.Headers()
+	for name, v := range headers {
+		if strings.ContainsAny(v, "\r\n") {
+			return "", "", nil, fmt.Errorf("header %s contains a line break", name)
+		}
+	}
+	if strings.ContainsAny(msg.Subject, "\r\n") {
+		return "", "", nil, errors.New("subject contains a line break")
+	}
+	var b strings.Builder
+	h := func(name, value string) { b.WriteString(name + ": " + value + "\r\n") }
+	h("Date", d.cfg.now().Format(time.RFC1123Z))
+	h("From", fromAddr.String())
+	h("To", toAddr.String())
+	h("Subject", encodeSubject(msg.Subject))
+	h("Message-ID", headers["Message-ID"])
+	delete(headers, "Message-ID")
+	names := make([]string, 0, len(headers))
+	for name := range headers {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		h(name, headers[name])
+	}
+	body := crlf(msg.Body)
+	h("MIME-Version", "1.0")
+	h("Content-Type", "text/plain; charset=utf-8")
+	if isASCII(body) {
+		h("Content-Transfer-Encoding", "7bit")
+	} else {
+		h("Content-Transfer-Encoding", "8bit")
+	}
+	b.WriteString("\r\n")
+	b.WriteString(body)
+	return fromAddr.Address, toAddr.Address, []byte(b.String()), nil
+}
+
+// crlf normalises line endings to CRLF and ends the body with one, as SMTP
+// requires. Leading dots are escaped by the client's data writer.
+func crlf(s string) string {
+	s = strings.ReplaceAll(s, "\r\n", "\n")
+	s = strings.ReplaceAll(s, "\r", "\n")
+	if s != "" && !strings.HasSuffix(s, "\n") {
+		s += "\n"
+	}
+	return strings.ReplaceAll(s, "\n", "\r\n")
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
