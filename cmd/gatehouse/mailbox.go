@@ -1,0 +1,398 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"gatehouse/testmailbox"
+)
+
+func init() { subcommands = append(subcommands, newMailboxCmd) }
+
+// mailboxAPIEnv names the mailbox API when --api is not given.
+const mailboxAPIEnv = "GATEHOUSE_MAILBOX_API"
+
+// Addresses `mailbox serve` listens on unless told otherwise; fixed so that
+// a README example and a second terminal agree without reading the output.
+const (
+	defaultMailboxSMTP = "127.0.0.1:2525"
+	defaultMailboxHTTP = "127.0.0.1:8025"
+)
+
+func newMailboxCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "mailbox <serve|list|count|clear|stats|fault>",
+		Short: "Run the SMTP test mailbox or query a running one",
+		Long: `mailbox runs a real SMTP server that stores every message it accepts,
+flags a second arrival for one action key as a duplicate, and injects faults
+(see "mailbox fault --help"). The other verbs query a running mailbox through
+its HTTP API, given by --api or $` + mailboxAPIEnv + `.`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(_ *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usageErr("mailbox: missing verb (serve, list, count, clear, stats or fault)")
+			}
+			return usageErr("mailbox: unknown verb %q (want serve, list, count, clear, stats or fault)", args[0])
+		},
+	}
+	cmd.AddCommand(newMailboxServeCmd(), newMailboxListCmd(), newMailboxCountCmd(),
+		newMailboxClearCmd(), newMailboxStatsCmd(), newMailboxFaultCmd())
+	return cmd
+}
+
+func newMailboxServeCmd() *cobra.Command {
+	var (
+		cfg    testmailbox.Config
+		faults []string
+	)
+	cmd := &cobra.Command{
+		Use:   "serve [--smtp ADDR] [--http ADDR] [--db PATH] [--fault SPEC]…",
+		Short: "Run the test mailbox until interrupted",
+		Long: `serve listens for SMTP and for its HTTP API on loopback, prints both
+addresses and the target to give "gate send", and runs until SIGINT or SIGTERM.
+Without --db, messages are kept in memory.
+
+Fault specs (repeat --fault for several):
+  accept_then_drop[:count=N][:to=ADDR][:p=P][:seed=S]
+  delay_reply=DURATION[…same fields]
+  reject_temporary[…] | reject_permanent[…]
+  down[=DURATION]`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			for _, s := range faults {
+				f, err := testmailbox.ParseFault(s)
+				if err != nil {
+					return usageErr("--fault: %v", err)
+				}
+				cfg.Faults = append(cfg.Faults, f)
+			}
+			return serveMailbox(cmd.Context(), cmd.OutOrStdout(), cfg)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.SMTPAddr, "smtp", defaultMailboxSMTP, "SMTP listen `address` (port 0: any free port)")
+	f.StringVar(&cfg.HTTPAddr, "http", defaultMailboxHTTP, "HTTP API listen `address` (port 0: any free port)")
+	f.StringVar(&cfg.DBPath, "db", "", "SQLite `file` to keep messages in (default: memory)")
+	f.StringArrayVar(&faults, "fault", nil, "inject a fault, e.g. accept_then_drop:count=1 (repeatable)")
+	f.Int64Var(&cfg.MaxMessageBytes, "max-size", testmailbox.DefaultMaxMessageBytes, "largest message in `bytes` (larger: 552)")
+	f.IntVar(&cfg.MaxRecipients, "max-recipients", testmailbox.DefaultMaxRecipients, "most recipients per message (more: 452)")
+	f.BoolVar(&cfg.RequireAuth, "auth", false, "require AUTH PLAIN as "+testmailbox.TestUsername+"/"+testmailbox.TestPassword)
+	return cmd
+}
+
+// serveMailbox runs until ctx ends or SIGINT/SIGTERM arrives, then closes
+// the mailbox (which also flushes and closes the store).
+func serveMailbox(ctx context.Context, out io.Writer, cfg testmailbox.Config) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if cfg.MaxMessageBytes <= 0 || cfg.MaxRecipients <= 0 {
+		return usageErr("--max-size and --max-recipients must be positive")
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	m, err := testmailbox.Start(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("mailbox serve: %w", err)
+	}
+	fmt.Fprintf(out, "smtp    %s\n", m.SMTPAddr())
+	fmt.Fprintf(out, "http    %s\n", m.APIURL())
+	fmt.Fprintf(out, "target  %s\n", m.Target())
+	for _, f := range cfg.Faults {
+		fmt.Fprintf(out, "fault   %s\n", f)
+	}
+	<-ctx.Done()
+	fmt.Fprintln(out, "stopping")
+	if err := m.Close(); err != nil {
+		return fmt.Errorf("mailbox serve: %w", err)
+	}
+	return nil
+}
+
+// mailboxAPIFlag adds --api to a query verb and returns a function that opens the
+// client (a usage error when the URL is missing or malformed).
+func mailboxAPIFlag(cmd *cobra.Command) func() (*testmailbox.Client, error) {
+	var api string
+	cmd.Flags().StringVar(&api, "api", "", "mailbox HTTP API `URL`, e.g. http://"+defaultMailboxHTTP+" (default $"+mailboxAPIEnv+")")
+	return func() (*testmailbox.Client, error) {
+		if api == "" {
+			api = os.Getenv(mailboxAPIEnv)
+		}
+		if api == "" {
+			return nil, usageErr("mailbox %s: --api URL is required (or set $%s)", cmd.Name(), mailboxAPIEnv)
+		}
+		c, err := testmailbox.NewClient(api, nil)
+		if err != nil {
+			return nil, usageErr("--api: %v", err)
+		}
+		return c, nil
+	}
+}
+
+func mailboxFilterFlags(cmd *cobra.Command, f *testmailbox.Filter) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.To, "to", "", "only messages to this envelope `recipient`")
+	fl.StringVar(&f.ActionKey, "action-key", "", "only messages with this action `key`")
+	fl.StringVar(&f.MessageID, "message-id", "", "only messages with this Message-ID")
+}
+
+// mailboxCtx bounds one API call so a hung mailbox cannot hang the CLI.
+func mailboxCtx(cmd *cobra.Command) (context.Context, context.CancelFunc) {
+	ctx := cmd.Context()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	return context.WithTimeout(ctx, 30*time.Second)
+}
+
+func newMailboxListCmd() *cobra.Command {
+	var (
+		f      testmailbox.Filter
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "list --api URL [--to ADDR] [--action-key KEY] [--limit N] [--offset N] [--json]",
+		Short: "List arrived messages, oldest first",
+		Args:  cobra.NoArgs,
+	}
+	open := mailboxAPIFlag(cmd)
+	mailboxFilterFlags(cmd, &f)
+	cmd.Flags().IntVar(&f.Limit, "limit", testmailbox.DefaultPageLimit, "at most `N` messages")
+	cmd.Flags().IntVar(&f.Offset, "offset", 0, "skip the `N` oldest matches")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the API's JSON")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if f.Limit < 1 || f.Limit > testmailbox.MaxPageLimit {
+			return usageErr("--limit %d: want 1 to %d", f.Limit, testmailbox.MaxPageLimit)
+		}
+		if f.Offset < 0 {
+			return usageErr("--offset %d: must not be negative", f.Offset)
+		}
+		c, err := open()
+		if err != nil {
+			return err
+		}
+		ctx, cancel := mailboxCtx(cmd)
+		defer cancel()
+		r, err := c.List(ctx, f)
+		if err != nil {
+			return err
+		}
+		out := cmd.OutOrStdout()
+		if asJSON {
+			return mailboxJSON(out, r)
+		}
+		printMailboxMessages(out, r)
+		return nil
+	}
+	return cmd
+}
+
+func mailboxJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// printMailboxMessages writes one aligned row per message and a line saying how
+// many of the total are shown, so a page is never mistaken for everything.
+func printMailboxMessages(w io.Writer, r testmailbox.MessagesResponse) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tRECEIVED\tTO\tSUBJECT\tACTION KEY\tATTEMPT\tDUPLICATE")
+	for _, m := range r.Messages {
+		dup := ""
+		if m.Duplicate {
+			dup = "duplicate"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, m.ReceivedAt.Local().Format("15:04:05.000"),
+			strings.Join(m.To, ","), mailboxClip(m.Subject, 40), mailboxDash(m.ActionKey), mailboxDash(m.Attempt), dup)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "%d of %d messages\n", len(r.Messages), r.Total)
+}
+
+func mailboxClip(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
+
+func mailboxDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func newMailboxCountCmd() *cobra.Command {
+	var f testmailbox.Filter
+	cmd := &cobra.Command{
+		Use:   "count --api URL [--to ADDR] [--action-key KEY] [--message-id ID]",
+		Short: "Print how many messages arrived (a COUNT, never a page)",
+		Args:  cobra.NoArgs,
+	}
+	open := mailboxAPIFlag(cmd)
+	mailboxFilterFlags(cmd, &f)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		c, err := open()
+		if err != nil {
+			return err
+		}
+		ctx, cancel := mailboxCtx(cmd)
+		defer cancel()
+		n, err := c.Count(ctx, f)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(cmd.OutOrStdout(), n)
+		return nil
+	}
+	return cmd
+}
+
+func newMailboxClearCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "clear --api URL",
+		Short: "Delete every message, forget every action key and reset the stats",
+		Args:  cobra.NoArgs,
+	}
+	open := mailboxAPIFlag(cmd)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		c, err := open()
+		if err != nil {
+			return err
+		}
+		ctx, cancel := mailboxCtx(cmd)
+		defer cancel()
+		n, err := c.Clear(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "deleted %d messages\n", n)
+		return nil
+	}
+	return cmd
+}
+
+func newMailboxStatsCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "stats --api URL [--json]",
+		Short: "Print the mailbox's counters",
+		Args:  cobra.NoArgs,
+	}
+	open := mailboxAPIFlag(cmd)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the API's JSON")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		c, err := open()
+		if err != nil {
+			return err
+		}
+		ctx, cancel := mailboxCtx(cmd)
+		defer cancel()
+		st, err := c.Stats(ctx)
+		if err != nil {
+			return err
+		}
+		out := cmd.OutOrStdout()
+		if asJSON {
+			return mailboxJSON(out, st)
+		}
+		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+		fmt.Fprintf(tw, "stored\t%d\naccepted\t%d\nrefused\t%d\ndropped\t%d\nduplicates\t%d (on %d action keys)\ndown\t%v\n",
+			st.Stored, st.Accepted, st.Refused, st.Dropped, st.Duplicates, st.DuplicateActionKeys, st.Down)
+		for _, k := range testmailbox.FaultKinds {
+			fmt.Fprintf(tw, "fired %s\t%d\n", k, st.FaultsFired[k])
+		}
+		return tw.Flush()
+	}
+	return cmd
+}
+
+func newMailboxFaultCmd() *cobra.Command {
+	var clear, asJSON bool
+	cmd := &cobra.Command{
+		Use:   "fault --api URL [--clear] [SPEC…]",
+		Short: "Show, replace or clear the faults of a running mailbox",
+		Long: `fault with specs replaces every fault of the running mailbox; with
+--clear it removes them (and brings a downed listener back); with neither it
+shows the faults in force. Spec format:
+
+  kind[=DURATION][:count=N][:to=ADDR][:p=P][:seed=S]
+
+  accept_then_drop   store, then close the connection without a reply
+  delay_reply=D      store, then reply after D (e.g. 3s)
+  reject_temporary   reply 451, store nothing
+  reject_permanent   reply 550, store nothing
+  down[=D]           refuse connections for D, or until cleared
+
+count=N fires on the next N matching messages; to=ADDR matches one envelope
+recipient; p=P fires with probability P, drawn from a generator seeded by S.`,
+		Args: cobra.ArbitraryArgs,
+	}
+	open := mailboxAPIFlag(cmd)
+	cmd.Flags().BoolVar(&clear, "clear", false, "remove every fault")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the API's JSON")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if clear && len(args) > 0 {
+			return usageErr("mailbox fault: give specs or --clear, not both")
+		}
+		var faults []testmailbox.Fault
+		for _, s := range args {
+			f, err := testmailbox.ParseFault(s)
+			if err != nil {
+				return usageErr("%v", err)
+			}
+			faults = append(faults, f)
+		}
+		c, err := open()
+		if err != nil {
+			return err
+		}
+		ctx, cancel := mailboxCtx(cmd)
+		defer cancel()
+		var r testmailbox.FaultsResponse
+		if clear || len(faults) > 0 {
+			r, err = c.SetFaults(ctx, faults)
+		} else {
+			r, err = c.Faults(ctx)
+		}
+		if err != nil {
+			return err
+		}
+		out := cmd.OutOrStdout()
+		if asJSON {
+			return mailboxJSON(out, r)
+		}
+		printMailboxFaults(out, r)
+		return nil
+	}
+	return cmd
+}
+
+func printMailboxFaults(w io.Writer, r testmailbox.FaultsResponse) {
+	if len(r.Faults) == 0 {
+		fmt.Fprintln(w, "no faults")
+	}
+	for _, f := range r.Faults {
+		left := "no end"
+		if f.Remaining >= 0 {
+			left = fmt.Sprintf("%d left", f.Remaining)
+		}
+		fmt.Fprintf(w, "%s  (fired %d, %s)\n", f.Fault, f.Fired, left)
+	}
+	if r.Down {
+		fmt.Fprintln(w, "smtp listener is down")
+	}
+}
