@@ -196,6 +196,8 @@ const (
 	EvRecoveredUnknown   EventKind = "recovered_unknown"
 	EvApprovalStale      EventKind = "approval_stale"
 	EvNotificationQueued EventKind = "notified"
+	EvAudienceImported   EventKind = "audience_imported"
+	EvAudienceRemoved    EventKind = "audience_removed"
 )
 
 // Notification is a message to a person, e.g. the previous owner after a

@@ -1,0 +1,314 @@
+package ledger
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"gatehouse/ledger/audiencefile"
+)
+
+// Customer is a CRM record as far as an audience needs it.
+type Customer struct {
+	ID         string
+	Email      string
+	Consent    string // "yes" means the customer agreed to receive notices
+	Suppressed bool   // on a suppression list: never send
+}
+
+// Eligible reports whether the customer may receive a notice, and why not.
+func (c Customer) Eligible() (bool, string) {
+	switch {
+	case c.Suppressed:
+		return false, "suppressed"
+	case !consentGiven(c.Consent):
+		return false, fmt.Sprintf("no consent (%s)", firstNonEmpty(c.Consent, "unset"))
+	}
+	return true, ""
+}
+
+func consentGiven(v string) bool {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "yes", "true", "1", "opt-in", "opted_in", "granted":
+		return true
+	}
+	return false
+}
+
+// Directory resolves the identities an audience file names against the CRM.
+// Lookups that fail because the CRM is unreachable return an error; a
+// customer that does not exist is (Customer{}, false, nil).
+type Directory interface {
+	CustomerByID(ctx context.Context, id string) (Customer, bool, error)
+	CustomerByEmail(ctx context.Context, email string) (Customer, bool, error)
+}
+
+// AudienceRow statuses, in the order reconciliation decides them.
+const (
+	RowError     = "error"     // the row itself is unusable
+	RowUnmatched = "unmatched" // no customer with that id or address
+	RowDuplicate = "duplicate" // the same customer appeared on an earlier row
+	RowExcluded  = "excluded"  // no consent or suppressed
+	RowRemoved   = "removed"   // removed by a person, with a reason
+	RowEligible  = "eligible"  // will receive the notice once
+)
+
+// AudienceImport is an uploaded file to reconcile into a release.
+type AudienceImport struct {
+	ReleaseID  string
+	SourceName string    // the file's name, for people
+	Source     io.Reader // the file itself; stored with its digest
+	ActionType string    // e.g. "notice"
+	Subject    string
+	Body       string
+	Actor      string
+}
+
+// AudienceRow is one source row and what became of it.
+type AudienceRow struct {
+	Line       int
+	Identity   string
+	CustomerID string
+	Email      string
+	Status     string
+	Reason     string
+	ActionKey  string
+	State      State // the action's state once sending started ("" before)
+}
+
+// AudienceSummary keeps every count of a release apart. The counts always
+// add up (see Check).
+type AudienceSummary struct {
+	ReleaseID    string
+	SourceName   string
+	SourceDigest string
+	ActionType   string
+	Subject      string
+	ApprovedBy   string
+
+	SourceRows int // data rows in the file (blank lines and the header excluded)
+	ErrorRows  int // rows that could not be read as an identity
+	Unmatched  int // identities with no customer
+	Duplicates int // rows naming a customer already on an earlier row
+	Resolved   int // distinct customers matched
+	Excluded   int // resolved, but no consent or suppressed
+	Removed    int // resolved, removed by a person
+	Eligible   int // resolved and still to receive the notice
+
+	Attempted int // eligible recipients with at least one attempt
+	Confirmed int // eligible recipients whose notice was confirmed sent
+	Held      int // eligible recipients held for a person
+	Denied    int // eligible recipients denied at send (consent changed)
+	Arrived   int // filled by callers that count the destination (-1 unknown)
+}
+
+// Check verifies the arithmetic every report relies on.
+func (s AudienceSummary) Check() error {
+	if s.SourceRows != s.ErrorRows+s.Unmatched+s.Duplicates+s.Resolved {
+		return fmt.Errorf("release %s: %d source rows ≠ %d errors + %d unmatched + %d duplicates + %d resolved",
+			s.ReleaseID, s.SourceRows, s.ErrorRows, s.Unmatched, s.Duplicates, s.Resolved)
+	}
+	if s.Resolved != s.Excluded+s.Removed+s.Eligible {
+		return fmt.Errorf("release %s: %d resolved ≠ %d excluded + %d removed + %d eligible",
+			s.ReleaseID, s.Resolved, s.Excluded, s.Removed, s.Eligible)
+	}
+	if s.Confirmed > s.Attempted || s.Attempted > s.Eligible {
+		return fmt.Errorf("release %s: confirmed %d ≤ attempted %d ≤ eligible %d does not hold", s.ReleaseID, s.Confirmed, s.Attempted, s.Eligible)
+	}
+	return nil
+}
+
+// ErrReleaseExists means the release id is taken by a different file.
+var ErrReleaseExists = errors.New("audience release exists with a different file")
+
+// ImportAudience reconciles an audience file against the directory and
+// records the release: every row with its status, the file itself and its
+// digest. The file is read once, as a stream. Importing the same file under
+// the same release id again changes nothing; a different file is refused.
+// A file that is unusable as a whole is refused and nothing is recorded.
+func (l *Ledger) ImportAudience(ctx context.Context, in AudienceImport, dir Directory) (AudienceSummary, error) {
+	if err := in.validate(); err != nil {
+		return AudienceSummary{}, err
+	}
+	var stored bytes.Buffer
+	hash := sha256.New()
+	src := io.TeeReader(in.Source, io.MultiWriter(&stored, hash))
+	rows, err := resolveRows(ctx, src, dir)
+	if err != nil {
+		return AudienceSummary{}, fmt.Errorf("audience %s (%s): %w", in.ReleaseID, in.SourceName, err)
+	}
+	digest := "sha256:" + hex.EncodeToString(hash.Sum(nil))
+	err = l.write(ctx, func(t *wtx) error {
+		var existing string
+		err := t.QueryRow(`SELECT source_digest FROM audience_releases WHERE id = ?`, in.ReleaseID).Scan(&existing)
+		if err == nil {
+			if existing != digest {
+				return fmt.Errorf("%w: release %s was reconciled from another file (%s); use a new release id", ErrReleaseExists, in.ReleaseID, existing)
+			}
+			return nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		return t.insertRelease(in, digest, stored.Bytes(), rows)
+	})
+	if err != nil {
+		return AudienceSummary{}, err
+	}
+	return l.AudienceSummary(ctx, in.ReleaseID)
+}
+
+func (in AudienceImport) validate() error {
+	for name, v := range map[string]string{"release id": in.ReleaseID, "action type": in.ActionType, "actor": in.Actor, "subject": in.Subject} {
+		if strings.TrimSpace(v) == "" {
+			return invalidf("audience import: %s is empty", name)
+		}
+	}
+	if strings.Contains(in.ReleaseID, ":") {
+		return invalidf("audience import: release id %q may not contain ':'", in.ReleaseID)
+	}
+	if in.Source == nil {
+		return invalidf("audience import: no source file")
+	}
+	return nil
+}
+
+// resolveRows reads the file and decides every row's status.
+func resolveRows(ctx context.Context, src io.Reader, dir Directory) ([]AudienceRow, error) {
+	var rows []AudienceRow
+	seen := map[string]int{} // customer id → first line
+	_, err := audiencefile.Read(src, func(r audiencefile.Row) error {
+		row := AudienceRow{Line: r.Line, Identity: r.Identity(), CustomerID: r.CustomerID, Email: r.Email}
+		if r.Err != "" {
+			row.Status, row.Reason = RowError, r.Err
+			rows = append(rows, row)
+			return nil
+		}
+		c, ok, err := lookupCustomer(ctx, dir, r)
+		if err != nil {
+			return fmt.Errorf("line %d: resolve %s: %w", r.Line, row.Identity, err)
+		}
+		row.Status = decideRow(&row, c, ok, seen)
+		rows = append(rows, row)
+		return nil
+	})
+	return rows, err
+}
+
+func lookupCustomer(ctx context.Context, dir Directory, r audiencefile.Row) (Customer, bool, error) {
+	if r.CustomerID != "" {
+		return dir.CustomerByID(ctx, r.CustomerID)
+	}
+	return dir.CustomerByEmail(ctx, r.Email)
+}
+
+func decideRow(row *AudienceRow, c Customer, found bool, seen map[string]int) string {
+	if !found {
+		row.Reason = "no customer with this identity"
+		return RowUnmatched
+	}
+	row.CustomerID, row.Email = c.ID, c.Email
+	if first, dup := seen[c.ID]; dup {
+		row.Reason = fmt.Sprintf("same customer as line %d", first)
+		return RowDuplicate
+	}
+	seen[c.ID] = row.Line
+	if ok, why := c.Eligible(); !ok {
+		row.Reason = why
+		return RowExcluded
+	}
+	return RowEligible
+}
+
+func (t *wtx) insertRelease(in AudienceImport, digest string, source []byte, rows []AudienceRow) error {
+	if _, err := t.Exec(`INSERT INTO audience_releases (id, source_name, source_digest, source, action_type, subject, body,
+		content_digest, created_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		in.ReleaseID, in.SourceName, digest, source, in.ActionType, in.Subject, in.Body,
+		Digest("", in.Subject, in.Body, "audience"), in.Actor, ns(t.now)); err != nil {
+		return fmt.Errorf("record release %s: %w", in.ReleaseID, err)
+	}
+	stmt, err := t.Prepare(`INSERT INTO audience_rows (release_id, line, identity, customer_id, email, status, reason, action_key)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
+	if err != nil {
+		return err
+	}
+	defer stmt.Close()
+	counts := map[string]int{}
+	for _, r := range rows {
+		key := ""
+		if r.Status == RowEligible {
+			key = audienceKey(r.CustomerID, in.ReleaseID, in.ActionType)
+		}
+		if _, err := stmt.Exec(in.ReleaseID, r.Line, r.Identity, r.CustomerID, r.Email, r.Status, r.Reason, key); err != nil {
+			return fmt.Errorf("record row %d of release %s: %w", r.Line, in.ReleaseID, err)
+		}
+		counts[r.Status]++
+	}
+	return t.event(in.Actor, "", "", EvAudienceImported, "",
+		"%s reconciled %s into release %s: %d rows, %d eligible, %d excluded, %d unmatched, %d duplicates, %d with errors.",
+		in.Actor, firstNonEmpty(in.SourceName, "an audience file"), in.ReleaseID, len(rows), counts[RowEligible],
+		counts[RowExcluded], counts[RowUnmatched], counts[RowDuplicate], counts[RowError])
+}
+
+// audienceKey is the action key of one recipient of a release: customer,
+// release and action type, so re-sending a release never duplicates while a
+// new release may send again.
+func audienceKey(customerID, releaseID, actionType string) string {
+	return Key(customerID, releaseID, actionType, "audience", 0)
+}
+
+// RemoveRecipient takes one eligible customer out of a release before their
+// notice is sent, recording who and why.
+func (l *Ledger) RemoveRecipient(ctx context.Context, releaseID, customerID, actor, reason string) error {
+	if strings.TrimSpace(reason) == "" {
+		return invalidf("remove %s from %s: a reason is required", customerID, releaseID)
+	}
+	return l.write(ctx, func(t *wtx) error {
+		var key string
+		err := t.QueryRow(`SELECT action_key FROM audience_rows WHERE release_id = ? AND customer_id = ? AND status = 'eligible'`,
+			releaseID, customerID).Scan(&key)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("remove %s from %s: not an eligible recipient: %w", customerID, releaseID, ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		if a, err := getAction(t, key); err == nil && a.State != StateDrafting && a.State != StateApproved && a.State != StateAwaitingApproval {
+			return &StateError{Key: key, State: a.State, Err: ErrWrongState, Hint: "sending already started for this recipient"}
+		}
+		if _, err := t.Exec(`UPDATE audience_rows SET status = 'removed', reason = ? WHERE release_id = ? AND customer_id = ? AND status = 'eligible'`,
+			"removed by "+actor+": "+reason, releaseID, customerID); err != nil {
+			return err
+		}
+		return t.event(actor, "", key, EvAudienceRemoved, reason, "%s removed %s from release %s because: %s.", actor, customerID, releaseID, reason)
+	})
+}
+
+// ApproveAudience binds the send approval of a release to its content and
+// source file.
+func (l *Ledger) ApproveAudience(ctx context.Context, releaseID, approver string) error {
+	if approver == "" {
+		return invalidf("approve release %s: approver is empty", releaseID)
+	}
+	return l.write(ctx, func(t *wtx) error {
+		var creator, content string
+		err := t.QueryRow(`SELECT created_by, content_digest FROM audience_releases WHERE id = ?`, releaseID).Scan(&creator, &content)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("release %s: %w", releaseID, ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := t.Exec(`UPDATE audience_releases SET approved_by = ?, approved_at = ?, approved_digest = ? WHERE id = ?`,
+			approver, ns(t.now), content, releaseID); err != nil {
+			return err
+		}
+		return t.event(approver, "", "", EvApproved, "", "%s approved sending release %s (content %s).", approver, releaseID, content[:19])
+	})
+}

@@ -1,0 +1,253 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+)
+
+// AudienceSummary reads a release's counts, including how far sending got.
+func (l *Ledger) AudienceSummary(ctx context.Context, releaseID string) (AudienceSummary, error) {
+	s := AudienceSummary{ReleaseID: releaseID, Arrived: -1}
+	err := l.read(ctx, func(tx queryTx) error {
+		err := tx.QueryRow(`SELECT source_name, source_digest, action_type, subject, approved_by FROM audience_releases WHERE id = ?`, releaseID).
+			Scan(&s.SourceName, &s.SourceDigest, &s.ActionType, &s.Subject, &s.ApprovedBy)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("release %s: %w", releaseID, ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		rows, err := tx.Query(`SELECT status, count(*) FROM audience_rows WHERE release_id = ? GROUP BY status`, releaseID)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var st string
+			var n int
+			if err := rows.Scan(&st, &n); err != nil {
+				return err
+			}
+			s.SourceRows += n
+			*map[string]*int{RowError: &s.ErrorRows, RowUnmatched: &s.Unmatched, RowDuplicate: &s.Duplicates,
+				RowExcluded: &s.Excluded, RowRemoved: &s.Removed, RowEligible: &s.Eligible}[st] += n
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		s.Resolved = s.Excluded + s.Removed + s.Eligible
+		return tx.QueryRow(`SELECT
+			count(*) FILTER (WHERE EXISTS (SELECT 1 FROM attempts t WHERE t.action_key = r.action_key)),
+			count(*) FILTER (WHERE a.state = 'sent'),
+			count(*) FILTER (WHERE a.state = 'held' OR a.state = 'unknown'),
+			count(*) FILTER (WHERE a.state = 'denied')
+			FROM audience_rows r LEFT JOIN actions a ON a.key = r.action_key
+			WHERE r.release_id = ? AND r.status = 'eligible'`, releaseID).Scan(&s.Attempted, &s.Confirmed, &s.Held, &s.Denied)
+	})
+	return s, err
+}
+
+// AudienceRows lists a page of a release's rows, optionally of one status,
+// in file order, with each recipient's action state.
+func (l *Ledger) AudienceRows(ctx context.Context, releaseID, status string, limit, offset int) ([]AudienceRow, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	var out []AudienceRow
+	err := l.read(ctx, func(tx queryTx) error {
+		rows, err := tx.Query(`SELECT r.line, r.identity, r.customer_id, r.email, r.status, r.reason, r.action_key, COALESCE(a.state, '')
+			FROM audience_rows r LEFT JOIN actions a ON a.key = r.action_key
+			WHERE r.release_id = ? AND (? = '' OR r.status = ?) ORDER BY r.line LIMIT ? OFFSET ?`,
+			releaseID, status, status, limit, offset)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var r AudienceRow
+			var st string
+			if err := rows.Scan(&r.Line, &r.Identity, &r.CustomerID, &r.Email, &r.Status, &r.Reason, &r.ActionKey, &st); err != nil {
+				return err
+			}
+			r.State = State(st)
+			out = append(out, r)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// AudienceSend asks the gate to send a release.
+type AudienceSend struct {
+	ReleaseID string
+	Actor     string // executes; becomes owner of the release's task
+	From      string
+}
+
+// SendAudience sends the release's notice once to every eligible recipient,
+// each as its own business action keyed by (customer, release, action type),
+// with consent re-read from the directory just before each send. Re-running
+// it sends nothing new for recipients already sent; after a crash it first
+// reconciles unknown outcomes through the destination's lookup and then
+// completes the rest, so nobody receives the notice twice.
+func (l *Ledger) SendAudience(ctx context.Context, req AudienceSend, dest Destination, dir Directory) (AudienceSummary, error) {
+	rel, err := l.AudienceSummary(ctx, req.ReleaseID)
+	if err != nil {
+		return rel, err
+	}
+	if rel.ApprovedBy == "" {
+		return rel, fmt.Errorf("send release %s: %w: the release has no send approval", req.ReleaseID, ErrApprovalStale)
+	}
+	task := TaskRef{ID: "release:" + req.ReleaseID, Subject: rel.Subject}
+	if _, err := l.Claim(ctx, task, req.Actor); err != nil {
+		return rel, fmt.Errorf("send release %s: %w", req.ReleaseID, err)
+	}
+	if _, err := l.Recover(ctx); err != nil {
+		return rel, err
+	}
+	body, err := l.releaseBody(ctx, req.ReleaseID)
+	if err != nil {
+		return rel, err
+	}
+	looker, _ := dest.(Looker)
+	for offset := 0; ; offset += 500 {
+		page, err := l.AudienceRows(ctx, req.ReleaseID, RowEligible, 500, offset)
+		if err != nil {
+			return rel, err
+		}
+		for _, r := range page {
+			if err := l.sendRecipient(ctx, req, rel, body, r, dest, looker, dir); err != nil {
+				return l.summaryAfter(ctx, req.ReleaseID, err)
+			}
+		}
+		if len(page) < 500 {
+			break
+		}
+	}
+	return l.summaryAfter(ctx, req.ReleaseID, nil)
+}
+
+func (l *Ledger) summaryAfter(ctx context.Context, releaseID string, cause error) (AudienceSummary, error) {
+	s, err := l.AudienceSummary(ctx, releaseID)
+	return s, errors.Join(cause, err)
+}
+
+func (l *Ledger) releaseBody(ctx context.Context, releaseID string) (string, error) {
+	var body string
+	err := l.r.QueryRowContext(ctx, `SELECT body FROM audience_releases WHERE id = ?`, releaseID).Scan(&body)
+	return body, err
+}
+
+// sendRecipient moves one recipient's action as far as it can go. Refusals
+// that concern only this recipient (denied, held, in flight elsewhere) are
+// recorded and skipped; only a stop or an infrastructure error ends the run.
+func (l *Ledger) sendRecipient(ctx context.Context, req AudienceSend, rel AudienceSummary, body string, r AudienceRow,
+	dest Destination, looker Looker, dir Directory) error {
+	key := r.ActionKey
+	switch r.State {
+	case StateSent, StateExecuting, StateFailed, StateDenied, StateCancelled:
+		return nil
+	case StateUnknown, StateHeld:
+		a, err := l.Reconcile(ctx, key, req.Actor, looker)
+		if err != nil && !errors.Is(err, ErrHeld) {
+			return err
+		}
+		if a.State != StateHeld || a.HoldCause != HoldSafeToRetry {
+			return nil // sent, or still needs a person
+		}
+		if _, err := l.ReleaseHold(ctx, key, req.Actor, "audience send re-run: reconciliation proved nothing arrived"); err != nil {
+			return err
+		}
+	case "":
+		if err := l.proposeRecipient(ctx, req, rel, body, r); err != nil {
+			return err
+		}
+	}
+	reread := []MaterialRead{{Source: "crm", Field: "consent"}}
+	c, ok, err := dir.CustomerByID(ctx, r.CustomerID)
+	switch {
+	case err != nil:
+		reread[0].Unavailable = true
+	case !ok:
+		reread[0].Value = "customer deleted"
+	default:
+		reread[0].Value = consentValue(c)
+	}
+	_, err = l.Execute(ctx, ExecuteRequest{Key: key, Executor: req.Actor, Reread: reread, From: req.From}, dest)
+	switch {
+	case err == nil, errors.Is(err, ErrDenied), errors.Is(err, ErrHeld), errors.Is(err, ErrInFlight),
+		errors.Is(err, ErrDuplicate), errors.Is(err, ErrUnknownOutcome), errors.Is(err, ErrNotDelivered), errors.Is(err, ErrFailed):
+		return nil
+	}
+	return err
+}
+
+func (l *Ledger) proposeRecipient(ctx context.Context, req AudienceSend, rel AudienceSummary, body string, r AudienceRow) error {
+	p := Proposal{Task: TaskRef{ID: "release:" + req.ReleaseID}, Customer: r.CustomerID, Event: req.ReleaseID,
+		ActionType: rel.ActionType, Target: "audience", Recipient: r.Email, Subject: rel.Subject, Body: body, Actor: req.Actor}
+	if _, err := l.Propose(ctx, p); err != nil && !errors.Is(err, ErrDuplicate) && !errors.Is(err, ErrInFlight) {
+		return err
+	}
+	_, err := l.Approve(ctx, p.Key(), rel.ApprovedBy, []MaterialRead{{Source: "crm", Field: "consent", Value: "yes"}})
+	if errors.Is(err, ErrWrongState) {
+		return nil
+	}
+	return err
+}
+
+// consentValue is the consent field as the approval snapshot records it:
+// "yes" exactly when the customer may receive the notice.
+func consentValue(c Customer) string {
+	if ok, why := c.Eligible(); !ok {
+		return why
+	}
+	return "yes"
+}
+
+// UpsertCustomers refreshes the ledger's mirror of CRM records.
+func (l *Ledger) UpsertCustomers(ctx context.Context, cs []Customer) error {
+	return l.write(ctx, func(t *wtx) error {
+		stmt, err := t.Prepare(`INSERT INTO customers (id, email, consent, suppressed, updated_at) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT(id) DO UPDATE SET email = excluded.email, consent = excluded.consent,
+			suppressed = excluded.suppressed, updated_at = excluded.updated_at`)
+		if err != nil {
+			return err
+		}
+		defer stmt.Close()
+		for _, c := range cs {
+			if c.ID == "" {
+				return invalidf("customer record without id (email %q)", c.Email)
+			}
+			if _, err := stmt.Exec(c.ID, c.Email, c.Consent, boolInt(c.Suppressed), ns(t.now)); err != nil {
+				return fmt.Errorf("record customer %s: %w", c.ID, err)
+			}
+		}
+		return nil
+	})
+}
+
+// Customers is the ledger's mirror of CRM records, usable as a Directory.
+func (l *Ledger) Customers() Directory { return mirror{l} }
+
+type mirror struct{ l *Ledger }
+
+func (m mirror) CustomerByID(ctx context.Context, id string) (Customer, bool, error) {
+	return m.one(ctx, `SELECT id, email, consent, suppressed FROM customers WHERE id = ?`, id)
+}
+
+func (m mirror) CustomerByEmail(ctx context.Context, email string) (Customer, bool, error) {
+	return m.one(ctx, `SELECT id, email, consent, suppressed FROM customers WHERE email = ? COLLATE NOCASE ORDER BY id LIMIT 1`, email)
+}
+
+func (m mirror) one(ctx context.Context, q, arg string) (Customer, bool, error) {
+	var c Customer
+	var sup int
+	err := m.l.r.QueryRowContext(ctx, q, arg).Scan(&c.ID, &c.Email, &c.Consent, &sup)
+	if errors.Is(err, sql.ErrNoRows) {
+		return c, false, nil
+	}
+	c.Suppressed = sup == 1
+	return c, err == nil, err
+}
