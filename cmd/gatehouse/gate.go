@@ -1,0 +1,256 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"gatehouse/ledger"
+)
+
+func init() { subcommands = append(subcommands, newGateCmd) }
+
+// Exit codes of `gate` verbs beyond exitOK, exitOther and exitUsage. They
+// name the refusal so that a workflow in any language can branch on it; see
+// docs/cli.md.
+const (
+	exitDuplicate = 10 // already sent
+	exitInFlight  = 11 // another executor holds an attempt right now
+	exitDenied    = 12 // stale state, not the owner, approval stale, cancelled
+	exitHeld      = 13 // waits for a person
+	exitUnknown   = 14 // outcome unknown: reconcile, never resend
+	exitStopped   = 15 // the stop switch is on
+)
+
+// ledgerEnv names the ledger when --ledger is not given.
+const ledgerEnv = "GATEHOUSE_LEDGER"
+
+// gateOpts are the flags every verb shares.
+type gateOpts struct {
+	ledgerPath string
+	actor      string
+	json       bool
+}
+
+// verbSpec describes one `gate` verb: its flags and what it does.
+type verbSpec struct {
+	name, short string
+	// actor: the verb acts, so --as is required.
+	actor bool
+	// existing: the verb only reads, so it must not create a ledger file.
+	existing bool
+	flags    func(fs *pflag.FlagSet)
+	run      func(ctx context.Context, g *gateRun) (output, error)
+}
+
+// gateRun is one invocation of a verb: the shared options and the open ledger.
+type gateRun struct {
+	gateOpts
+	existing bool // refuse to create the ledger file
+	l        *ledger.Ledger
+	out      io.Writer
+	in       io.Reader
+}
+
+// output is what a verb prints: the same value as JSON with --json, or as
+// plain text with aligned columns.
+type output interface {
+	text(w io.Writer)
+}
+
+// verbs in the order help lists them: the life of an action, then
+// ownership and presence, then oversight.
+var verbs = []func() verbSpec{
+	proposeVerb, submitVerb, approveVerb, sendVerb, showVerb, listVerb, historyVerb,
+	cancelVerb, correctVerb, holdVerb, releaseHoldVerb, reconcileVerb, resolveVerb,
+	claimVerb, takeoverVerb, releaseVerb, viewVerb, leaveVerb, completeVerb, notificationsVerb,
+	stopVerb, resumeVerb, metricsVerb,
+}
+
+func newGateCmd() *cobra.Command {
+	opts := &gateOpts{}
+	cmd := &cobra.Command{
+		Use:   "gate <verb>",
+		Short: "Drive the gate from a workflow in any language",
+		Long: `gate runs one gate operation on a ledger file and exits with a code that
+names the result (see docs/cli.md). Every verb takes --ledger PATH (or
+$GATEHOUSE_LEDGER) and --json; verbs that act take --as ACTOR.`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(_ *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usageErr("gate needs a verb: %s", strings.Join(verbNames(), ", "))
+			}
+			return usageErr("unknown verb %q for gate (want one of %s)", args[0], strings.Join(verbNames(), ", "))
+		},
+	}
+	pf := cmd.PersistentFlags()
+	pf.StringVar(&opts.ledgerPath, "ledger", "", "ledger file (default $"+ledgerEnv+")")
+	pf.StringVar(&opts.actor, "as", "", "who acts: a person or a workflow")
+	pf.BoolVar(&opts.json, "json", false, "print one JSON object instead of text")
+	for _, v := range verbs {
+		cmd.AddCommand(newVerbCmd(opts, v()))
+	}
+	return cmd
+}
+
+func verbNames() []string {
+	var names []string
+	for _, v := range verbs {
+		names = append(names, v().name)
+	}
+	return names
+}
+
+func newVerbCmd(opts *gateOpts, spec verbSpec) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   spec.name,
+		Short: spec.short,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageErr("gate %s takes flags only, not %q", spec.name, args[0])
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runVerb(cmd, *opts, spec)
+		},
+	}
+	if spec.flags != nil {
+		spec.flags(cmd.Flags())
+	}
+	return cmd
+}
+
+// runVerb checks the shared flags, opens the ledger, runs the verb and
+// prints its output; a refusal becomes the exit code that names it.
+func runVerb(cmd *cobra.Command, opts gateOpts, spec verbSpec) error {
+	if opts.ledgerPath == "" {
+		opts.ledgerPath = os.Getenv(ledgerEnv)
+	}
+	if opts.ledgerPath == "" {
+		return usageErr("gate %s needs --ledger PATH (or $%s)", spec.name, ledgerEnv)
+	}
+	if spec.actor && strings.TrimSpace(opts.actor) == "" {
+		return usageErr("gate %s needs --as ACTOR: who acts", spec.name)
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	g := &gateRun{gateOpts: opts, existing: spec.existing, out: cmd.OutOrStdout(), in: cmd.InOrStdin()}
+	defer g.close()
+	out, err := spec.run(ctx, g)
+	var code int
+	if err != nil {
+		code = exitCode(err)
+		err = &exitError{code: code, err: err}
+	}
+	if perr := g.print(out, err, code); perr != nil {
+		return errors.Join(err, perr)
+	}
+	return err
+}
+
+// ledger opens the ledger on first use, so that a usage error found while
+// reading the flags never creates a ledger file.
+func (g *gateRun) ledger() (*ledger.Ledger, error) {
+	if g.l != nil {
+		return g.l, nil
+	}
+	if g.existing {
+		if _, err := os.Stat(g.ledgerPath); errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("no ledger at %s", g.ledgerPath)
+		}
+	}
+	l, err := ledger.Open(g.ledgerPath)
+	if err != nil {
+		if strings.Contains(err.Error(), g.ledgerPath) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("open ledger %s: %w", g.ledgerPath, err)
+	}
+	g.l = l
+	return l, nil
+}
+
+func (g *gateRun) close() {
+	if g.l != nil {
+		g.l.Close()
+	}
+}
+
+// exitCode maps a refusal to the exit code that names it. Order matters: an
+// ownership error that cancelled the action is still a denial, and an
+// unknown outcome outranks the hold it may sit in.
+func exitCode(err error) int {
+	var ee *exitError
+	switch {
+	case errors.As(err, &ee):
+		return ee.code
+	case errors.Is(err, ledger.ErrDuplicate):
+		return exitDuplicate
+	case errors.Is(err, ledger.ErrInFlight):
+		return exitInFlight
+	case errors.Is(err, ledger.ErrUnknownOutcome):
+		return exitUnknown
+	case errors.Is(err, ledger.ErrStopped):
+		return exitStopped
+	case errors.Is(err, ledger.ErrHeld):
+		return exitHeld
+	case errors.Is(err, ledger.ErrDenied), errors.Is(err, ledger.ErrOwnershipConflict),
+		errors.Is(err, ledger.ErrApprovalStale), errors.Is(err, ledger.ErrCancelled):
+		return exitDenied
+	case errors.Is(err, ledger.ErrInvalid):
+		return exitUsage
+	}
+	return exitOther
+}
+
+// print writes the verb's output. With --json it is always exactly one
+// object carrying exit_code (and error on a refusal), so a workflow never
+// has to parse stderr.
+func (g *gateRun) print(out output, err error, code int) error {
+	if !g.json {
+		if out == nil {
+			return nil
+		}
+		tw := tabwriter.NewWriter(g.out, 0, 4, 2, ' ', 0)
+		out.text(tw)
+		return tw.Flush()
+	}
+	obj := []byte("{}")
+	if out != nil {
+		var merr error
+		if obj, merr = json.Marshal(out); merr != nil {
+			return fmt.Errorf("encode output: %w", merr)
+		}
+	}
+	extra := map[string]any{"exit_code": code}
+	if err != nil {
+		extra["error"] = err.Error()
+	}
+	tail, _ := json.Marshal(extra)
+	_, werr := fmt.Fprintf(g.out, "%s\n", appendFields(obj, tail))
+	return werr
+}
+
+// appendFields merges two encoded JSON objects, keeping the verb's field
+// order first.
+func appendFields(obj, tail []byte) []byte {
+	obj = bytes.TrimSuffix(bytes.TrimSpace(obj), []byte("}"))
+	tail = bytes.TrimPrefix(tail, []byte("{"))
+	if len(bytes.TrimSpace(obj)) > 1 {
+		obj = append(obj, ',')
+	}
+	return append(obj, tail...)
+}

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"gatehouse/ledger"
+)
+
+// keyFlags address an action: --key, or the business facts the key is built
+// from. targetFlag is "target", except on verbs whose --target names the
+// destination (send, reconcile), where the fact is --action-target.
+type keyFlags struct {
+	key        string
+	facts      ledger.KeyParts
+	targetFlag string
+}
+
+func (k *keyFlags) registerFacts(fs *pflag.FlagSet, targetFlag string) {
+	k.targetFlag = targetFlag
+	fs.StringVar(&k.facts.Customer, "customer", "", "customer the action is for")
+	fs.StringVar(&k.facts.Event, "event", "", "business event, e.g. the enquiry or webhook id")
+	fs.StringVar(&k.facts.ActionType, "type", "", "action type, e.g. reply_ack")
+	fs.StringVar(&k.facts.Target, targetFlag, "", "what the action acts on, e.g. the task or order")
+	fs.IntVar(&k.facts.Revision, "revision", 0, "0 for the first message; corrections use the next")
+}
+
+func (k *keyFlags) register(fs *pflag.FlagSet, targetFlag string) {
+	fs.StringVar(&k.key, "key", "", "action key (or give the facts it is built from)")
+	k.registerFacts(fs, targetFlag)
+}
+
+// anyFact reports whether any business fact was given.
+func (k *keyFlags) anyFact() bool {
+	f := k.facts
+	return f.Customer != "" || f.Event != "" || f.ActionType != "" || f.Target != "" || f.Revision != 0
+}
+
+// requireFacts checks that every fact is present, for verbs that build a key.
+func (k *keyFlags) requireFacts(verb string) (string, error) {
+	f := k.facts
+	var missing []string
+	for _, m := range []struct{ flag, v string }{{"--customer", f.Customer}, {"--event", f.Event},
+		{"--type", f.ActionType}, {"--" + k.targetFlag, f.Target}} {
+		if strings.TrimSpace(m.v) == "" {
+			missing = append(missing, m.flag)
+		}
+	}
+	if len(missing) > 0 {
+		return "", usageErr("gate %s needs %s", verb, strings.Join(missing, ", "))
+	}
+	if f.Revision < 0 {
+		return "", usageErr("gate %s: --revision %d is negative", verb, f.Revision)
+	}
+	return f.Key(), nil
+}
+
+// resolve returns the addressed action key.
+func (k *keyFlags) resolve(verb string) (string, error) {
+	switch {
+	case k.key != "" && k.anyFact():
+		return "", usageErr("gate %s: give --key or the facts that build it, not both", verb)
+	case k.key != "":
+		if _, err := ledger.ParseKey(k.key); err != nil {
+			return "", usageErr("gate %s: %v", verb, err)
+		}
+		return k.key, nil
+	case !k.anyFact():
+		return "", usageErr("gate %s needs --key KEY (or --customer, --event, --type, --%s)", verb, k.targetFlag)
+	}
+	return k.requireFacts(verb)
+}
+
+// unavailableValue marks a material source that could not be read.
+const unavailableValue = "?unavailable"
+
+// materialList is the repeatable --material source.field=value flag. A value
+// of exactly "?unavailable" says the source could not be read.
+type materialList []ledger.MaterialRead
+
+func (m *materialList) String() string {
+	var parts []string
+	for _, r := range *m {
+		parts = append(parts, r.Name()+"="+r.Value)
+	}
+	return strings.Join(parts, ",")
+}
+
+// Type names the value in help text.
+func (m *materialList) Type() string { return "source.field=value" }
+
+// Set parses one source.field=value; pflag turns an error into a usage error.
+func (m *materialList) Set(s string) error {
+	name, value, ok := strings.Cut(s, "=")
+	source, field, dot := strings.Cut(name, ".")
+	if !ok || !dot || strings.TrimSpace(source) == "" || strings.TrimSpace(field) == "" {
+		return fmt.Errorf("want source.field=value, e.g. crm.consent=yes")
+	}
+	r := ledger.MaterialRead{Source: strings.TrimSpace(source), Field: strings.TrimSpace(field), Value: value}
+	if value == unavailableValue {
+		r.Value, r.Unavailable = "", true
+	}
+	*m = append(*m, r)
+	return nil
+}
+
+func (m *materialList) register(fs *pflag.FlagSet, usage string) {
+	fs.Var(m, "material", usage+" (repeatable; value "+unavailableValue+" marks the source unreadable)")
+}
+
+// contentFlags are the message content of propose and correct.
+type contentFlags struct {
+	to, subject, body, bodyFile string
+}
+
+func (c *contentFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&c.to, "to", "", "recipient address")
+	fs.StringVar(&c.subject, "subject", "", "message subject")
+	fs.StringVar(&c.body, "body", "", "message body")
+	fs.StringVar(&c.bodyFile, "body-file", "", "read the body from PATH, or stdin for -")
+}
+
+// readBody returns the body from --body or --body-file.
+func (c *contentFlags) readBody(verb string, stdin io.Reader) (string, error) {
+	if c.bodyFile == "" {
+		return c.body, nil
+	}
+	if c.body != "" {
+		return "", usageErr("gate %s: give --body or --body-file, not both", verb)
+	}
+	var b []byte
+	var err error
+	if c.bodyFile == "-" {
+		b, err = io.ReadAll(stdin)
+	} else {
+		b, err = os.ReadFile(c.bodyFile)
+	}
+	if err != nil {
+		return "", fmt.Errorf("read body: %w", err)
+	}
+	return string(b), nil
+}
+
+// requireFlag is the usage error for a required flag left empty.
+func requireFlag(verb, flag, value string) error {
+	if strings.TrimSpace(value) == "" {
+		return usageErr("gate %s needs --%s", verb, flag)
+	}
+	return nil
+}
+
+func reasonFlag(fs *pflag.FlagSet, reason *string) {
+	fs.StringVar(reason, "reason", "", "why, in plain words (recorded in the history)")
+}
+
+func taskFlag(fs *pflag.FlagSet, task *string) {
+	fs.StringVar(task, "task", "", "task (helpdesk conversation) id")
+}
