@@ -234,7 +234,8 @@ func replyOutcome(err error) ledger.Outcome {
 // Send delivers msg. A nil error means the server answered 250 to the final
 // "."; every other result is a *ledger.DeliveryError (see the package
 // comment for the classification). Cancelling ctx closes the connection; the
-// outcome is then classified by the phase it interrupted.
+// outcome is then classified by the phase it interrupted. msg.Target is not
+// consulted: a Destination is made for one target by New.
 func (d *Destination) Send(ctx context.Context, msg ledger.Message) (ledger.Receipt, error) {
 	from, to, raw, err := d.compose(msg)
 	if err != nil {
