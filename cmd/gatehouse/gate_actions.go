@@ -263,7 +263,13 @@ func reconcileVerb() verbSpec {
 			return err
 		},
 		op: func(l *ledger.Ledger, ctx context.Context, key, actor, _ string) (ledger.Action, error) {
-			return l.Reconcile(ctx, key, actor, looker)
+			a, err := l.Reconcile(ctx, key, actor, looker)
+			if err == nil && a.State == ledger.StateHeld {
+				// Proven absent: the ledger holds it for a reviewed retry. A
+				// workflow must not read exit 0 as "done".
+				err = &ledger.StateError{Key: key, State: a.State, Err: ledger.ErrHeld, Hint: a.Reason}
+			}
+			return a, err
 		}})
 }
 

@@ -2,11 +2,14 @@ package main
 
 import (
 	"bytes"
+	"database/sql"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	_ "github.com/mattn/go-sqlite3"
 )
 
 // gateEnv is one ledger file and one file:// destination in a temp dir.
@@ -298,6 +301,7 @@ func TestGateRefusesCorruptLedger(t *testing.T) {
 		{"NotSQLite", []byte("this is a spreadsheet, not a ledger\n")},
 		{"TruncatedHeader", []byte("SQLite fo")},
 		{"SQLiteHeaderGarbageBody", append([]byte("SQLite format 3\x00"), bytes.Repeat([]byte{0xAB}, 4096)...)},
+		{"AnotherApplicationsDatabase", foreignSQLite(t)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -329,6 +333,27 @@ func TestGateRefusesCorruptLedger(t *testing.T) {
 			}
 		})
 	}
+}
+
+// foreignSQLite returns the bytes of a valid SQLite file that is not a ledger.
+func foreignSQLite(t *testing.T) []byte {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "crm.db")
+	db, err := sql.Open("sqlite3", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`CREATE TABLE customers (id TEXT PRIMARY KEY, consent TEXT); INSERT INTO customers VALUES ('c1', 'yes')`); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 func TestGateReadVerbsRefuseMissingLedger(t *testing.T) {

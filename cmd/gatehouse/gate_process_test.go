@@ -1,0 +1,194 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"gatehouse/ledger"
+	"gatehouse/ledger/filedest"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// gatehouseBinary builds the command once per test run, so the
+// multi-process tests race real OS processes rather than goroutines.
+func gatehouseBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "gatehouse-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "gatehouse")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = errors.New(string(out))
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("build gatehouse: %v", buildErr)
+	}
+	return binPath
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
+
+func TestGateSendFromEightProcessesSendsOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := gatehouseBinary(t)
+	e := newGateEnv(t)
+	key := e.approved("enq-race", "alice", "crm.consent=yes")
+
+	const n = 8
+	type exit struct {
+		code   int
+		stderr string
+	}
+	exits := make([]exit, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cmd := exec.Command(bin, "gate", "send", "--ledger", e.ledger, "--key", key, "--as", "alice",
+				"--material", "crm.consent=yes", "--target", e.target())
+			var errOut bytes.Buffer
+			cmd.Stderr = &errOut
+			<-start
+			err := cmd.Run()
+			var ee *exec.ExitError
+			switch {
+			case errors.As(err, &ee):
+				exits[i] = exit{ee.ExitCode(), errOut.String()}
+			case err != nil:
+				exits[i] = exit{-1, err.Error()}
+			default:
+				exits[i] = exit{0, errOut.String()}
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+
+	sent := 0
+	var codes []int
+	for i, x := range exits {
+		codes = append(codes, x.code)
+		if strings.Contains(x.stderr, "database is locked") {
+			t.Errorf("process %d saw the lock: %s", i, x.stderr)
+		}
+		switch x.code {
+		case exitOK:
+			sent++
+		case exitDuplicate, exitInFlight:
+		default:
+			t.Errorf("process %d: exit %d, want 0, 10 or 11: %s", i, x.code, x.stderr)
+		}
+	}
+	t.Logf("exit codes: %v", codes)
+	if sent != 1 {
+		t.Errorf("%d processes sent, want exactly 1: %+v", sent, exits)
+	}
+	if files := e.emlFiles(); len(files) != 1 {
+		t.Errorf("eml files = %v, want exactly one", files)
+	}
+}
+
+// unknownOutcome leaves key with one attempt whose outcome is unknown, as a
+// crash or a timeout after hand-over would. delivered says whether the
+// message reached the file destination before that.
+func (e *gateEnv) unknownOutcome(key string, delivered bool) {
+	e.t.Helper()
+	ctx := context.Background()
+	l, err := ledger.Open(e.ledger)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer l.Close()
+	_, msg, err := l.BeginAttempt(ctx, ledger.ExecuteRequest{Key: key, Executor: "alice"})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if delivered {
+		d, err := filedest.New(e.outbox)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if _, err := d.Send(ctx, msg); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	if _, err := l.RecordOutcome(ctx, msg.TransportID, ledger.OutcomeUnknown, "connection lost after DATA"); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func TestGateReconcile(t *testing.T) {
+	tests := []struct {
+		name      string
+		delivered bool
+		target    func(e *gateEnv) []string
+		code      int
+		state     ledger.State
+		cause     ledger.HoldCause
+	}{
+		{name: "FoundAtFileDestinationIsSent", delivered: true,
+			target: func(e *gateEnv) []string { return []string{"--target", e.target()} },
+			code:   exitOK, state: ledger.StateSent},
+		{name: "AbsentIsHeldSafeToRetry", delivered: false,
+			target: func(e *gateEnv) []string { return []string{"--target", e.target()} },
+			code:   exitHeld, state: ledger.StateHeld, cause: ledger.HoldSafeToRetry},
+		{name: "NoTargetIsHeldUnknown", delivered: true,
+			target: func(*gateEnv) []string { return nil },
+			code:   exitHeld, state: ledger.StateHeld, cause: ledger.HoldUnknownOutcome},
+		{name: "MissingDirectoryIsHeldUnknown", delivered: false,
+			target: func(e *gateEnv) []string { return []string{"--target", "file://" + filepath.Join(e.outbox, "typo")} },
+			code:   exitHeld, state: ledger.StateHeld, cause: ledger.HoldUnknownOutcome},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newGateEnv(t)
+			key := e.approved("enq-unknown", "alice")
+			e.unknownOutcome(key, tt.delivered)
+			wantExit(t, e.send(key, "alice"), exitUnknown, "reconcile")
+			args := append([]string{"reconcile", "--key", key, "--as", "ops"}, tt.target(e)...)
+			wantExit(t, e.gate(args...), tt.code)
+			l, err := ledger.Open(e.ledger)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			a, err := l.Action(context.Background(), key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.State != tt.state || a.HoldCause != tt.cause {
+				t.Fatalf("after reconcile: %s/%s (%s), want %s/%s", a.State, a.HoldCause, a.Reason, tt.state, tt.cause)
+			}
+			if n := len(e.emlFiles()); n > 1 {
+				t.Fatalf("reconcile re-sent: %d messages", n)
+			}
+		})
+	}
+}
