@@ -140,9 +140,11 @@ func Start(ctx context.Context, cfg Config) (*Mailbox, error) {
 	s.WriteTimeout = cfg.ReadTimeout
 	s.EnableSMTPUTF8 = true
 	s.AllowInsecureAuth = true // loopback test server: AUTH PLAIN without TLS
-	s.ErrorLog = cfg.ErrorLog
-	if s.ErrorLog == nil {
-		s.ErrorLog = log.New(io.Discard, "", 0)
+	// Assign the *log.Logger only when set: a nil pointer in the Logger
+	// interface would not compare equal to nil and would panic on use.
+	s.ErrorLog = log.New(io.Discard, "", 0)
+	if cfg.ErrorLog != nil {
+		s.ErrorLog = cfg.ErrorLog
 	}
 	m.server = s
 	go s.Serve(m.ln)
