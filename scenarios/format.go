@@ -1,0 +1,198 @@
+// Package scenarios reads rehearsal scenario files, validates them before
+// anything runs, and runs them against a real ledger, a real SMTP test
+// mailbox and fake source systems on a fake clock.
+//
+// A scenario is one YAML file: a world (customers, tasks, actors, the
+// business actions the workflows may take), a list of steps and the final
+// expectations. See docs/scenarios.md for the format reference.
+package scenarios
+
+import "fmt"
+
+// Scenario is one parsed and validated scenario file.
+type Scenario struct {
+	Name        string `yaml:"name"`
+	Title       string `yaml:"title"`
+	Description string `yaml:"description"`
+	World       World  `yaml:"world"`
+	Steps       []Step `yaml:"steps"`
+	Expect      Final  `yaml:"expect"`
+
+	// File is where the scenario was read from ("builtin/NAME.yaml" for
+	// built-ins); every Problem names it.
+	File string `yaml:"-"`
+	Pos  Pos    `yaml:"-"`
+}
+
+// World is the fictional setting a scenario starts from.
+type World struct {
+	Customers []Customer  `yaml:"customers"`
+	Tasks     []Task      `yaml:"tasks"`
+	Actors    []Actor     `yaml:"actors"`
+	Actions   []ActionDef `yaml:"actions"`
+	Pos       Pos         `yaml:"-"`
+}
+
+// Customer is a CRM record. Fields holds material fields such as consent
+// and order_state.
+type Customer struct {
+	ID     string            `yaml:"id"`
+	Email  string            `yaml:"email"`
+	Fields map[string]string `yaml:"fields"`
+	Pos    Pos               `yaml:"-"`
+	KeyPos map[string]Pos    `yaml:"-"`
+}
+
+// Task is a helpdesk enquiry. Owner, when set, must be an actor.
+type Task struct {
+	ID       string         `yaml:"id"`
+	Customer string         `yaml:"customer"`
+	Subject  string         `yaml:"subject"`
+	Status   string         `yaml:"status"`
+	Owner    string         `yaml:"owner"`
+	Pos      Pos            `yaml:"-"`
+	KeyPos   map[string]Pos `yaml:"-"`
+}
+
+// Actor kinds.
+const (
+	KindStaff    = "staff"
+	KindWorkflow = "workflow"
+	KindAgent    = "agent"
+)
+
+// Actor is a staff member, a workflow or an agent.
+type Actor struct {
+	ID     string         `yaml:"id"`
+	Kind   string         `yaml:"kind"`
+	Pos    Pos            `yaml:"-"`
+	KeyPos map[string]Pos `yaml:"-"`
+}
+
+// ActionDef is a business action a workflow or person may propose. Its key
+// is built from the task's customer, Event, Type and Target.
+type ActionDef struct {
+	Name     string         `yaml:"name"`
+	Task     string         `yaml:"task"`
+	Event    string         `yaml:"event"`
+	Type     string         `yaml:"type"`
+	Target   string         `yaml:"target"` // default: the task id
+	To       string         `yaml:"to"`     // default: the customer's email in the CRM
+	Subject  string         `yaml:"subject"`
+	Body     string         `yaml:"body"`
+	Material []string       `yaml:"material"` // source.field, re-read before each send
+	Pos      Pos            `yaml:"-"`
+	KeyPos   map[string]Pos `yaml:"-"`
+}
+
+// Step is one thing that happens. Do names the verb; the other fields are
+// its arguments (which ones apply depends on the verb). A step with Parallel
+// runs those steps concurrently instead.
+type Step struct {
+	Do       string `yaml:"do"`
+	Actor    string `yaml:"actor"`
+	Task     string `yaml:"task"`
+	Action   string `yaml:"action"`
+	As       string `yaml:"as"`
+	Reason   string `yaml:"reason"`
+	Subject  string `yaml:"subject"`
+	Body     string `yaml:"body"`
+	To       string `yaml:"to"`
+	Customer string `yaml:"customer"`
+	Field    string `yaml:"field"`
+	Value    string `yaml:"value"`
+	Source   string `yaml:"source"`
+	Fault    string `yaml:"fault"`
+	Count    int    `yaml:"count"`
+	Delay    string `yaml:"delay"`
+	Point    string `yaml:"at"`
+	For      string `yaml:"for"`
+	Event    string `yaml:"event"`
+	Approver string `yaml:"approver"`
+	Kind     string `yaml:"kind"`
+	Note     string `yaml:"note"`
+
+	Expect         string `yaml:"expect"`
+	ReasonContains string `yaml:"reason_contains"`
+
+	Parallel []Step `yaml:"parallel"`
+	// ExpectAll lists the outcome classes a parallel block must produce,
+	// in any order (goroutines race; which one wins is not reported).
+	ExpectAll []string `yaml:"expect_all"`
+
+	Pos    Pos            `yaml:"-"`
+	KeyPos map[string]Pos `yaml:"-"`
+}
+
+// Final holds the expectations checked after the last step.
+type Final struct {
+	Arrivals *ArrivalExpect    `yaml:"arrivals"`
+	States   map[string]string `yaml:"states"`
+	Counts   *CountExpect      `yaml:"counts"`
+	History  []string          `yaml:"history"`
+	Pos      Pos               `yaml:"-"`
+	KeyPos   map[string]Pos    `yaml:"-"`
+}
+
+// ArrivalExpect asserts what the mailbox received, as counted by the SMTP
+// server itself.
+type ArrivalExpect struct {
+	Total        *int           `yaml:"total"`
+	PerRecipient map[string]int `yaml:"per_recipient"`
+	PerAction    map[string]int `yaml:"per_action"`
+	Pos          Pos            `yaml:"-"`
+	KeyPos       map[string]Pos `yaml:"-"`
+}
+
+// CountExpect asserts the ledger's counts, each kept apart.
+type CountExpect struct {
+	Intended        *int           `yaml:"intended"`
+	Attempts        *int           `yaml:"attempts"`
+	Confirmed       *int           `yaml:"confirmed"`
+	Arrived         *int           `yaml:"arrived"`
+	Denials         *int           `yaml:"denials"`
+	DuplicateBlocks *int           `yaml:"duplicate_blocks"`
+	Holds           *int           `yaml:"holds"`
+	Conflicts       *int           `yaml:"conflicts"`
+	Unknown         *int           `yaml:"unknown"`
+	Pos             Pos            `yaml:"-"`
+	KeyPos          map[string]Pos `yaml:"-"`
+}
+
+// Pos is a line and column in a scenario file (1-based).
+type Pos struct {
+	Line int `json:"line"`
+	Col  int `json:"col"`
+}
+
+// Problem is one thing wrong with a scenario file, located precisely.
+type Problem struct {
+	File string
+	Pos  Pos
+	Msg  string
+	Hint string
+}
+
+// Error renders "file:line:col: message (hint)".
+func (p Problem) Error() string {
+	s := fmt.Sprintf("%s:%d:%d: %s", p.File, p.Pos.Line, p.Pos.Col, p.Msg)
+	if p.Hint != "" {
+		s += " (" + p.Hint + ")"
+	}
+	return s
+}
+
+// Problems is every problem found in one file, in file order.
+type Problems []Problem
+
+// Error renders one problem per line.
+func (ps Problems) Error() string {
+	s := ""
+	for i, p := range ps {
+		if i > 0 {
+			s += "\n"
+		}
+		s += p.Error()
+	}
+	return s
+}

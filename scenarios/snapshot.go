@@ -1,0 +1,198 @@
+package scenarios
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"gatehouse/ledger"
+	"gatehouse/testmailbox"
+)
+
+// Snapshot is the state of a run between steps: the three columns joined
+// by action key, the counts, the history and the verdicts so far.
+type Snapshot struct {
+	Clock    time.Time `json:"clock"`
+	Step     int       `json:"step"`  // steps run so far
+	Steps    int       `json:"steps"` // steps in the scenario
+	Rows     []Row     `json:"rows"`
+	Counts   Counts    `json:"counts"`
+	History  []string  `json:"history"`
+	Verdicts []Verdict `json:"verdicts"`
+}
+
+// Row is one action key across the three columns: the intended action,
+// its attempts and the messages that arrived for it. A row with an empty
+// State holds arrivals the ledger has no action for.
+type Row struct {
+	Key      string        `json:"key"`
+	Name     string        `json:"name"`
+	State    string        `json:"state"`
+	Owner    string        `json:"owner"`
+	Reason   string        `json:"reason"`
+	Attempts []AttemptCell `json:"attempts"`
+	Arrivals []ArrivalCell `json:"arrivals"`
+}
+
+// AttemptCell is one attempt in the attempts column.
+type AttemptCell struct {
+	Number      int    `json:"number"`
+	TransportID string `json:"transport_id"`
+	Outcome     string `json:"outcome"` // "in flight" while none is recorded
+}
+
+// ArrivalCell is one message the mailbox stored. At is the fake-clock time
+// of the step after which it was first seen.
+type ArrivalCell struct {
+	MessageID string    `json:"message_id"`
+	To        string    `json:"to"`
+	Subject   string    `json:"subject"`
+	At        time.Time `json:"at"`
+	Duplicate bool      `json:"duplicate"`
+}
+
+// Counts are the figures the design keeps apart. Arrived comes from the
+// mailbox's own store, never from what the workflow believes.
+type Counts struct {
+	Intended        int `json:"intended"`
+	Attempts        int `json:"attempts"`
+	Confirmed       int `json:"confirmed"`
+	Arrived         int `json:"arrived"`
+	Denials         int `json:"denials"`
+	DuplicateBlocks int `json:"duplicate_blocks"`
+	Holds           int `json:"holds"`
+	Conflicts       int `json:"conflicts"`
+	Unknown         int `json:"unknown"`
+}
+
+// arrivalLog remembers when (on the fake clock) each stored message was
+// first seen, so arrival times in reports never depend on the wall clock.
+type arrivalLog struct {
+	mu   sync.Mutex
+	seen map[int64]time.Time
+}
+
+func newArrivalLog() *arrivalLog { return &arrivalLog{seen: map[int64]time.Time{}} }
+
+func (a *arrivalLog) observe(ctx context.Context, e *env) error {
+	_, msgs, err := e.mb.List(ctx, testmailbox.Filter{})
+	if err != nil {
+		return err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, m := range msgs {
+		if _, ok := a.seen[m.ID]; !ok {
+			a.seen[m.ID] = e.clock.Now()
+		}
+	}
+	return nil
+}
+
+func (a *arrivalLog) at(id int64) time.Time {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.seen[id]
+}
+
+// Snapshot reads the ledger and the mailbox now.
+func (r *Run) Snapshot(ctx context.Context) (Snapshot, error) {
+	snap := Snapshot{Clock: r.env.clock.Now(), Step: r.next, Steps: len(r.sc.Steps),
+		Verdicts: append([]Verdict(nil), r.verdicts...)}
+	var err error
+	if snap.Rows, err = r.rows(ctx); err != nil {
+		return snap, fmt.Errorf("snapshot: %w", err)
+	}
+	if snap.Counts, err = r.counts(ctx); err != nil {
+		return snap, fmt.Errorf("snapshot: %w", err)
+	}
+	events, err := r.env.l.History(ctx, ledger.HistoryFilter{})
+	if err != nil {
+		return snap, fmt.Errorf("snapshot: history: %w", err)
+	}
+	for _, e := range events {
+		snap.History = append(snap.History, e.At.Format("15:04:05")+"  "+e.Message)
+	}
+	return snap, nil
+}
+
+func (r *Run) rows(ctx context.Context) ([]Row, error) {
+	_, actions, err := r.env.l.ListActions(ctx, ledger.ActionFilter{Limit: 10000})
+	if err != nil {
+		return nil, fmt.Errorf("actions: %w", err)
+	}
+	sort.Slice(actions, func(i, j int) bool {
+		a, b := actions[i], actions[j]
+		return a.CreatedAt.Before(b.CreatedAt) || a.CreatedAt.Equal(b.CreatedAt) && a.Key < b.Key
+	})
+	names := r.keyNames()
+	byKey := map[string]*Row{}
+	var rows []*Row
+	for _, a := range actions {
+		row, err := r.actionRow(ctx, a, names[a.Key])
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, row)
+		byKey[a.Key] = row
+	}
+	_, msgs, err := r.env.mb.List(ctx, testmailbox.Filter{})
+	if err != nil {
+		return nil, fmt.Errorf("mailbox: %w", err)
+	}
+	for _, m := range msgs {
+		row := byKey[m.ActionKey]
+		if row == nil {
+			row = &Row{Key: m.ActionKey, Name: names[m.ActionKey]}
+			rows = append(rows, row)
+			byKey[m.ActionKey] = row
+		}
+		row.Arrivals = append(row.Arrivals, ArrivalCell{MessageID: m.MessageID, To: strings.Join(m.To, ","),
+			Subject: m.Subject, At: r.arrivals.at(m.ID), Duplicate: m.Duplicate})
+	}
+	out := make([]Row, len(rows))
+	for i, row := range rows {
+		out[i] = *row
+	}
+	return out, nil
+}
+
+func (r *Run) actionRow(ctx context.Context, a ledger.Action, name string) (*Row, error) {
+	tk, err := r.env.l.Task(ctx, a.TaskID)
+	if err != nil {
+		return nil, fmt.Errorf("task of %s: %w", a.Key, err)
+	}
+	atts, err := r.env.l.Attempts(ctx, a.Key)
+	if err != nil {
+		return nil, fmt.Errorf("attempts of %s: %w", a.Key, err)
+	}
+	row := &Row{Key: a.Key, Name: name, State: string(a.State), Owner: tk.Owner, Reason: a.Reason}
+	for _, at := range atts {
+		o := string(at.Outcome)
+		if o == "" {
+			o = "in flight"
+		}
+		if at.Reconciled {
+			o += " (reconciled)"
+		}
+		row.Attempts = append(row.Attempts, AttemptCell{Number: at.Number, TransportID: at.TransportID, Outcome: o})
+	}
+	return row, nil
+}
+
+func (r *Run) counts(ctx context.Context) (Counts, error) {
+	m, err := r.env.l.Metrics(ctx)
+	if err != nil {
+		return Counts{}, fmt.Errorf("metrics: %w", err)
+	}
+	arrived, err := r.env.mb.Count(ctx, testmailbox.Filter{})
+	if err != nil {
+		return Counts{}, fmt.Errorf("mailbox count: %w", err)
+	}
+	return Counts{Intended: m.Intended, Attempts: m.Attempts, Confirmed: m.Confirmed, Arrived: arrived,
+		Denials: m.Denials, DuplicateBlocks: m.DuplicateBlocks, Holds: m.Holds,
+		Conflicts: m.OwnershipConflicts, Unknown: m.Unknown}, nil
+}

@@ -1,0 +1,363 @@
+package scenarios
+
+import (
+	"fmt"
+	"os"
+	"reflect"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"gatehouse/ledger"
+)
+
+// verbSpec lists the keys a verb needs and the ones it may take.
+type verbSpec struct {
+	required []string
+	optional []string
+	// noParallel is set for verbs that change the whole world at once and
+	// so cannot race meaningfully (restart, wait).
+	noParallel bool
+}
+
+// Verbs maps every step verb to its keys. The documentation in
+// docs/scenarios.md follows this table.
+var verbs = map[string]verbSpec{
+	"propose":       {required: []string{"action", "actor"}, optional: []string{"subject", "body", "to"}},
+	"revise":        {required: []string{"action", "actor"}, optional: []string{"subject", "body", "to"}},
+	"approve":       {required: []string{"action", "actor"}},
+	"send":          {required: []string{"action", "actor"}},
+	"deliver_event": {required: []string{"action", "actor"}, optional: []string{"approver"}},
+	"cancel":        {required: []string{"action", "actor", "reason"}},
+	"view":          {required: []string{"task", "actor"}, optional: []string{"kind"}},
+	"leave":         {required: []string{"task", "actor"}},
+	"claim":         {required: []string{"task", "actor"}},
+	"take_over":     {required: []string{"task", "actor", "reason"}},
+	"release":       {required: []string{"task", "actor"}, optional: []string{"reason"}},
+	"complete_task": {required: []string{"task", "actor"}},
+	"set":           {required: []string{"field", "value"}, optional: []string{"customer", "task"}},
+	"source_down":   {required: []string{"source"}},
+	"source_up":     {required: []string{"source"}},
+	"mailbox_fault": {required: []string{"fault"}, optional: []string{"count", "delay", "to"}},
+	"crash":         {required: []string{"action", "actor", "at"}},
+	"restart":       {noParallel: true},
+	"reconcile":     {required: []string{"action", "actor"}},
+	"hold":          {required: []string{"action", "actor", "reason"}},
+	"release_hold":  {required: []string{"action", "actor", "reason"}},
+	"correct":       {required: []string{"action", "actor", "reason", "as"}, optional: []string{"subject", "body", "to"}},
+	"stop":          {required: []string{"actor", "reason"}},
+	"resume":        {required: []string{"actor", "reason"}},
+	"wait":          {required: []string{"for"}, noParallel: true},
+}
+
+// stepCommon are keys every verb step may carry.
+var stepCommon = []string{"do", "expect", "reason_contains", "note"}
+
+// Outcome classes a step may expect.
+const (
+	ClassOK           = "ok"
+	ClassSent         = "sent"
+	ClassDuplicate    = "duplicate"
+	ClassInFlight     = "in_flight"
+	ClassDenied       = "denied"
+	ClassHeld         = "held"
+	ClassUnknown      = "unknown"
+	ClassConflict     = "conflict"
+	ClassCancelled    = "cancelled"
+	ClassFailed       = "failed"
+	ClassNotDelivered = "not_delivered"
+	ClassStale        = "stale"
+	ClassRefused      = "refused"
+)
+
+// Classes lists every outcome class in documentation order.
+var Classes = []string{ClassOK, ClassSent, ClassDuplicate, ClassInFlight, ClassDenied,
+	ClassHeld, ClassUnknown, ClassConflict, ClassCancelled, ClassFailed,
+	ClassNotDelivered, ClassStale, ClassRefused}
+
+// Crash points, mailbox faults, sources and actor kinds the format knows.
+var (
+	CrashPoints  = []string{"before_send", "after_accept", "before_record"}
+	FaultNames   = []string{"accept_then_drop", "delay_reply", "reject_temporary", "reject_permanent", "down", "none"}
+	SourceNames  = []string{"crm", "helpdesk"}
+	ActorKinds   = []string{KindStaff, KindWorkflow, KindAgent}
+	PresenceKind = []string{"viewer", "automation"}
+)
+
+var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
+
+// Parse reads and validates one scenario. Every problem is reported as
+// file:line:col with a hint; a scenario with problems is never returned.
+func Parse(file string, src []byte) (*Scenario, error) {
+	root, err := parseYAML(file, src)
+	if err != nil {
+		return nil, err
+	}
+	d := &decoder{file: file}
+	sc := &Scenario{File: file}
+	d.decode("", root, reflect.ValueOf(sc).Elem())
+	if len(d.probs) == 0 {
+		v := &validator{decoder: d, sc: sc}
+		v.run()
+	}
+	if len(d.probs) > 0 {
+		sort.SliceStable(d.probs, func(i, j int) bool {
+			a, b := d.probs[i].Pos, d.probs[j].Pos
+			return a.Line < b.Line || (a.Line == b.Line && a.Col < b.Col)
+		})
+		return nil, d.probs
+	}
+	return sc, nil
+}
+
+// ParseFile reads and validates the scenario in path.
+func ParseFile(path string) (*Scenario, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read scenario: %w", err)
+	}
+	return Parse(path, src)
+}
+
+// validator checks meaning once the shapes are right: required keys,
+// known verbs and words, and references to defined actors, tasks,
+// customers and actions (an action named by `as` exists from its step on).
+type validator struct {
+	*decoder
+	sc        *Scenario
+	actors    map[string]bool
+	tasks     map[string]bool
+	customers map[string]bool
+	actions   map[string]bool
+}
+
+func (v *validator) problem(pos Pos, hint, format string, a ...any) {
+	v.probs = append(v.probs, Problem{File: v.file, Pos: pos, Msg: fmt.Sprintf(format, a...), Hint: hint})
+}
+
+func (v *validator) run() {
+	sc := v.sc
+	v.require(sc.Pos, "scenario", map[string]string{"name": sc.Name, "title": sc.Title, "description": sc.Description})
+	if sc.Name != "" && !nameRE.MatchString(sc.Name) {
+		v.problem(sc.Pos, "use lower-case letters, digits and '-'", "name %q is not a valid scenario name", sc.Name)
+	}
+	v.world()
+	if len(sc.Steps) == 0 {
+		v.problem(sc.Pos, "add at least one step", "the scenario has no steps")
+	}
+	for i := range sc.Steps {
+		v.step(fmt.Sprintf("steps[%d]", i+1), &sc.Steps[i], false)
+	}
+	v.final()
+}
+
+// require reports each empty required value, naming the key.
+func (v *validator) require(pos Pos, what string, vals map[string]string) {
+	for _, k := range sortedKeys(vals) {
+		if strings.TrimSpace(vals[k]) == "" {
+			v.problem(pos, "add "+k+": …", "%s lacks %q", what, k)
+		}
+	}
+}
+
+func (v *validator) world() {
+	w := v.sc.World
+	v.customers, v.tasks, v.actors, v.actions = map[string]bool{}, map[string]bool{}, map[string]bool{}, map[string]bool{}
+	for _, a := range w.Actors {
+		v.require(a.Pos, "actor", map[string]string{"id": a.ID, "kind": a.Kind})
+		v.define(v.actors, "actor", a.ID, a.Pos)
+		v.oneOf(a.KeyPos, "kind", a.Kind, ActorKinds)
+	}
+	for _, c := range w.Customers {
+		v.require(c.Pos, "customer", map[string]string{"id": c.ID, "email": c.Email})
+		v.define(v.customers, "customer", c.ID, c.Pos)
+	}
+	for _, t := range w.Tasks {
+		v.require(t.Pos, "task", map[string]string{"id": t.ID, "customer": t.Customer, "subject": t.Subject})
+		v.define(v.tasks, "task", t.ID, t.Pos)
+		v.ref(t.KeyPos, "customer", t.Customer, v.customers)
+		v.ref(t.KeyPos, "owner", t.Owner, v.actors)
+	}
+	for _, a := range w.Actions {
+		v.require(a.Pos, "action", map[string]string{"name": a.Name, "task": a.Task, "event": a.Event, "type": a.Type, "subject": a.Subject})
+		v.define(v.actions, "action", a.Name, a.Pos)
+		v.ref(a.KeyPos, "task", a.Task, v.tasks)
+		for _, m := range a.Material {
+			src, field, ok := strings.Cut(m, ".")
+			if !ok || field == "" || !slices.Contains(SourceNames, src) {
+				v.problem(a.KeyPos["material"], "write source.field, e.g. crm.consent or helpdesk.status", "material field %q is not source.field", m)
+			}
+		}
+	}
+}
+
+func (v *validator) define(set map[string]bool, what, id string, pos Pos) {
+	if id == "" {
+		return
+	}
+	if set[id] {
+		v.problem(pos, "give each "+what+" its own id", "%s %q is defined twice", what, id)
+	}
+	set[id] = true
+}
+
+// ref checks that a reference names something defined.
+func (v *validator) ref(keyPos map[string]Pos, key, val string, defined map[string]bool) {
+	if val == "" || defined[val] {
+		return
+	}
+	what := key
+	if key == "owner" || key == "approver" {
+		what = "actor"
+	}
+	v.problem(keyPos[key], suggest(val, sortedKeys(defined)), "%s %q is not defined in world", what, val)
+}
+
+func (v *validator) oneOf(keyPos map[string]Pos, key, val string, allowed []string) {
+	if val != "" && !slices.Contains(allowed, val) {
+		v.problem(keyPos[key], "one of: "+strings.Join(allowed, ", "), "%s %q is not known", key, val)
+	}
+}
+
+func (v *validator) duration(keyPos map[string]Pos, key, val string) {
+	if val == "" {
+		return
+	}
+	if d, err := time.ParseDuration(val); err != nil || d < 0 {
+		v.problem(keyPos[key], "write a duration such as 30s, 5m or 2h", "%s %q is not a duration", key, val)
+	}
+}
+
+func (v *validator) step(name string, s *Step, inParallel bool) {
+	if s.Parallel != nil || s.Do == "" && len(s.ExpectAll) > 0 {
+		v.parallel(name, s, inParallel)
+		return
+	}
+	if len(s.ExpectAll) > 0 {
+		v.problem(s.KeyPos["expect_all"], "expect_all belongs to a parallel block; use expect", "%s: expect_all on a single step", name)
+	}
+	if s.Do == "" {
+		v.problem(s.Pos, "start the step with do: VERB", "%s has no verb", name)
+		return
+	}
+	spec, ok := verbs[s.Do]
+	if !ok {
+		v.problem(s.KeyPos["do"], suggest(s.Do, sortedKeys(verbs)), "%s: unknown verb %q", name, s.Do)
+		return
+	}
+	if inParallel && spec.noParallel {
+		v.problem(s.KeyPos["do"], "put it before or after the parallel block", "%s: %s cannot run in parallel", name, s.Do)
+	}
+	v.stepKeys(name, s, spec)
+	v.stepRefs(s)
+	v.stepWords(name, s)
+}
+
+func (v *validator) parallel(name string, s *Step, inParallel bool) {
+	if inParallel {
+		v.problem(s.Pos, "flatten the inner block into the outer one", "%s: parallel blocks cannot be nested", name)
+		return
+	}
+	for _, k := range sortedKeys(s.KeyPos) {
+		if k != "parallel" && k != "expect_all" && k != "note" {
+			v.problem(s.KeyPos[k], "a parallel block takes parallel, expect_all and note", "%s: key %q does not apply to a parallel block", name, k)
+		}
+	}
+	if len(s.Parallel) < 2 {
+		v.problem(s.Pos, "list two or more steps under parallel", "%s: a parallel block needs at least two steps", name)
+	}
+	for i := range s.Parallel {
+		v.step(fmt.Sprintf("%s.parallel[%d]", name, i+1), &s.Parallel[i], true)
+	}
+	if len(s.ExpectAll) > 0 && len(s.ExpectAll) != len(s.Parallel) {
+		v.problem(s.KeyPos["expect_all"], "list one class per parallel step, in any order", "%s: expect_all has %d classes for %d steps", name, len(s.ExpectAll), len(s.Parallel))
+	}
+	for _, c := range s.ExpectAll {
+		if !slices.Contains(Classes, c) {
+			v.problem(s.KeyPos["expect_all"], suggest(c, Classes), "%s: unknown outcome class %q", name, c)
+		}
+	}
+}
+
+// stepKeys rejects keys the verb does not take and reports missing ones.
+func (v *validator) stepKeys(name string, s *Step, spec verbSpec) {
+	allowed := append(append(append([]string{}, stepCommon...), spec.required...), spec.optional...)
+	for _, k := range sortedKeys(s.KeyPos) {
+		if !slices.Contains(allowed, k) {
+			v.problem(s.KeyPos[k], s.Do+" takes: "+strings.Join(append(append([]string{}, spec.required...), spec.optional...), ", "),
+				"%s: key %q does not apply to %s", name, k, s.Do)
+		}
+	}
+	for _, k := range spec.required {
+		if _, ok := s.KeyPos[k]; !ok {
+			v.problem(s.Pos, "add "+k+": …", "%s: %s needs %q", name, s.Do, k)
+		}
+	}
+	if s.Do == "set" && (s.Customer == "") == (s.Task == "") {
+		v.problem(s.Pos, "set a CRM field with customer: or a helpdesk field with task:", "%s: set needs exactly one of customer or task", name)
+	}
+	if s.Do == "revise" && s.Subject == "" && s.Body == "" && s.To == "" {
+		v.problem(s.Pos, "give the new subject, body or to", "%s: revise changes nothing", name)
+	}
+}
+
+func (v *validator) stepRefs(s *Step) {
+	v.ref(s.KeyPos, "actor", s.Actor, v.actors)
+	v.ref(s.KeyPos, "approver", s.Approver, v.actors)
+	v.ref(s.KeyPos, "task", s.Task, v.tasks)
+	v.ref(s.KeyPos, "customer", s.Customer, v.customers)
+	v.ref(s.KeyPos, "action", s.Action, v.actions)
+	if s.As != "" {
+		v.define(v.actions, "action", s.As, s.KeyPos["as"])
+	}
+}
+
+func (v *validator) stepWords(name string, s *Step) {
+	v.oneOf(s.KeyPos, "source", s.Source, SourceNames)
+	v.oneOf(s.KeyPos, "fault", s.Fault, FaultNames)
+	v.oneOf(s.KeyPos, "at", s.Point, CrashPoints)
+	v.oneOf(s.KeyPos, "kind", s.Kind, PresenceKind)
+	v.oneOf(s.KeyPos, "expect", s.Expect, Classes)
+	v.duration(s.KeyPos, "delay", s.Delay)
+	v.duration(s.KeyPos, "for", s.For)
+	if s.Do == "set" && s.Task != "" && s.Field == fakeOwnerField {
+		v.problem(s.KeyPos["field"], "use claim, take_over or release", "%s: the owner is changed through the gate, not set", name)
+	}
+	if s.Fault == "delay_reply" && s.Delay == "" {
+		v.problem(s.Pos, "add delay: e.g. 2s", "%s: delay_reply needs a delay", name)
+	}
+	if s.Count < 0 {
+		v.problem(s.KeyPos["count"], "use a positive count, or leave it out for no end", "%s: count is negative", name)
+	}
+}
+
+const fakeOwnerField = "owner"
+
+func (v *validator) final() {
+	f := v.sc.Expect
+	for _, k := range sortedKeys(f.States) {
+		if !v.actions[k] {
+			v.problem(f.KeyPos["states"], suggest(k, sortedKeys(v.actions)), "states: action %q is not defined", k)
+		}
+		if !slices.Contains(stateNames(), f.States[k]) {
+			v.problem(f.KeyPos["states"], "one of: "+strings.Join(stateNames(), ", "), "states: %s: unknown state %q", k, f.States[k])
+		}
+	}
+	if a := f.Arrivals; a != nil {
+		for _, k := range sortedKeys(a.PerAction) {
+			if !v.actions[k] {
+				v.problem(a.KeyPos["per_action"], suggest(k, sortedKeys(v.actions)), "per_action: action %q is not defined", k)
+			}
+		}
+	}
+}
+
+func stateNames() []string {
+	out := make([]string, len(ledger.AllStates))
+	for i, s := range ledger.AllStates {
+		out[i] = string(s)
+	}
+	return out
+}
