@@ -45,6 +45,10 @@ const (
 	DefaultLookupTimeout  = 5 * time.Second
 )
 
+// DefaultFrom is the sender used when a message names none (the gate leaves
+// From empty to mean "the destination's default").
+const DefaultFrom = "gatehouse@localhost"
+
 // Compile-time checks: only LookingDestination offers Lookup.
 var (
 	_ ledger.Destination = (*Destination)(nil)
@@ -57,6 +61,7 @@ type config struct {
 	commandTimeout time.Duration
 	dataTimeout    time.Duration
 	helloName      string
+	from           string
 	now            func() time.Time
 	httpClient     *http.Client
 }
@@ -77,6 +82,10 @@ func WithDataTimeout(d time.Duration) Option { return func(c *config) { c.dataTi
 
 // WithHelloName sets the name given in EHLO (default "localhost").
 func WithHelloName(name string) Option { return func(c *config) { c.helloName = name } }
+
+// WithFrom sets the sender used when a message names none (default
+// DefaultFrom).
+func WithFrom(addr string) Option { return func(c *config) { c.from = addr } }
 
 // WithNow sets the clock used for the Date header and the receipt time.
 func WithNow(now func() time.Time) Option { return func(c *config) { c.now = now } }
@@ -172,6 +181,7 @@ func parse(target string, opts []Option) (*Destination, *url.URL, error) {
 		commandTimeout: DefaultCommandTimeout,
 		dataTimeout:    DefaultDataTimeout,
 		helloName:      "localhost",
+		from:           DefaultFrom,
 		now:            time.Now,
 	}}
 	if u.User != nil {
@@ -313,7 +323,11 @@ func (d *Destination) compose(msg ledger.Message) (from, to string, raw []byte, 
 	if msg.TransportID == "" {
 		return "", "", nil, errors.New("message has no transport id")
 	}
-	fromAddr, err := parseAddress("From", msg.From)
+	sender := msg.From
+	if sender == "" {
+		sender = d.cfg.from
+	}
+	fromAddr, err := parseAddress("From", sender)
 	if err != nil {
 		return "", "", nil, err
 	}

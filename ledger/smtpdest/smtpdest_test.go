@@ -363,6 +363,32 @@ func TestComposeRefusesBadMessages(t *testing.T) {
 	}
 }
 
+func TestEmptyFromUsesDefault(t *testing.T) {
+	m := startMailbox(t)
+	ctx := ctxT(t)
+	for _, tt := range []struct {
+		opts []smtpdest.Option
+		want string
+	}{
+		{nil, smtpdest.DefaultFrom},
+		{[]smtpdest.Option{smtpdest.WithFrom("desk@shop.example")}, "desk@shop.example"},
+	} {
+		d, err := smtpdest.New(m.Target(), tt.opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg := newMessage("from-"+tt.want, 1)
+		msg.From = ""
+		if _, err := d.Send(ctx, msg); err != nil {
+			t.Fatal(err)
+		}
+		_, msgs, err := m.List(ctx, testmailbox.Filter{ActionKey: msg.ActionKey})
+		if err != nil || len(msgs) != 1 || msgs[0].From != tt.want {
+			t.Errorf("sender %+v, %v; want %s", msgs, err, tt.want)
+		}
+	}
+}
+
 func TestLookupUnavailable(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
