@@ -216,10 +216,13 @@ func exitCode(err error) int {
 	return exitOther
 }
 
-// print writes the verb's output. With --json it is always exactly one
-// object carrying exit_code (and error on a refusal), so a workflow never
-// has to parse stderr.
+// print writes the verb's output. With --json it is exactly one object
+// carrying exit_code (and error on a refusal), so a workflow never has to
+// parse stderr; a usage error prints nothing on stdout.
 func (g *gateRun) print(out output, err error, code int) error {
+	if code == exitUsage && out == nil {
+		return nil // like a flag-parsing error: the one line on stderr says it all
+	}
 	if !g.json {
 		if out == nil {
 			return nil

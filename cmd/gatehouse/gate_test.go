@@ -165,6 +165,37 @@ func TestGateSendRefusals(t *testing.T) {
 	}
 }
 
+func TestGateSendReportsDestinationOutcome(t *testing.T) {
+	tests := []struct {
+		target    string
+		code      int
+		state     string
+		stderrHas string
+	}{
+		{"fake://accept", exitOK, "sent", ""},
+		{"fake://not-delivered", exitOther, "approved", "may be retried"},
+		{"fake://rejected-temporary", exitOther, "approved", "may be retried"},
+		{"fake://rejected-permanent", exitOther, "failed", "failed permanently"},
+		{"fake://unknown", exitUnknown, "unknown", "do not resend"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.TrimPrefix(tt.target, "fake://"), func(t *testing.T) {
+			e := newGateEnv(t)
+			key := e.approved("enq-fake", "alice")
+			r := e.gate("send", "--key", key, "--as", "alice", "--target", tt.target, "--json")
+			wantExit(t, r, tt.code, tt.stderrHas)
+			var v struct {
+				State    string `json:"state"`
+				ExitCode int    `json:"exit_code"`
+			}
+			decodeOne(t, r.stdout, &v)
+			if v.State != tt.state || v.ExitCode != tt.code {
+				t.Errorf("send --json = %+v, want state %s exit_code %d", v, tt.state, tt.code)
+			}
+		})
+	}
+}
+
 func TestGateJSONOutputParses(t *testing.T) {
 	e := newGateEnv(t)
 	key := e.approved("enq-3", "alice")
@@ -274,6 +305,7 @@ func TestGateUsageErrors(t *testing.T) {
 		{"PositionalArgument", []string{"gate", "show", "--ledger", db, key}},
 		{"ResolveWithoutOutcome", []string{"gate", "resolve", "--ledger", db, "--as", "ops", "--key", key, "--reason", "checked"}},
 		{"ClaimWithoutTask", []string{"gate", "claim", "--ledger", db, "--as", "alice"}},
+		{"JSONStillUsage", []string{"gate", "cancel", "--ledger", db, "--as", "wf", "--key", key, "--json"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -285,6 +317,9 @@ func TestGateUsageErrors(t *testing.T) {
 			msg := errOut.String()
 			if !strings.HasPrefix(msg, "gatehouse: ") || strings.Count(msg, "\n") != 1 || !strings.HasSuffix(msg, "\n") {
 				t.Fatalf("stderr is not one line `gatehouse: <reason>`: %q", msg)
+			}
+			if out.Len() != 0 {
+				t.Errorf("a usage error printed on stdout: %q", out.String())
 			}
 			if _, err := os.Stat(db); err == nil {
 				t.Fatalf("a usage error created the ledger file")
