@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	netsmtp "net/smtp"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -116,6 +118,28 @@ func TestInteropNetSMTPAndGoSMTP(t *testing.T) {
 	}
 	if st.Accepted != 2 || st.Stored != 2 || st.Refused != 0 {
 		t.Errorf("stats %+v", st)
+	}
+}
+
+// TestInteropCurl sends with a standard command-line SMTP client, the way
+// the README shows, when curl is installed.
+func TestInteropCurl(t *testing.T) {
+	curl, err := exec.LookPath("curl")
+	if err != nil {
+		t.Skip("curl not installed")
+	}
+	m := start(t, Config{})
+	eml := filepath.Join(t.TempDir(), "m.eml")
+	if err := os.WriteFile(eml, []byte(message("key-curl", "from curl")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(curl, "-sS", "smtp://"+m.SMTPAddr(), "--mail-from", "shop@example.com",
+		"--mail-rcpt", "ann@example.com", "--upload-file", eml).CombinedOutput()
+	if err != nil {
+		t.Fatalf("curl: %v\n%s", err, out)
+	}
+	if n := mustCount(t, m, Filter{ActionKey: "key-curl"}); n != 1 {
+		t.Errorf("stored %d; want 1", n)
 	}
 }
 
