@@ -29,7 +29,7 @@ var verbs = map[string]verbSpec{
 	"revise":        {required: []string{"action", "actor"}, optional: []string{"subject", "body", "to"}},
 	"approve":       {required: []string{"action", "actor"}},
 	"send":          {required: []string{"action", "actor"}},
-	"deliver_event": {required: []string{"action", "actor"}, optional: []string{"approver"}},
+	"deliver_event": {required: []string{"action", "actor"}, optional: []string{"approver", "subject", "body", "to"}},
 	"cancel":        {required: []string{"action", "actor", "reason"}},
 	"view":          {required: []string{"task", "actor"}, optional: []string{"kind"}},
 	"leave":         {required: []string{"task", "actor"}},
