@@ -60,7 +60,7 @@ func (l *Ledger) Propose(ctx context.Context, p Proposal) (Action, error) {
 	key := p.Key()
 	digest := Digest(p.Recipient, p.Subject, p.Body, p.Target)
 	var out Action
-	err := l.write(ctx, func(t *wtx) error {
+	err := l.writeRelaxed(ctx, func(t *wtx) error {
 		tk, err := t.ensureTask(p.Task.ID, firstNonEmpty(p.Task.Customer, p.Customer), p.Task.Subject, p.Actor)
 		if err != nil {
 			return err
@@ -109,6 +109,10 @@ func (t *wtx) repropose(a *Action, p Proposal, digest string) error {
 		}
 		return t.event(p.Actor, a.TaskID, a.Key, EvProposalRepeated, "",
 			"%s proposed %s again with the same content; the existing %s action was kept.", p.Actor, a.Key, a.State)
+	}
+	// Revising invalidates an approval: that must survive a power loss.
+	if err := t.requireDurable(); err != nil {
+		return err
 	}
 	changed := describeChange(*a, p)
 	if _, err := t.Exec(`UPDATE actions SET recipient = ?, subject = ?, body = ?, digest = ?,
@@ -195,7 +199,7 @@ func (t *wtx) invalidateApprovals(key, why string) (int64, error) {
 // Submit moves a draft to awaiting_approval.
 func (l *Ledger) Submit(ctx context.Context, key, actor string) (Action, error) {
 	var out Action
-	err := l.write(ctx, func(t *wtx) error {
+	err := l.writeRelaxed(ctx, func(t *wtx) error {
 		a, err := getAction(t, key)
 		if err != nil {
 			return err
@@ -234,7 +238,7 @@ func (l *Ledger) Approve(ctx context.Context, key, approver string, material []M
 	}
 	snapshot, _ := json.Marshal(sortMaterial(material))
 	var out Action
-	err := l.write(ctx, func(t *wtx) error {
+	err := l.writeRelaxed(ctx, func(t *wtx) error {
 		a, err := getAction(t, key)
 		if err != nil {
 			return err

@@ -144,7 +144,7 @@ func (l *Ledger) ImportAudience(ctx context.Context, in AudienceImport, dir Dire
 		return AudienceSummary{}, fmt.Errorf("audience %s (%s): %w", in.ReleaseID, in.SourceName, err)
 	}
 	digest := "sha256:" + hex.EncodeToString(hash.Sum(nil))
-	err = l.write(ctx, func(t *wtx) error {
+	err = l.writeRelaxed(ctx, func(t *wtx) error {
 		var existing string
 		err := t.QueryRow(`SELECT source_digest FROM audience_releases WHERE id = ?`, in.ReleaseID).Scan(&existing)
 		if err == nil {

@@ -208,7 +208,7 @@ func consentValue(c Customer) string {
 
 // UpsertCustomers refreshes the ledger's mirror of CRM records.
 func (l *Ledger) UpsertCustomers(ctx context.Context, cs []Customer) error {
-	return l.write(ctx, func(t *wtx) error {
+	return l.writeRelaxed(ctx, func(t *wtx) error {
 		stmt, err := t.Prepare(`INSERT INTO customers (id, email, consent, suppressed, updated_at) VALUES (?, ?, ?, ?, ?)
 			ON CONFLICT(id) DO UPDATE SET email = excluded.email, consent = excluded.consent,
 			suppressed = excluded.suppressed, updated_at = excluded.updated_at`)

@@ -327,7 +327,7 @@ func (t *wtx) startAttempt(a *Action, executor string) (Attempt, error) {
 // a confirmed acceptance still changes it.
 func (l *Ledger) RecordOutcome(ctx context.Context, transportID string, o Outcome, response string) (Action, error) {
 	var out Action
-	err := l.write(ctx, func(t *wtx) error {
+	err := l.writeRelaxed(ctx, func(t *wtx) error {
 		att, err := getAttemptByTransport(t, transportID)
 		if err != nil {
 			return err

@@ -30,7 +30,7 @@ func (l *Ledger) Reconcile(ctx context.Context, key, actor string, looker Looker
 		res, lookErr = looker.Lookup(ctx, key)
 	}
 	var out Action
-	err = l.write(ctx, func(t *wtx) error {
+	err = l.writeRelaxed(ctx, func(t *wtx) error {
 		cur, err := getAction(t, key)
 		if err != nil {
 			return err

@@ -17,7 +17,7 @@ import (
 // the keys it marked.
 func (l *Ledger) Recover(ctx context.Context) ([]string, error) {
 	var marked []string
-	err := l.write(ctx, func(t *wtx) error {
+	err := l.writeRelaxed(ctx, func(t *wtx) error {
 		rows, err := t.Query(`SELECT ` + attemptCols + ` FROM attempts WHERE outcome = ''`)
 		if err != nil {
 			return err

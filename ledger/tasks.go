@@ -172,7 +172,7 @@ func (l *Ledger) View(ctx context.Context, ref TaskRef, actor, kind string, ttl 
 	if ttl <= 0 {
 		ttl = 5 * time.Minute
 	}
-	return l.write(ctx, func(t *wtx) error {
+	return l.writeRelaxed(ctx, func(t *wtx) error {
 		tk, err := t.ensureTask(ref.ID, ref.Customer, ref.Subject, actor)
 		if err != nil {
 			return err
@@ -196,7 +196,7 @@ func (l *Ledger) View(ctx context.Context, ref TaskRef, actor, kind string, ttl 
 
 // Leave removes actor's presence from the task.
 func (l *Ledger) Leave(ctx context.Context, taskID, actor string) error {
-	return l.write(ctx, func(t *wtx) error {
+	return l.writeRelaxed(ctx, func(t *wtx) error {
 		res, err := t.Exec(`DELETE FROM presence WHERE task_id = ? AND actor = ?`, taskID, actor)
 		if err != nil {
 			return err

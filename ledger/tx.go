@@ -15,6 +15,16 @@ type wtx struct {
 	// pendingChecks are material checks that passed, recorded with the
 	// attempt they allowed.
 	pendingChecks []MaterialCheck
+	durable       bool
+}
+
+// requireDurable makes a relaxed transaction start over durably: call it
+// before a change that restricts execution (an invalidated approval, say).
+func (t *wtx) requireDurable() error {
+	if t.durable {
+		return nil
+	}
+	return errNeedsDurable
 }
 
 func notFound(err error) error {
