@@ -1,0 +1,150 @@
+package scenarios
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func mustRun(t *testing.T, sc *Scenario, opts Options) Report {
+	t.Helper()
+	rep, err := RunAll(context.Background(), sc, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+func TestWrongExpectationFailsClearly(t *testing.T) {
+	sc, err := ParseFile(filepath.Join("testdata", "wrong-expectation.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := mustRun(t, sc, Options{LedgerPath: filepath.Join(t.TempDir(), "kept.db")})
+	if rep.Passed || rep.Failed() != 1 {
+		t.Fatalf("passed=%v failed=%d, want exactly one failure", rep.Passed, rep.Failed())
+	}
+	var b bytes.Buffer
+	if err := WriteText(&b, []Report{rep}); err != nil {
+		t.Fatal(err)
+	}
+	want := "FAIL  arrivals.total: expected 2, got 1  (testdata/wrong-expectation.yaml:19:21)"
+	if !strings.Contains(b.String(), want) {
+		t.Fatalf("report lacks %q:\n%s", want, b.String())
+	}
+}
+
+// TestSameReportTwice rehearses scenarios twice, including one with a
+// parallel race, and compares the JSON reports byte for byte.
+func TestSameReportTwice(t *testing.T) {
+	for _, name := range []string{"two-staff-same-task", "interrupted-after-accept"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			sc, err := Lookup(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out [2]bytes.Buffer
+			for i := range out {
+				if err := WriteJSON(&out[i], []Report{mustRun(t, sc, Options{})}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if out[0].String() != out[1].String() {
+				t.Fatalf("reports differ:\n%s\n---\n%s", out[0].String(), out[1].String())
+			}
+		})
+	}
+}
+
+func TestJSONAndJUnit(t *testing.T) {
+	sc, err := Lookup("webhook-twice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad, err := ParseFile(filepath.Join("testdata", "wrong-expectation.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reps := []Report{mustRun(t, sc, Options{}), mustRun(t, bad, Options{})}
+
+	var js bytes.Buffer
+	if err := WriteJSON(&js, reps); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Passed    bool
+		Scenarios []struct {
+			Name         string
+			Passed       bool
+			Expectations []struct {
+				Name string
+				Pass bool
+			}
+		}
+	}
+	if err := json.Unmarshal(js.Bytes(), &doc); err != nil {
+		t.Fatalf("invalid JSON: %v", err)
+	}
+	if doc.Passed || len(doc.Scenarios) != 2 || !doc.Scenarios[0].Passed || doc.Scenarios[1].Passed ||
+		len(doc.Scenarios[0].Expectations) == 0 {
+		t.Fatalf("unexpected JSON document: %+v", doc)
+	}
+
+	var xb bytes.Buffer
+	if err := WriteJUnit(&xb, reps); err != nil {
+		t.Fatal(err)
+	}
+	var ju junitSuites
+	if err := xml.Unmarshal(xb.Bytes(), &ju); err != nil {
+		t.Fatalf("invalid JUnit XML: %v", err)
+	}
+	if len(ju.Suites) != 2 || ju.Failures != 1 || ju.Suites[1].Failures != 1 || ju.Tests == 0 {
+		t.Fatalf("unexpected JUnit: %+v", ju)
+	}
+}
+
+// TestStepByStep drives a run the way a terminal app does and checks the
+// snapshot's three columns between steps.
+func TestStepByStep(t *testing.T) {
+	sc, err := Lookup("interrupted-after-accept")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	r, err := NewRun(ctx, sc, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for i := 0; i < 3; i++ { // propose, approve, crash after accept
+		if _, err := r.Step(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snap, err := r.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Rows) != 1 {
+		t.Fatalf("rows = %+v", snap.Rows)
+	}
+	row := snap.Rows[0]
+	if row.State != "executing" || len(row.Attempts) != 1 || row.Attempts[0].Outcome != "in flight" || len(row.Arrivals) != 1 {
+		t.Fatalf("after the crash: %+v", row)
+	}
+	if snap.Counts.Arrived != 1 || snap.Counts.Confirmed != 0 || len(snap.History) == 0 {
+		t.Fatalf("counts %+v", snap.Counts)
+	}
+	rep, err := r.Finish(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Passed || !r.Done() {
+		t.Fatal("rest of the scenario failed")
+	}
+}
