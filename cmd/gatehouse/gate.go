@@ -161,6 +161,20 @@ func runVerb(cmd *cobra.Command, opts gateOpts, spec verbSpec) error {
 	return err
 }
 
+// open runs a verb's flag checks in order and opens the ledger only when
+// all pass. A nil check is skipped.
+func (g *gateRun) open(checks ...func() error) (*ledger.Ledger, error) {
+	for _, check := range checks {
+		if check == nil {
+			continue
+		}
+		if err := check(); err != nil {
+			return nil, err
+		}
+	}
+	return g.ledger()
+}
+
 // ledger opens the ledger on first use, so that a usage error found while
 // reading the flags never creates a ledger file.
 func (g *gateRun) ledger() (*ledger.Ledger, error) {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 
 	"github.com/spf13/pflag"
 
@@ -32,17 +31,11 @@ func proposeVerb() verbSpec {
 			c.register(fs)
 		},
 		run: func(ctx context.Context, g *gateRun) (output, error) {
-			if _, err := k.requireFacts("propose"); err != nil {
-				return nil, err
-			}
-			if err := errors.Join(requireFlag("propose", "task", task), requireFlag("propose", "to", c.to)); err != nil {
-				return nil, err
-			}
-			body, err := c.readBody("propose", g.in)
-			if err != nil {
-				return nil, err
-			}
-			l, err := g.ledger()
+			var body string
+			// propose builds the key from the facts; it has no --key.
+			facts := func() error { _, err := k.requireFacts("propose"); return err }
+			l, err := g.open(facts, required("propose", "task", task),
+				required("propose", "to", c.to), c.readInto("propose", g.in, &body))
 			if err != nil {
 				return nil, err
 			}
@@ -72,11 +65,8 @@ func approveVerb() verbSpec {
 			mat.register(fs, "material value the approval rests on")
 		},
 		run: func(ctx context.Context, g *gateRun) (output, error) {
-			key, err := k.resolve("approve")
-			if err != nil {
-				return nil, err
-			}
-			l, err := g.ledger()
+			var key string
+			l, err := g.open(k.resolveInto("approve", &key))
 			if err != nil {
 				return nil, err
 			}
@@ -99,18 +89,12 @@ func sendVerb() verbSpec {
 			fs.StringVar(&from, "from", "", "sender address (the destination's default when empty)")
 		},
 		run: func(ctx context.Context, g *gateRun) (output, error) {
-			key, err := k.resolve("send")
-			if err != nil {
-				return nil, err
-			}
-			if err := requireFlag("send", "target", target); err != nil {
-				return nil, err
-			}
-			dest, err := openDestination(target)
-			if err != nil {
-				return nil, err
-			}
-			l, err := g.ledger()
+			var (
+				key  string
+				dest ledger.Destination
+			)
+			l, err := g.open(k.resolveInto("send", &key), required("send", "target", target),
+				func() (err error) { dest, err = openDestination(target); return err })
 			if err != nil {
 				return nil, err
 			}
@@ -150,18 +134,9 @@ func correctVerb() verbSpec {
 			reasonFlag(fs, &reason)
 		},
 		run: func(ctx context.Context, g *gateRun) (output, error) {
-			key, err := k.resolve("correct")
-			if err != nil {
-				return nil, err
-			}
-			if err := requireFlag("correct", "reason", reason); err != nil {
-				return nil, err
-			}
-			body, err := c.readBody("correct", g.in)
-			if err != nil {
-				return nil, err
-			}
-			l, err := g.ledger()
+			var key, body string
+			l, err := g.open(k.resolveInto("correct", &key), required("correct", "reason", reason),
+				c.readInto("correct", g.in, &body))
 			if err != nil {
 				return nil, err
 			}
@@ -203,21 +178,8 @@ func keyedVerb(s keyedSpec) verbSpec {
 			}
 		},
 		run: func(ctx context.Context, g *gateRun) (output, error) {
-			key, err := k.resolve(s.name)
-			if err != nil {
-				return nil, err
-			}
-			if s.reason {
-				if err := requireFlag(s.name, "reason", reason); err != nil {
-					return nil, err
-				}
-			}
-			if s.check != nil {
-				if err := s.check(); err != nil {
-					return nil, err
-				}
-			}
-			l, err := g.ledger()
+			var key string
+			l, err := g.open(k.resolveInto(s.name, &key), requiredIf(s.reason, s.name, "reason", reason), s.check)
 			if err != nil {
 				return nil, err
 			}

@@ -145,12 +145,38 @@ func (c *contentFlags) readBody(verb string, stdin io.Reader) (string, error) {
 	return string(b), nil
 }
 
-// requireFlag is the usage error for a required flag left empty.
-func requireFlag(verb, flag, value string) error {
-	if strings.TrimSpace(value) == "" {
-		return usageErr("gate %s needs --%s", verb, flag)
+// required checks that a required flag was not left empty.
+func required(verb, flag, value string) func() error {
+	return func() error {
+		if strings.TrimSpace(value) == "" {
+			return usageErr("gate %s needs --%s", verb, flag)
+		}
+		return nil
 	}
-	return nil
+}
+
+// requiredIf is required when need holds, and no check otherwise.
+func requiredIf(need bool, verb, flag, value string) func() error {
+	if !need {
+		return nil
+	}
+	return required(verb, flag, value)
+}
+
+// resolveInto is resolve as a check for gateRun.open.
+func (k *keyFlags) resolveInto(verb string, key *string) func() error {
+	return func() (err error) {
+		*key, err = k.resolve(verb)
+		return err
+	}
+}
+
+// readInto is readBody as a check for gateRun.open.
+func (c *contentFlags) readInto(verb string, stdin io.Reader, body *string) func() error {
+	return func() (err error) {
+		*body, err = c.readBody(verb, stdin)
+		return err
+	}
 }
 
 func reasonFlag(fs *pflag.FlagSet, reason *string) {

@@ -96,11 +96,8 @@ func showVerb() verbSpec {
 		existing: true,
 		flags:    func(fs *pflag.FlagSet) { k.register(fs, "target") },
 		run: func(ctx context.Context, g *gateRun) (output, error) {
-			key, err := k.resolve("show")
-			if err != nil {
-				return nil, err
-			}
-			l, err := g.ledger()
+			var key string
+			l, err := g.open(k.resolveInto("show", &key))
 			if err != nil {
 				return nil, err
 			}
@@ -154,14 +151,8 @@ func listVerb() verbSpec {
 			fs.IntVar(&f.Offset, "offset", 0, "how many to skip")
 		},
 		run: func(ctx context.Context, g *gateRun) (output, error) {
-			if err := checkPage("list", f.Limit, f.Offset); err != nil {
-				return nil, err
-			}
-			var err error
-			if f.States, err = parseStates(states); err != nil {
-				return nil, err
-			}
-			l, err := g.ledger()
+			l, err := g.open(checkPage("list", f.Limit, f.Offset),
+				func() (err error) { f.States, err = parseStates(states); return err })
 			if err != nil {
 				return nil, err
 			}
@@ -178,14 +169,16 @@ func listVerb() verbSpec {
 		}}
 }
 
-func checkPage(verb string, limit, offset int) error {
-	if limit < 1 {
-		return usageErr("gate %s: --limit %d must be at least 1", verb, limit)
+func checkPage(verb string, limit, offset int) func() error {
+	return func() error {
+		if limit < 1 {
+			return usageErr("gate %s: --limit %d must be at least 1", verb, limit)
+		}
+		if offset < 0 {
+			return usageErr("gate %s: --offset %d is negative", verb, offset)
+		}
+		return nil
 	}
-	if offset < 0 {
-		return usageErr("gate %s: --offset %d is negative", verb, offset)
-	}
-	return nil
 }
 
 func parseStates(names []string) ([]ledger.State, error) {
@@ -229,16 +222,11 @@ func historyVerb() verbSpec {
 			fs.IntVar(&f.Limit, "limit", 50, "only the newest N events")
 		},
 		run: func(ctx context.Context, g *gateRun) (output, error) {
-			if err := checkPage("history", f.Limit, 0); err != nil {
-				return nil, err
-			}
+			var byKey func() error
 			if k.key != "" || k.anyFact() {
-				var err error
-				if f.ActionKey, err = k.resolve("history"); err != nil {
-					return nil, err
-				}
+				byKey = k.resolveInto("history", &f.ActionKey)
 			}
-			l, err := g.ledger()
+			l, err := g.open(checkPage("history", f.Limit, 0), byKey)
 			if err != nil {
 				return nil, err
 			}
@@ -332,10 +320,7 @@ func switchVerb(name, short string, flip func(l *ledger.Ledger, ctx context.Cont
 	return verbSpec{name: name, short: short, actor: true,
 		flags: func(fs *pflag.FlagSet) { reasonFlag(fs, &reason) },
 		run: func(ctx context.Context, g *gateRun) (output, error) {
-			if err := requireFlag(name, "reason", reason); err != nil {
-				return nil, err
-			}
-			l, err := g.ledger()
+			l, err := g.open(required(name, "reason", reason))
 			if err != nil {
 				return nil, err
 			}

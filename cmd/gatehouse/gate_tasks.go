@@ -43,20 +43,7 @@ func taskVerb(s taskSpec) verbSpec {
 			}
 		},
 		run: func(ctx context.Context, g *gateRun) (output, error) {
-			if err := requireFlag(s.name, "task", ref.ID); err != nil {
-				return nil, err
-			}
-			if s.reason {
-				if err := requireFlag(s.name, "reason", reason); err != nil {
-					return nil, err
-				}
-			}
-			if s.check != nil {
-				if err := s.check(); err != nil {
-					return nil, err
-				}
-			}
-			l, err := g.ledger()
+			l, err := g.open(required(s.name, "task", ref.ID), requiredIf(s.reason, s.name, "reason", reason), s.check)
 			if err != nil {
 				return nil, err
 			}
