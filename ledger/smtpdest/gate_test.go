@@ -1,0 +1,141 @@
+package smtpdest_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"gatehouse/ledger"
+	"gatehouse/ledger/smtpdest"
+	"gatehouse/testmailbox"
+)
+
+// TestGateAgainstMailboxFaults runs the whole gate — ledger, SMTP
+// destination, real test mailbox — through each fault, counting what
+// arrived at the mailbox rather than what the sender believes.
+func TestGateAgainstMailboxFaults(t *testing.T) {
+	tests := []struct {
+		Name      string
+		Fault     string
+		Err       error
+		State     ledger.State // after the first execution
+		Arrivals  int          // after the first execution
+		Reconcile ledger.State // after reconcile ("" = not applicable)
+		Retry     bool         // a retry is allowed and delivers once
+	}{
+		{"AcceptThenDrop", "accept_then_drop:count=1", ledger.ErrUnknownOutcome, ledger.StateUnknown, 1, ledger.StateSent, false},
+		{"DelayReplyPastTimeout", "delay_reply=2s:count=1", ledger.ErrUnknownOutcome, ledger.StateUnknown, 1, ledger.StateSent, false},
+		{"RejectTemporary", "reject_temporary:count=1", ledger.ErrNotDelivered, ledger.StateApproved, 0, "", true},
+		{"RejectPermanent", "reject_permanent:count=1", ledger.ErrFailed, ledger.StateFailed, 0, "", false},
+		{"Down", "down", ledger.ErrNotDelivered, ledger.StateApproved, 0, "", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.Name, func(t *testing.T) {
+			ctx := context.Background()
+			mb, err := testmailbox.Start(ctx, testmailbox.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer mb.Close()
+			f, err := testmailbox.ParseFault(tc.Fault)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := mb.AddFault(f); err != nil {
+				t.Fatal(err)
+			}
+			dest, err := smtpdest.New(mb.Target(), smtpdest.WithDataTimeout(500*time.Millisecond),
+				smtpdest.WithCommandTimeout(500*time.Millisecond), smtpdest.WithConnectTimeout(500*time.Millisecond))
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := ledger.Open(filepath.Join(t.TempDir(), "ledger.db"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			key := approvedAction(t, l, mb.Target())
+			count := func() int {
+				n, err := mb.Count(ctx, testmailbox.Filter{ActionKey: key})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return n
+			}
+			material := []ledger.MaterialRead{{Source: "crm", Field: "consent", Value: "yes"}}
+			req := ledger.ExecuteRequest{Key: key, Executor: "wf-ack", Reread: material}
+
+			res, err := l.Execute(ctx, req, dest)
+			if !errors.Is(err, tc.Err) || res.Action.State != tc.State {
+				t.Fatalf("execute: state %s, err %v", res.Action.State, err)
+			}
+			if tc.Arrivals > 0 {
+				if _, err := mb.WaitFor(ctx, testmailbox.Filter{ActionKey: key}, tc.Arrivals); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if n := count(); n != tc.Arrivals {
+				t.Fatalf("arrivals after first execution = %d, want %d", n, tc.Arrivals)
+			}
+			// A second executor never re-sends an unknown outcome.
+			if tc.State == ledger.StateUnknown {
+				if _, err := l.Execute(ctx, req, dest); !errors.Is(err, ledger.ErrUnknownOutcome) {
+					t.Fatalf("second execute: %v", err)
+				}
+			}
+			if tc.Reconcile != "" {
+				looker, ok := dest.(ledger.Looker)
+				if !ok {
+					t.Fatal("the mailbox target offers no lookup")
+				}
+				a, err := l.Reconcile(ctx, key, "ops", looker)
+				if err != nil || a.State != tc.Reconcile {
+					t.Fatalf("reconcile: %s, %v", a.State, err)
+				}
+			}
+			if tc.Retry {
+				mb.ClearFaults()
+				if _, err := l.Execute(ctx, req, dest); err != nil {
+					t.Fatalf("retry: %v", err)
+				}
+				if _, err := mb.WaitFor(ctx, testmailbox.Filter{ActionKey: key}, 1); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Whatever happened, at most one message ever arrives.
+			if _, err := l.Execute(ctx, req, dest); err == nil {
+				t.Fatal("a further execution was allowed")
+			}
+			if n := count(); n > 1 {
+				t.Fatalf("%d arrivals for one action", n)
+			}
+			st, err := mb.Stats(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.DuplicateActionKeys != 0 {
+				t.Fatalf("mailbox flagged %d duplicates", st.DuplicateActionKeys)
+			}
+		})
+	}
+}
+
+func approvedAction(t *testing.T, l *ledger.Ledger, target string) string {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := l.Claim(ctx, ledger.TaskRef{ID: "task-7"}, "wf-ack"); err != nil {
+		t.Fatal(err)
+	}
+	a, err := l.Propose(ctx, ledger.Proposal{Task: ledger.TaskRef{ID: "task-7"}, Customer: "cust-42", Event: "enquiry-1001",
+		ActionType: "reply_ack", Target: target, Recipient: "ada@example.com", Subject: "We received your enquiry",
+		Body: "Hello Ada, thank you for writing.", Actor: "wf-ack"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Approve(ctx, a.Key, "lead", []ledger.MaterialRead{{Source: "crm", Field: "consent", Value: "yes"}}); err != nil {
+		t.Fatal(err)
+	}
+	return a.Key
+}
