@@ -400,3 +400,38 @@ func TestGateReadVerbsRefuseMissingLedger(t *testing.T) {
 		t.Fatal("a read verb created the ledger")
 	}
 }
+
+func TestGateTakeoverCorrectionAndComplete(t *testing.T) {
+	e := newGateEnv(t)
+	key := e.approved("enq-5", "alice")
+	wantExit(t, e.gate("claim", "--task", "task-enq-5", "--as", "carol"), exitDenied, "owned by alice")
+	e.must("view", "--task", "task-enq-5", "--as", "carol")
+	var shown struct {
+		Task struct{ Owner string } `json:"task"`
+	}
+	decodeOne(t, e.must("show", "--key", key, "--json").stdout, &shown)
+	if shown.Task.Owner != "alice" {
+		t.Fatalf("viewing changed the owner to %q", shown.Task.Owner)
+	}
+	wantExit(t, e.gate("complete", "--task", "task-enq-5", "--as", "alice"), exitOther, "without an outcome")
+	e.must("takeover", "--task", "task-enq-5", "--as", "carol", "--reason", "alice is on leave")
+	if n := e.must("notifications", "--as", "alice").stdout; !strings.Contains(n, "carol took over task task-enq-5") {
+		t.Fatalf("alice was not notified:\n%s", n)
+	}
+	// Approved under alice, sent by carol: the owner changed since approval.
+	wantExit(t, e.send(key, "carol"), exitDenied, "helpdesk.owner")
+	e.must("approve", "--key", key, "--as", "bob")
+	wantExit(t, e.send(key, "carol"), exitOK)
+	fixed := strings.TrimSpace(e.must("correct", "--key", key, "--as", "carol", "--reason", "wrong date",
+		"--subject", "Correction", "--body", "The right date is Monday.").stdout)
+	if !strings.HasSuffix(fixed, ":r1") {
+		t.Fatalf("correction key = %q, want revision r1", fixed)
+	}
+	wantExit(t, e.gate("approve", "--key", fixed, "--as", "carol"), exitUsage, "someone other than its author")
+	e.must("approve", "--key", fixed, "--as", "bob")
+	wantExit(t, e.send(fixed, "carol"), exitOK)
+	e.must("complete", "--task", "task-enq-5", "--as", "carol")
+	if n := len(e.emlFiles()); n != 2 {
+		t.Fatalf("%d messages, want the original and its correction", n)
+	}
+}
