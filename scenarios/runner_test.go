@@ -148,3 +148,15 @@ func TestStepByStep(t *testing.T) {
 		t.Fatal("rest of the scenario failed")
 	}
 }
+
+func TestFaultsAndRecordCrash(t *testing.T) {
+	sc, err := ParseFile(filepath.Join("testdata", "faults-and-record-crash.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep := mustRun(t, sc, Options{}); !rep.Passed {
+		var b bytes.Buffer
+		WriteText(&b, []Report{rep})
+		t.Fatalf("failed:\n%s", b.String())
+	}
+}
