@@ -111,7 +111,8 @@ func passWord(ok bool) string {
 // one block per action key.
 func writeColumns(b *strings.Builder, rows []Row) {
 	line := func(l, m, r string) {
-		fmt.Fprintf(b, "%s │ %s │ %s\n", cell(l, colIntended), cell(m, colAttempts), strings.TrimRight(cell(r, colArrived), " "))
+		row := fmt.Sprintf("%s │ %s │ %s", cell(l, colIntended), cell(m, colAttempts), r)
+		b.WriteString(strings.TrimRight(row, " ") + "\n")
 	}
 	line("INTENDED ACTIONS", "ATTEMPTS", "ARRIVED MESSAGES")
 	if len(rows) == 0 {

@@ -247,6 +247,11 @@ func (v *validator) step(name string, s *Step, inParallel bool) {
 		v.problem(s.KeyPos["do"], suggest(s.Do, sortedKeys(verbs)), "%s: unknown verb %q", name, s.Do)
 		return
 	}
+	for _, k := range []string{"expect", "reason_contains"} {
+		if _, ok := s.KeyPos[k]; ok && inParallel {
+			v.problem(s.KeyPos[k], "racing steps have no fixed winner; list the outcomes in the block's expect_all", "%s: %s inside a parallel block", name, k)
+		}
+	}
 	if inParallel && spec.noParallel {
 		v.problem(s.KeyPos["do"], "put it before or after the parallel block", "%s: %s cannot run in parallel", name, s.Do)
 	}
