@@ -13,6 +13,7 @@ import (
 
 	"gatehouse/ledger"
 	"gatehouse/ledger/filedest"
+	"gatehouse/testmailbox"
 )
 
 var (
@@ -55,16 +56,71 @@ func TestGateSendFromEightProcessesSendsOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	bin := gatehouseBinary(t)
-	e := newGateEnv(t)
-	key := e.approved("enq-race", "alice", "crm.consent=yes")
-
-	const n = 8
-	type exit struct {
-		code   int
-		stderr string
+	tests := []struct {
+		Name string
+		// target returns the destination URL and a function counting what
+		// arrived there for the key.
+		Target func(t *testing.T, e *gateEnv) (string, func(key string) int)
+	}{
+		{"FileTarget", func(t *testing.T, e *gateEnv) (string, func(string) int) {
+			return e.target(), func(string) int { return len(e.emlFiles()) }
+		}},
+		{"MailboxTarget", func(t *testing.T, e *gateEnv) (string, func(string) int) {
+			mb, err := testmailbox.Start(context.Background(), testmailbox.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { mb.Close() })
+			return mb.Target(), func(key string) int {
+				n, err := mb.Count(context.Background(), testmailbox.Filter{ActionKey: key})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return n
+			}
+		}},
 	}
-	exits := make([]exit, n)
+	for _, tc := range tests {
+		t.Run(tc.Name, func(t *testing.T) {
+			e := newGateEnv(t)
+			target, arrivals := tc.Target(t, e)
+			key := e.approved("enq-race", "alice", "crm.consent=yes")
+			exits := raceSend(t, 8, e, key, target)
+			sent := 0
+			var codes []int
+			for i, x := range exits {
+				codes = append(codes, x.code)
+				if strings.Contains(x.stderr, "database is locked") {
+					t.Errorf("process %d saw the lock: %s", i, x.stderr)
+				}
+				switch x.code {
+				case exitOK:
+					sent++
+				case exitDuplicate, exitInFlight:
+				default:
+					t.Errorf("process %d: exit %d, want 0, 10 or 11: %s", i, x.code, x.stderr)
+				}
+			}
+			t.Logf("exit codes: %v", codes)
+			if sent != 1 {
+				t.Errorf("%d processes sent, want exactly 1: %+v", sent, exits)
+			}
+			if n := arrivals(key); n != 1 {
+				t.Errorf("%d arrivals at %s, want exactly one", n, target)
+			}
+		})
+	}
+}
+
+type procExit struct {
+	code   int
+	stderr string
+}
+
+// raceSend starts n real `gatehouse gate send` processes of key at once.
+func raceSend(t *testing.T, n int, e *gateEnv, key, target string) []procExit {
+	bin := gatehouseBinary(t)
+	exits := make([]procExit, n)
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	for i := range n {
@@ -72,7 +128,7 @@ func TestGateSendFromEightProcessesSendsOnce(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			cmd := exec.Command(bin, "gate", "send", "--ledger", e.ledger, "--key", key, "--as", "alice",
-				"--material", "crm.consent=yes", "--target", e.target())
+				"--material", "crm.consent=yes", "--target", target)
 			var errOut bytes.Buffer
 			cmd.Stderr = &errOut
 			<-start
@@ -80,39 +136,17 @@ func TestGateSendFromEightProcessesSendsOnce(t *testing.T) {
 			var ee *exec.ExitError
 			switch {
 			case errors.As(err, &ee):
-				exits[i] = exit{ee.ExitCode(), errOut.String()}
+				exits[i] = procExit{ee.ExitCode(), errOut.String()}
 			case err != nil:
-				exits[i] = exit{-1, err.Error()}
+				exits[i] = procExit{-1, err.Error()}
 			default:
-				exits[i] = exit{0, errOut.String()}
+				exits[i] = procExit{0, errOut.String()}
 			}
 		}()
 	}
 	close(start)
 	wg.Wait()
-
-	sent := 0
-	var codes []int
-	for i, x := range exits {
-		codes = append(codes, x.code)
-		if strings.Contains(x.stderr, "database is locked") {
-			t.Errorf("process %d saw the lock: %s", i, x.stderr)
-		}
-		switch x.code {
-		case exitOK:
-			sent++
-		case exitDuplicate, exitInFlight:
-		default:
-			t.Errorf("process %d: exit %d, want 0, 10 or 11: %s", i, x.code, x.stderr)
-		}
-	}
-	t.Logf("exit codes: %v", codes)
-	if sent != 1 {
-		t.Errorf("%d processes sent, want exactly 1: %+v", sent, exits)
-	}
-	if files := e.emlFiles(); len(files) != 1 {
-		t.Errorf("eml files = %v, want exactly one", files)
-	}
+	return exits
 }
 
 // unknownOutcome leaves key with one attempt whose outcome is unknown, as a
