@@ -18,7 +18,7 @@ type Message struct {
 	To          string
 	Subject     string
 	Body        string
-	Target      string // where the message goes, e.g. smtp://127.0.0.1:2525
+	Target      string // the business target the action acts on (part of the key), not the destination's address
 }
 
 // Headers returns the gatehouse headers every destination that supports headers
@@ -86,12 +86,15 @@ const (
 	// OutcomeAccepted: the destination confirmed it took the message.
 	OutcomeAccepted Outcome = "accepted"
 	// OutcomeNotDelivered: the attempt failed before the message was handed
-	// over (connection refused, rejected at MAIL/RCPT); safe to retry.
+	// over (connection refused, connection lost before the body was sent);
+	// safe to retry.
 	OutcomeNotDelivered Outcome = "not_delivered"
 	// OutcomeRejectedTemporary: the destination refused the message with a
-	// temporary (4xx) reply; nothing was accepted; safe to retry.
+	// temporary (4xx) reply, at any stage (MAIL, RCPT or DATA); nothing was
+	// accepted; safe to retry.
 	OutcomeRejectedTemporary Outcome = "rejected_temporary"
-	// OutcomeRejectedPermanent: the destination refused it for good (5xx).
+	// OutcomeRejectedPermanent: the destination refused it for good (5xx),
+	// e.g. an unknown recipient; retrying cannot help.
 	OutcomeRejectedPermanent Outcome = "rejected_permanent"
 	// OutcomeUnknown: the message may have been accepted (timeout or
 	// connection loss after it was handed over). Never retried blindly.

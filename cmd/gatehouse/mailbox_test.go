@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net"
 	"net/smtp"
@@ -26,22 +25,12 @@ func runMailboxCLI(args ...string) (int, string, string) {
 	return code, out.String(), errb.String()
 }
 
-// buildGatehouse builds the binary into a temporary directory.
-func buildGatehouse(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "gatehouse")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // startMailboxProcess builds the binary and runs `mailbox serve` as a real
 // process, returning the API URL and SMTP address it printed.
 func startMailboxProcess(t *testing.T, extra ...string) (cmd *exec.Cmd, smtpAddr, api string, lines <-chan string) {
 	t.Helper()
 	dir := t.TempDir()
-	bin := buildGatehouse(t)
+	bin := gatehouseBinary(t)
 	args := append([]string{"mailbox", "serve", "--smtp", "127.0.0.1:0", "--http", "127.0.0.1:0",
 		"--db", filepath.Join(dir, "mailbox.db")}, extra...)
 	cmd = exec.Command(bin, args...)
@@ -219,64 +208,5 @@ func TestMailboxQueryUnreachableAPI(t *testing.T) {
 	code, _, errOut := runMailboxCLI("mailbox", "count", "--api", api)
 	if code != exitOther || !strings.Contains(errOut, "mailbox api") {
 		t.Errorf("exit %d, stderr %q; want %d and the API named", code, errOut, exitOther)
-	}
-}
-
-// TestEightProcessesSendOneKeyOneArrival is the issue's concurrency
-// acceptance: eight gatehouse processes race `gate send` for one approved
-// action against one mailbox, and exactly one message arrives.
-func TestEightProcessesSendOneKeyOneArrival(t *testing.T) {
-	bin := buildGatehouse(t)
-	m, err := testmailbox.Start(context.Background(), testmailbox.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	ledgerPath := filepath.Join(t.TempDir(), "ledger.db")
-	gate := func(args ...string) string {
-		t.Helper()
-		code, out, errOut := runMailboxCLI(append([]string{"gate", "--ledger", ledgerPath}, args...)...)
-		if code != 0 {
-			t.Fatalf("gate %v: exit %d: %s", args, code, errOut)
-		}
-		return strings.TrimSpace(out)
-	}
-	gate("claim", "--as", "alice", "--task", "task-7", "--customer", "cust-42")
-	key := gate("propose", "--as", "ack-workflow", "--task", "task-7", "--customer", "cust-42",
-		"--event", "enquiry-1001", "--type", "reply_ack", "--target", "task-7",
-		"--to", "ada@example.com", "--subject", "We received your enquiry", "--body", "Hello Ada")
-	gate("approve", "--as", "bob", "--key", key, "--material", "crm.consent=yes")
-
-	const n = 8
-	codes := make(chan int, n)
-	start := make(chan struct{})
-	for range n {
-		go func() {
-			<-start
-			cmd := exec.Command(bin, "gate", "send", "--ledger", ledgerPath, "--as", "alice",
-				"--key", key, "--material", "crm.consent=yes", "--target", m.Target())
-			err := cmd.Run()
-			var ee *exec.ExitError
-			switch {
-			case err == nil:
-				codes <- 0
-			case errors.As(err, &ee):
-				codes <- ee.ExitCode()
-			default:
-				t.Errorf("run gate send: %v", err)
-				codes <- -1
-			}
-		}()
-	}
-	close(start)
-	tally := map[int]int{}
-	for range n {
-		tally[<-codes]++
-	}
-	if tally[0] != 1 || tally[0]+tally[10]+tally[11] != n {
-		t.Errorf("exit codes %v; want one 0 and the rest 10 (already sent) or 11 (in flight)", tally)
-	}
-	if got, err := m.Count(context.Background(), testmailbox.Filter{ActionKey: key}); err != nil || got != 1 {
-		t.Errorf("arrivals for %s: %d, %v; want exactly 1", key, got, err)
 	}
 }
