@@ -251,7 +251,11 @@ func (l *Ledger) Approve(ctx context.Context, key, approver string, material []M
 				Hint: "only a draft, an action awaiting approval or a denied action can be approved"}
 		}
 		if a.Corrects != "" && a.ProposedBy == approver {
-			return fmt.Errorf("%w: approve %s: a correction must be reviewed by someone other than its author %s", ErrInvalid, key, approver)
+			if err := t.event(approver, a.TaskID, key, EvApprovalStale, "",
+				"%s tried to approve their own correction %s; a second person must review it.", approver, key); err != nil {
+				return err
+			}
+			return refuse(&StateError{Key: key, State: a.State, Err: ErrNotReviewed, Hint: "ask someone other than " + approver + " to approve it"})
 		}
 		tk, err := getTask(t, a.TaskID)
 		if err != nil {

@@ -40,6 +40,9 @@ var (
 	ErrIncomplete = errors.New("task has actions without an outcome")
 	// ErrInvalid: the request itself is malformed (empty reason, bad key…).
 	ErrInvalid = errors.New("invalid request")
+	// ErrNotReviewed: a correction was approved by its own author; it needs
+	// a second person.
+	ErrNotReviewed = errors.New("a correction needs a reviewer other than its author")
 	// ErrWrongState: the operation does not apply in the action's state.
 	ErrWrongState = errors.New("not allowed in this state")
 )

@@ -235,7 +235,9 @@ func (t *wtx) checkMaterial(a *Action, ap Approval, req ExecuteRequest) error {
 		checks = append(checks, c)
 		switch {
 		case ok && got.Unavailable:
-			unavailable = append(unavailable, want.Source)
+			if !containsString(unavailable, want.Source) {
+				unavailable = append(unavailable, want.Source)
+			}
 		case !ok && denial == nil:
 			denial = &DeniedError{Key: a.Key, Source: want.Source, Field: want.Field, Approved: want.Value, Missing: true}
 		case ok && got.Value != want.Value && denial == nil:

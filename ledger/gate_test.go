@@ -479,7 +479,7 @@ func TestCorrectionIsLinkedAndReviewed(t *testing.T) {
 	if parts.Revision != 1 || c.Corrects != a.Key {
 		t.Fatalf("correction %s corrects %q", c.Key, c.Corrects)
 	}
-	if _, err := w.l.Approve(w.ctx, c.Key, "wf-ack", consentYes); !errors.Is(err, ledger.ErrInvalid) {
+	if _, err := w.l.Approve(w.ctx, c.Key, "wf-ack", consentYes); !errors.Is(err, ledger.ErrNotReviewed) {
 		t.Fatalf("self-approved correction: %v", err)
 	}
 	_, err = w.l.Approve(w.ctx, c.Key, "lead", consentYes)

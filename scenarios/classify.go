@@ -35,6 +35,7 @@ func classify(err error) (string, bool) {
 		{ledger.ErrWrongState, ClassRefused},
 		{ledger.ErrIncomplete, ClassRefused},
 		{ledger.ErrInvalid, ClassRefused},
+		{ledger.ErrNotReviewed, ClassRefused},
 		{ledger.ErrNotFound, ClassRefused},
 		{fakes.ErrSourceDown, ClassRefused},
 	} {

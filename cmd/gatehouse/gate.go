@@ -222,7 +222,8 @@ func exitCode(err error) int {
 	case errors.Is(err, ledger.ErrHeld):
 		return exitHeld
 	case errors.Is(err, ledger.ErrDenied), errors.Is(err, ledger.ErrOwnershipConflict),
-		errors.Is(err, ledger.ErrApprovalStale), errors.Is(err, ledger.ErrCancelled):
+		errors.Is(err, ledger.ErrApprovalStale), errors.Is(err, ledger.ErrCancelled),
+		errors.Is(err, ledger.ErrNotReviewed):
 		return exitDenied
 	case errors.Is(err, ledger.ErrInvalid):
 		return exitUsage

@@ -427,7 +427,7 @@ func TestGateTakeoverCorrectionAndComplete(t *testing.T) {
 	if !strings.HasSuffix(fixed, ":r1") {
 		t.Fatalf("correction key = %q, want revision r1", fixed)
 	}
-	wantExit(t, e.gate("approve", "--key", fixed, "--as", "carol"), exitUsage, "someone other than its author")
+	wantExit(t, e.gate("approve", "--key", fixed, "--as", "carol"), exitDenied, "someone other than carol")
 	e.must("approve", "--key", fixed, "--as", "bob")
 	wantExit(t, e.send(fixed, "carol"), exitOK)
 	e.must("complete", "--task", "task-enq-5", "--as", "carol")
