@@ -1,0 +1,241 @@
+package tui
+
+import (
+	"fmt"
+	"strings"
+
+	"charm.land/bubbles/v2/help"
+	"charm.land/bubbles/v2/key"
+	"charm.land/bubbles/v2/spinner"
+	tea "charm.land/bubbletea/v2"
+)
+
+// App is the root model: it owns the terminal (alt screen, mouse), the app
+// bar, the status line, the spinner, the help line and a stack of screens
+// (esc returns to the one below).
+type App struct {
+	th       Theme
+	stack    []Screen
+	width    int
+	height   int
+	help     help.Model
+	showHelp bool
+	status   statusMsg
+	spin     spinner.Model
+	spinning bool
+	onClose  []func()
+}
+
+// chrome is how many lines the app bar, status line and help line take.
+const chrome = 3
+
+// NewApp returns the root model showing first. Functions in onClose run
+// when the app quits (e.g. to remove a temporary ledger).
+func NewApp(th Theme, first Screen, onClose ...func()) *App {
+	h := help.New()
+	h.Styles.ShortKey = th.Help.Bold(true)
+	h.Styles.ShortDesc = th.Help
+	h.Styles.FullKey = th.Help.Bold(true)
+	h.Styles.FullDesc = th.Help
+	return &App{
+		th: th, stack: []Screen{first}, help: h,
+		width: 80, height: 24, onClose: onClose,
+		spin: spinner.New(spinner.WithSpinner(spinner.MiniDot)),
+	}
+}
+
+// Close runs the clean-up functions given to NewApp.
+func (a *App) Close() {
+	for _, f := range a.onClose {
+		f()
+	}
+	a.onClose = nil
+}
+
+func (a *App) top() Screen { return a.stack[len(a.stack)-1] }
+
+// Init implements tea.Model.
+func (a *App) Init() tea.Cmd {
+	a.resize()
+	return a.top().Init()
+}
+
+// Update implements tea.Model: it dispatches each kind of message to its
+// handler.
+func (a *App) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	var cmd tea.Cmd
+	switch msg := msg.(type) {
+	case tea.WindowSizeMsg:
+		a.width, a.height = msg.Width, msg.Height
+		a.resize()
+	case tea.KeyPressMsg:
+		cmd = a.onKey(msg)
+	case tea.MouseWheelMsg:
+		cmd = a.onWheel(msg)
+	case spinner.TickMsg:
+		cmd = a.onSpin(msg)
+	case routedMsg:
+		cmd = a.onRouted(msg)
+	case pushMsg:
+		cmd = a.onPush(msg.screen)
+	case popMsg:
+		a.onPop()
+	case statusMsg:
+		a.status = msg
+	default:
+		cmd = a.updateTop(msg)
+	}
+	return a, tea.Batch(cmd, a.startSpinner())
+}
+
+// resize gives every screen the body's size.
+func (a *App) resize() {
+	a.help.SetWidth(a.width)
+	for _, s := range a.stack {
+		s.SetSize(a.width, a.bodyHeight())
+	}
+}
+
+func (a *App) bodyHeight() int { return max(a.height-chrome, 1) }
+
+func (a *App) onKey(msg tea.KeyPressMsg) tea.Cmd {
+	if a.showHelp {
+		a.showHelp = false // any key closes full help
+		return nil
+	}
+	if msg.String() == "ctrl+c" {
+		return a.quit()
+	}
+	if a.top().Capturing() {
+		return a.updateTop(msg)
+	}
+	switch {
+	case key.Matches(msg, Keys.Quit):
+		return a.quit()
+	case key.Matches(msg, Keys.Help):
+		a.showHelp = true
+		return nil
+	case key.Matches(msg, Keys.Back) && len(a.stack) > 1:
+		a.onPop()
+		return nil
+	}
+	return a.updateTop(msg)
+}
+
+// quit ends the program; the caller of Run closes the app afterwards, so
+// that nothing is removed while a command may still use it.
+func (a *App) quit() tea.Cmd { return tea.Quit }
+
+// onWheel turns the mouse wheel into the up and down keys of the screen.
+func (a *App) onWheel(msg tea.MouseWheelMsg) tea.Cmd {
+	switch msg.Button {
+	case tea.MouseWheelUp:
+		return a.updateTop(tea.KeyPressMsg{Code: tea.KeyUp})
+	case tea.MouseWheelDown:
+		return a.updateTop(tea.KeyPressMsg{Code: tea.KeyDown})
+	}
+	return nil
+}
+
+// startSpinner starts the spinner when the top screen became busy; the
+// spinner stops re-arming itself once nothing is busy.
+func (a *App) startSpinner() tea.Cmd {
+	if a.spinning || !a.top().Busy() {
+		return nil
+	}
+	a.spinning = true
+	return a.spin.Tick
+}
+
+func (a *App) onSpin(msg spinner.TickMsg) tea.Cmd {
+	if !a.top().Busy() {
+		a.spinning = false
+		return nil
+	}
+	var cmd tea.Cmd
+	a.spin, cmd = a.spin.Update(msg)
+	return cmd
+}
+
+// onRouted delivers a command's result to the screen that asked for it.
+func (a *App) onRouted(msg routedMsg) tea.Cmd {
+	for i, s := range a.stack {
+		if s.ID() == msg.to {
+			var cmd tea.Cmd
+			a.stack[i], cmd = s.Update(msg.msg)
+			return cmd
+		}
+	}
+	return nil // the screen was closed meanwhile
+}
+
+func (a *App) onPush(s Screen) tea.Cmd {
+	s.SetSize(a.width, a.bodyHeight())
+	a.stack = append(a.stack, s)
+	return s.Init()
+}
+
+func (a *App) onPop() {
+	if len(a.stack) > 1 {
+		a.stack = a.stack[:len(a.stack)-1]
+	}
+}
+
+func (a *App) updateTop(msg tea.Msg) tea.Cmd {
+	i := len(a.stack) - 1
+	var cmd tea.Cmd
+	a.stack[i], cmd = a.stack[i].Update(msg)
+	return cmd
+}
+
+// View implements tea.Model. The root alone decides alt screen and mouse.
+func (a *App) View() tea.View {
+	v := tea.NewView(a.Render())
+	v.AltScreen = true
+	v.MouseMode = tea.MouseModeCellMotion
+	v.WindowTitle = "gatehouse · " + a.top().Title()
+	return v
+}
+
+// Render draws the whole screen as text: app bar, body, status, help.
+func (a *App) Render() string {
+	body := a.top().View()
+	if a.showHelp {
+		a.help.ShowAll = true
+		body = a.th.Header.Render("Keys") + "\n\n" + a.help.View(a.fullKeys())
+		a.help.ShowAll = false
+	}
+	lines := []string{
+		fitLine(a.th.Title.Render("gatehouse")+" "+a.th.Header.Render(a.top().Title()), a.width),
+		fitBlock(body, a.width, a.bodyHeight()),
+		fitLine(a.statusLine(), a.width),
+		fitLine(a.help.View(a.top().KeyMap()), a.width),
+	}
+	return strings.Join(lines, "\n")
+}
+
+// fullKeys adds the app's own bindings to the screen's full help.
+func (a *App) fullKeys() help.KeyMap {
+	km := a.top().KeyMap()
+	return helpKeys{short: km.ShortHelp(), full: append(km.FullHelp(), appKeys())}
+}
+
+func (a *App) statusLine() string {
+	prefix := ""
+	if a.top().Busy() {
+		prefix = a.spin.View() + " "
+	}
+	if a.status.err {
+		return prefix + a.th.Bad.Render("✗ "+a.status.text)
+	}
+	return prefix + a.th.Status.Render(a.status.text)
+}
+
+// Run runs the app on the terminal until it quits, then closes it.
+func Run(a *App) error {
+	defer a.Close()
+	if _, err := tea.NewProgram(a).Run(); err != nil {
+		return fmt.Errorf("terminal app: %w", err)
+	}
+	return nil
+}

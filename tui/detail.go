@@ -1,0 +1,197 @@
+package tui
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"gatehouse/ledger"
+)
+
+// newActionDetail shows everything the ledger knows about one action.
+func newActionDetail(th Theme, l *ledger.Ledger, key string) *docScreen {
+	return newDoc(th, "action "+key, func(ctx context.Context) (renderFunc, error) {
+		d, err := l.Detail(ctx, key)
+		if err != nil {
+			return nil, fmt.Errorf("read action %s: %w", key, err)
+		}
+		return func(th Theme, w int) []string { return actionDetailLines(th, d, w) }, nil
+	})
+}
+
+// newTaskDetail shows a task: owner, who is on it, its actions (first page)
+// and its newest history.
+func newTaskDetail(th Theme, l *ledger.Ledger, id string) *docScreen {
+	return newDoc(th, "task "+id, func(ctx context.Context) (renderFunc, error) {
+		t, err := l.Task(ctx, id)
+		if err != nil {
+			return nil, fmt.Errorf("read task %s: %w", id, err)
+		}
+		pres, err := l.Presence(ctx, id)
+		if err != nil {
+			return nil, fmt.Errorf("read presence on %s: %w", id, err)
+		}
+		total, acts, err := l.ListActions(ctx, ledger.ActionFilter{TaskID: id, Limit: 50})
+		if err != nil {
+			return nil, fmt.Errorf("list actions of %s: %w", id, err)
+		}
+		evs, err := l.History(ctx, ledger.HistoryFilter{TaskID: id, Limit: 50, Newest: true})
+		if err != nil {
+			return nil, fmt.Errorf("read history of %s: %w", id, err)
+		}
+		return func(th Theme, w int) []string { return taskDetailLines(th, t, pres, total, acts, evs, w) }, nil
+	})
+}
+
+func actionDetailLines(th Theme, d ledger.ActionDetail, w int) []string {
+	a := d.Action
+	out := []string{th.Header.Render("Action " + a.Key)}
+	state := stateLabel(a.State)
+	if a.HoldCause != "" {
+		state += " (" + strings.ReplaceAll(string(a.HoldCause), "_", " ") + ")"
+	}
+	out = append(out, para("  state      ", th.mark(stateMark(a.State)).Render(state)+" — "+a.Reason, w)...)
+	out = append(out,
+		fmt.Sprintf("  task       %s (owner %s)", a.TaskID, orNone(d.Task.Owner)),
+		fmt.Sprintf("  to         %s", a.Recipient),
+		fmt.Sprintf("  subject    %s", a.Subject),
+		fmt.Sprintf("  proposed   by %s at %s, digest %s", a.ProposedBy, a.CreatedAt.Format(clockFormat), short(a.Digest)),
+	)
+	out = append(out, approvalLines(th, d.Approvals, w)...)
+	out = append(out, checkLines(th, d.Checks)...)
+	out = append(out, attemptLines(th, d.Attempts)...)
+	if len(d.Correction) > 0 {
+		out = append(out, "", th.Header.Render("Corrections"), "  "+strings.Join(d.Correction, ", "))
+	}
+	return append(out, eventLines(th, "History", d.Events, w)...)
+}
+
+func approvalLines(th Theme, aps []ledger.Approval, w int) []string {
+	out := []string{"", th.Header.Render("Approvals")}
+	if len(aps) == 0 {
+		return append(out, th.Dim.Render("  none"))
+	}
+	for _, ap := range aps {
+		valid := th.Good.Render("valid")
+		if !ap.Valid {
+			valid = th.Bad.Render("invalid: " + ap.Invalidated)
+		}
+		out = append(out, para(fmt.Sprintf("  %s by %s for owner %s, digest %s — ", ap.At.Format(clockFormat),
+			ap.Approver, orNone(ap.Owner), short(ap.Digest)), valid, w)...)
+		for _, m := range ap.Material {
+			out = append(out, fmt.Sprintf("      approved %s = %q", m.Name(), m.Value))
+		}
+	}
+	return out
+}
+
+func checkLines(th Theme, cs []ledger.MaterialCheck) []string {
+	out := []string{"", th.Header.Render("Material checks (approved → read just before sending)")}
+	if len(cs) == 0 {
+		return append(out, th.Dim.Render("  none yet"))
+	}
+	for _, c := range cs {
+		verdict, m := "matches", markGood
+		switch {
+		case c.Unavailable:
+			verdict, m = "source unavailable", markWarn
+		case !c.Matched:
+			verdict, m = "DIFFERS", markBad
+		}
+		when := "before any attempt"
+		if c.Attempt > 0 {
+			when = fmt.Sprintf("attempt %d", c.Attempt)
+		}
+		out = append(out, fmt.Sprintf("  %s  %s.%s  %q → %q  %s", when, c.Source, c.Field,
+			c.Approved, c.Read, th.mark(m).Render(verdict)))
+	}
+	return out
+}
+
+func attemptLines(th Theme, ats []ledger.Attempt) []string {
+	out := []string{"", th.Header.Render("Attempts")}
+	if len(ats) == 0 {
+		return append(out, th.Dim.Render("  none"))
+	}
+	for _, at := range ats {
+		out = append(out, fmt.Sprintf("  #%d  %s  by %s at %s → %s", at.Number, at.TransportID, at.Executor,
+			at.StartedAt.Format(clockFormat), th.mark(outcomeMark(at.Outcome)).Render(outcomeLabel(at))))
+		if at.Response != "" {
+			out = append(out, "      "+th.Dim.Render(at.Response))
+		}
+	}
+	return out
+}
+
+// outcomeLabel is an attempt's outcome in plain words.
+func outcomeLabel(at ledger.Attempt) string {
+	if at.Outcome == "" {
+		return "in flight"
+	}
+	s := strings.ReplaceAll(string(at.Outcome), "_", " ")
+	if at.Reconciled {
+		s += " (reconciled)"
+	}
+	return s
+}
+
+func outcomeMark(o ledger.Outcome) mark {
+	switch o {
+	case ledger.OutcomeAccepted:
+		return markGood
+	case ledger.OutcomeUnknown, "":
+		return markWarn
+	case ledger.OutcomeRejectedPermanent:
+		return markBad
+	}
+	return markNone
+}
+
+func eventLines(th Theme, title string, evs []ledger.Event, w int) []string {
+	out := []string{"", th.Header.Render(title)}
+	for _, e := range evs {
+		out = append(out, para("  "+e.At.Format(clockFormat)+"  ", eventSentence(e), w)...)
+	}
+	return out
+}
+
+// eventSentence is one history line: who did what, and why.
+func eventSentence(e ledger.Event) string {
+	s := e.Message
+	if e.Reason != "" && !strings.Contains(s, e.Reason) {
+		s += " — " + e.Reason
+	}
+	return s
+}
+
+func taskDetailLines(th Theme, t ledger.Task, pres []ledger.Presence, total int, acts []ledger.Action, evs []ledger.Event, w int) []string {
+	out := []string{th.Header.Render("Task " + t.ID + " — " + t.Subject),
+		fmt.Sprintf("  customer   %s", t.Customer),
+		fmt.Sprintf("  status     %s", t.Status),
+		fmt.Sprintf("  owner      %s (authoritative)", orNone(t.Owner)),
+	}
+	var on []string
+	for _, p := range pres {
+		on = append(on, p.Actor+" ("+p.Kind+")")
+	}
+	out = append(out, para("  on it now  ", orNone(strings.Join(on, ", "))+" — advisory only", w)...)
+	out = append(out, "", th.Header.Render(fmt.Sprintf("Actions (%d)", total)))
+	out = append(out, renderTable(th, actionCols, actionRows(acts), -1, w)...)
+	return append(out, eventLines(th, "History (newest 50)", evs, w)...)
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+// short abbreviates a digest for display.
+func short(digest string) string {
+	digest = strings.TrimPrefix(digest, "sha256:")
+	if len(digest) > 12 {
+		return digest[:12]
+	}
+	return digest
+}

@@ -1,0 +1,139 @@
+package tui
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/charmbracelet/x/exp/teatest/v2"
+
+	"gatehouse/ledger"
+)
+
+func newTestInspector(l *ledger.Ledger) *Inspector {
+	return NewInspector(NewTheme(true), InspectorConfig{Ledger: l, Poll: -1, Source: "test.db", Actor: "olga"})
+}
+
+func TestInspectorRenders(t *testing.T) {
+	l := seedLedger(t)
+	a := newDriven(newTestInspector(l), 80, 24)
+	t.Log("\n" + screenText(a))
+	typeKeys(a, "tab")
+	t.Log("\n" + screenText(a))
+	typeKeys(a, "tab")
+	t.Log("\n" + screenText(a))
+	typeKeys(a, "tab")
+	t.Log("\n" + screenText(a))
+	typeKeys(a, "tab")
+	t.Log("\n" + screenText(a))
+	typeKeys(a, "tab", "tab", "enter")
+	t.Log("\n" + screenText(a))
+	if !strings.Contains(screenText(a), "Action") {
+		t.Fatal("no detail")
+	}
+}
+
+// TestInspectorFollowsAnotherWriter writes to the ledger through a second
+// handle (as another process would) while the inspector runs, and waits for
+// the new task to appear on screen.
+func TestInspectorFollowsAnotherWriter(t *testing.T) {
+	l := seedLedger(t)
+	other, err := ledger.Open(l.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	in := NewInspector(NewTheme(true), InspectorConfig{Ledger: l, Source: "ledger.db"})
+	tm, rec := startApp(t, NewApp(NewTheme(true), in), 100, 30)
+	rec.waitText(t, tm, "T-1001")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		proposeApproved(t, other, "T-7777", "cust-late", "late-workflow")
+	}()
+	rec.waitText(t, tm, "T-7777")
+	<-done
+	if s := rec.screen(); !strings.Contains(s, "late-workflow") {
+		t.Fatalf("the new owner is not on screen:\n%s", s)
+	}
+	tm.Send(press("q"))
+	tm.WaitFinished(t, teatest.WithFinalTimeout(10*time.Second))
+}
+
+func TestInspectorKeys(t *testing.T) {
+	tests := []struct {
+		name  string
+		keys  []string
+		want  []string // on screen afterwards
+		quit  bool
+		check func(t *testing.T, a *App, in *Inspector)
+	}{
+		{name: "TabCyclesTabs", keys: []string{"tab"}, want: []string{"action key"},
+			check: func(t *testing.T, _ *App, in *Inspector) { wantTab(t, in, tabActions) }},
+		{name: "TabWrapsAround", keys: []string{"tab", "tab", "tab", "tab", "tab"}, want: []string{"viewers"}},
+		{name: "JMovesDown", keys: []string{"j", "j"},
+			check: func(t *testing.T, _ *App, in *Inspector) { wantCursor(t, in, 2) }},
+		{name: "DownStopsAtLast", keys: []string{"down", "down", "down", "down", "down", "down"},
+			check: func(t *testing.T, _ *App, in *Inspector) { wantCursor(t, in, 3) }},
+		{name: "KUpAfterLast", keys: []string{"G", "k"},
+			check: func(t *testing.T, _ *App, in *Inspector) { wantCursor(t, in, 2) }},
+		{name: "SearchFilters", keys: []string{"tab", "/", "b", "o", "b", "enter"},
+			want: []string{`search "bob"`, "1–1 of 1", "cust-bob"}},
+		{name: "SearchTypesQ", keys: []string{"/", "q"}, want: []string{"/q"}},
+		{name: "SearchEscCancels", keys: []string{"/", "x", "esc"}, want: []string{"1–4 of 4"}},
+		{name: "StateFilterCycles", keys: []string{"tab", "s", "s", "s", "s", "s"},
+			want: []string{"state sent", "1–1 of 1", "cust-ada"}},
+		{name: "EnterOpensDetail", keys: []string{"tab", "enter"}, want: []string{"Material checks", "DIFFERS"}},
+		{name: "EscGoesBack", keys: []string{"tab", "enter", "esc"}, want: []string{"1–4 of 4"}},
+		{name: "HelpShowsAllKeys", keys: []string{"?"}, want: []string{"Keys", "release hold", "resume"}},
+		{name: "AnyKeyClosesHelp", keys: []string{"?", "j"}, want: []string{"1–4 of 4"}},
+		{name: "QQuits", keys: []string{"q"}, quit: true},
+		{name: "CtrlCQuitsFromSearch", keys: []string{"/", "ctrl+c"}, quit: true},
+		{name: "HoldNeedsReason", keys: []string{"tab", "j", "h", "enter"},
+			want: []string{"Hold gh1:cust-cyd", "a reason is required"}},
+		{name: "ReleaseRefusedInGateWords", keys: []string{"tab", "G", "u", "o", "k", "enter"},
+			want: []string{"✗ Release hold on gh1:cust-ada", "refused"}},
+		{name: "HoldRecorded", keys: []string{"tab", "G", "k", "h", "w", "a", "i", "t", "enter"},
+			want: []string{"done: Hold gh1:cust-bob"}},
+		{name: "FormEscCancels", keys: []string{"tab", "h", "esc"}, want: []string{"cancelled: Hold"}},
+		{name: "StopAndResume", keys: []string{"S", "x", "enter"}, want: []string{"■ STOPPED", "done: STOP"},
+			check: func(t *testing.T, a *App, _ *Inspector) {
+				typeKeys(a, "R", "o", "k", "enter")
+				if s := screenText(a); strings.Contains(s, "■ STOPPED") {
+					t.Fatalf("still stopped after resume:\n%s", s)
+				}
+			}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			in := newTestInspector(seedLedger(t))
+			a := newDriven(in, 80, 24)
+			if quit := typeKeys(a, tc.keys...); quit != tc.quit {
+				t.Fatalf("quit = %v, want %v", quit, tc.quit)
+			}
+			s := screenText(a)
+			for _, w := range tc.want {
+				if !strings.Contains(s, w) {
+					t.Errorf("screen lacks %q:\n%s", w, s)
+				}
+			}
+			if tc.check != nil {
+				tc.check(t, a, in)
+			}
+		})
+	}
+}
+
+func wantTab(t *testing.T, in *Inspector, want tab) {
+	t.Helper()
+	if in.tab != want {
+		t.Fatalf("tab = %v, want %v", in.tab, want)
+	}
+}
+
+func wantCursor(t *testing.T, in *Inspector, want int) {
+	t.Helper()
+	if got := in.current().pos.cursor; got != want {
+		t.Fatalf("cursor = %d, want %d", got, want)
+	}
+}

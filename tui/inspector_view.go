@@ -1,0 +1,182 @@
+package tui
+
+import (
+	"fmt"
+	"strings"
+
+	"gatehouse/ledger"
+)
+
+const clockFormat = "15:04:05"
+
+// View implements Screen.
+func (in *Inspector) View() string {
+	lines := []string{in.tabBar()}
+	switch {
+	case in.form != nil:
+		lines = append(lines, "", in.form.view(in.th, min(in.width-2, 76)))
+	case in.tab == tabMetrics:
+		lines = append(lines, metricsLines(in.th, in.metrics)...)
+	case in.tab == tabStop:
+		lines = append(lines, stopLines(in.th, in.sw)...)
+	default:
+		lines = append(lines, in.filterLine())
+		lines = append(lines, in.table()...)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// tabBar shows the tabs and, always, whether execution is stopped.
+func (in *Inspector) tabBar() string {
+	var b strings.Builder
+	for i, name := range tabNames {
+		st := in.th.Tab
+		if tab(i) == in.tab {
+			st = in.th.TabActive
+		}
+		b.WriteString(st.Render(name))
+	}
+	if in.sw.Stopped {
+		b.WriteString("  " + in.th.Bad.Render("■ STOPPED"))
+	}
+	return b.String()
+}
+
+// filterLine says what the list shows: search, state filter and position.
+func (in *Inspector) filterLine() string {
+	li := in.current()
+	if in.searching {
+		return in.search.View()
+	}
+	var parts []string
+	if li.search != "" {
+		parts = append(parts, fmt.Sprintf("search %q", li.search))
+	}
+	if s := stateChoices[li.state]; in.tab == tabActions && s != "" {
+		parts = append(parts, "state "+stateLabel(s))
+	}
+	pos := "none"
+	if li.pos.total > 0 {
+		last := min(li.pos.top+li.pos.rows, li.pos.total)
+		pos = fmt.Sprintf("%d–%d of %d", li.pos.top+1, last, li.pos.total)
+	}
+	parts = append(parts, pos)
+	return in.th.Dim.Render(strings.Join(parts, " · "))
+}
+
+func (in *Inspector) table() []string {
+	li := in.current()
+	sel := li.pos.selected()
+	switch in.tab {
+	case tabTasks:
+		return renderTable(in.th, taskCols, taskRows(li.tasks), sel, in.width)
+	case tabHolds:
+		return renderTable(in.th, holdCols, holdRows(li.actions), sel, in.width)
+	}
+	return renderTable(in.th, actionCols, actionRows(li.actions), sel, in.width)
+}
+
+var taskCols = []column{
+	{"task", 8, 1}, {"customer", 9, 1}, {"subject", 8, 3}, {"owner", 9, 2},
+	{"viewers", 8, 2}, {"pending", 7, 0}, {"updated", 8, 0},
+}
+
+func taskRows(ts []ledger.TaskSummary) []row {
+	out := make([]row, len(ts))
+	for i, t := range ts {
+		owner := t.Owner
+		if owner == "" {
+			owner = "(none)"
+		}
+		r := row{cells: []string{t.ID, t.Customer, t.Subject, owner,
+			strings.Join(t.Viewers, ", "), fmt.Sprint(t.Pending), t.UpdatedAt.Format(clockFormat)}}
+		if t.Owner == "" && t.Pending > 0 {
+			r.mark = markWarn
+		}
+		out[i] = r
+	}
+	return out
+}
+
+var actionCols = []column{
+	{"action key", 30, 1}, {"state", 7, 0}, {"task", 7, 1}, {"why", 8, 4}, {"updated", 8, 0},
+}
+
+func actionRows(as []ledger.Action) []row {
+	out := make([]row, len(as))
+	for i, a := range as {
+		out[i] = row{cells: []string{a.Key, stateLabel(a.State), a.TaskID, a.Reason,
+			a.UpdatedAt.Format(clockFormat)}, mark: stateMark(a.State)}
+	}
+	return out
+}
+
+var holdCols = []column{
+	{"action key", 30, 1}, {"state", 7, 0}, {"cause", 14, 1}, {"task", 7, 1}, {"why", 8, 4},
+}
+
+func holdRows(as []ledger.Action) []row {
+	out := make([]row, len(as))
+	for i, a := range as {
+		out[i] = row{cells: []string{a.Key, stateLabel(a.State), strings.ReplaceAll(string(a.HoldCause), "_", " "),
+			a.TaskID, a.Reason}, mark: stateMark(a.State)}
+	}
+	return out
+}
+
+// stateLabel is a state in plain words.
+func stateLabel(s ledger.State) string { return strings.ReplaceAll(string(s), "_", " ") }
+
+func stateMark(s ledger.State) mark {
+	switch s {
+	case ledger.StateSent:
+		return markGood
+	case ledger.StateHeld, ledger.StateUnknown, ledger.StateExecuting:
+		return markWarn
+	case ledger.StateFailed, ledger.StateDenied:
+		return markBad
+	}
+	return markNone
+}
+
+func metricsLines(th Theme, m ledger.Metrics) []string {
+	rows := []struct {
+		name string
+		n    int
+		note string
+	}{
+		{"intended actions", m.Intended, "business actions recorded"},
+		{"attempts", m.Attempts, "tries at a destination"},
+		{"confirmed", m.Confirmed, "attempts the destination accepted"},
+		{"duplicate blocks", m.DuplicateBlocks, "second sends or proposals blocked"},
+		{"denials", m.Denials, "material field changed since approval"},
+		{"ownership conflicts", m.OwnershipConflicts, "not the owner"},
+		{"held now", m.Holds, "waiting for a person"},
+		{"unknown now", m.Unknown, "outcome not yet reconciled"},
+		{"unknown ever", m.UnknownOutcomes, "attempts recorded as unknown"},
+	}
+	out := []string{""}
+	for _, r := range rows {
+		out = append(out, fmt.Sprintf("  %-20s %8d  %s", r.name, r.n, th.Dim.Render(r.note)))
+	}
+	out = append(out, "", th.Header.Render("  by state"))
+	for _, s := range ledger.AllStates {
+		if n := m.ByState[s]; n > 0 {
+			out = append(out, fmt.Sprintf("  %-20s %8d", stateLabel(s), n))
+		}
+	}
+	return out
+}
+
+func stopLines(th Theme, sw ledger.Switch) []string {
+	if !sw.Stopped {
+		out := []string{"", "  " + th.Good.Render("Execution is running."), ""}
+		if sw.Actor != "" {
+			out = append(out, fmt.Sprintf("  Last resumed by %s at %s: %s", sw.Actor, sw.At.Format(clockFormat), sw.Reason))
+		}
+		return append(out, "", th.Dim.Render("  S stops every attempt everywhere, with a reason."))
+	}
+	return []string{"", "  " + th.Bad.Render("■ Execution is STOPPED: no attempt starts anywhere."), "",
+		fmt.Sprintf("  Stopped by %s at %s: %s", sw.Actor, sw.At.Format(clockFormat), sw.Reason), "",
+		th.Dim.Render("  R resumes, with a reason, and releases the holds the stop caused.")}
+}

@@ -1,0 +1,92 @@
+package tui
+
+import (
+	"charm.land/bubbles/v2/help"
+	"charm.land/bubbles/v2/key"
+)
+
+// KeyMap is the one keymap of the whole app. Screens pick the bindings
+// that apply to them (see helpKeys); a key has one meaning per screen.
+type KeyMap struct {
+	// Everywhere.
+	Quit, Back, Help, Focus, Up, Down, PageUp, PageDown, Top, Bottom, Open key.Binding
+	// Lists.
+	Filter, StateFilter key.Binding
+	// Inspector operations.
+	Hold, ReleaseHold, Reconcile, TakeOver, Stop, Resume key.Binding
+	// Forms.
+	Confirm, Cancel key.Binding
+	// Demo and rehearsal.
+	Step, Play, Restart, Faster, Slower, ActView, ActTakeOver key.Binding
+	// Home.
+	Inspect, Demo key.Binding
+}
+
+// Keys is the app's keymap.
+var Keys = DefaultKeyMap()
+
+func bind(help, desc string, keys ...string) key.Binding {
+	return key.NewBinding(key.WithKeys(keys...), key.WithHelp(help, desc))
+}
+
+// DefaultKeyMap returns the bindings the app ships with.
+func DefaultKeyMap() KeyMap {
+	return KeyMap{
+		Quit:        bind("q", "quit", "q", "ctrl+c"),
+		Back:        bind("esc", "back", "esc"),
+		Help:        bind("?", "help", "?"),
+		Focus:       bind("tab", "next tab/pane", "tab"),
+		Up:          bind("↑/k", "up", "up", "k"),
+		Down:        bind("↓/j", "down", "down", "j"),
+		PageUp:      bind("pgup", "page up", "pgup", "ctrl+u"),
+		PageDown:    bind("pgdn", "page down", "pgdown", "ctrl+d"),
+		Top:         bind("g", "first", "g", "home"),
+		Bottom:      bind("G", "last", "G", "end"),
+		Open:        bind("enter", "detail", "enter"),
+		Filter:      bind("/", "search", "/"),
+		StateFilter: bind("s", "filter state", "s"),
+		Hold:        bind("h", "hold", "h"),
+		ReleaseHold: bind("u", "release hold", "u"),
+		Reconcile:   bind("c", "reconcile", "c"),
+		TakeOver:    bind("o", "take over", "o"),
+		Stop:        bind("S", "stop all", "S"),
+		Resume:      bind("R", "resume", "R"),
+		Confirm:     bind("enter", "confirm", "enter"),
+		Cancel:      bind("esc", "cancel", "esc"),
+		Step:        bind("space/n", "next step", "space", "n"),
+		Play:        bind("p", "play/pause", "p"),
+		Restart:     bind("r", "restart", "r"),
+		Faster:      bind("+", "faster", "+", "="),
+		Slower:      bind("-", "slower", "-"),
+		ActView:     bind("v", "staff views", "v"),
+		ActTakeOver: bind("t", "staff takes over", "t"),
+		Inspect:     bind("i", "inspector", "i"),
+		Demo:        bind("d", "takeover demo", "d"),
+	}
+}
+
+// helpKeys is a help.KeyMap made of a short line and full-help columns.
+type helpKeys struct {
+	short []key.Binding
+	full  [][]key.Binding
+}
+
+var _ help.KeyMap = helpKeys{}
+
+// ShortHelp implements help.KeyMap.
+func (h helpKeys) ShortHelp() []key.Binding { return h.short }
+
+// FullHelp implements help.KeyMap.
+func (h helpKeys) FullHelp() [][]key.Binding { return h.full }
+
+// navKeys are the movement bindings every list shares, for full help.
+func navKeys() []key.Binding {
+	k := Keys
+	return []key.Binding{k.Up, k.Down, k.PageUp, k.PageDown, k.Top, k.Bottom}
+}
+
+// appKeys are the bindings the root handles, for full help.
+func appKeys() []key.Binding {
+	k := Keys
+	return []key.Binding{k.Focus, k.Back, k.Help, k.Quit}
+}

@@ -1,0 +1,236 @@
+package tui
+
+import (
+	"strings"
+
+	"charm.land/bubbles/v2/key"
+	tea "charm.land/bubbletea/v2"
+	"charm.land/lipgloss/v2"
+	"github.com/charmbracelet/x/ansi"
+)
+
+// ellipsis marks text cut to fit, so nothing is cut mid-word unannounced.
+const ellipsis = "…"
+
+// fitLine cuts s to width w (with an ellipsis) and pads it to exactly w.
+func fitLine(s string, w int) string {
+	if w <= 0 {
+		return ""
+	}
+	if ansi.StringWidth(s) > w {
+		s = ansi.Truncate(s, w, ellipsis)
+	}
+	if pad := w - ansi.StringWidth(s); pad > 0 {
+		s += strings.Repeat(" ", pad)
+	}
+	return s
+}
+
+// fitBlock makes s exactly w columns by h lines.
+func fitBlock(s string, w, h int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > h {
+		lines = lines[:h]
+	}
+	for len(lines) < h {
+		lines = append(lines, "")
+	}
+	for i, l := range lines {
+		lines[i] = fitLine(l, w)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// mark highlights a row: why a reader should look at it.
+type mark int
+
+const (
+	markNone mark = iota
+	markGood
+	markWarn
+	markBad
+)
+
+func (t Theme) mark(m mark) lipgloss.Style {
+	switch m {
+	case markGood:
+		return t.Good
+	case markWarn:
+		return t.Warn
+	case markBad:
+		return t.Bad
+	}
+	return lipgloss.NewStyle()
+}
+
+// column is one table column: its minimum width and its share of the room
+// left over.
+type column struct {
+	title  string
+	min    int
+	weight int
+}
+
+// row is one table row of plain cells.
+type row struct {
+	cells []string
+	mark  mark
+}
+
+const colGap = 2
+
+// widths shares width among the columns. Each column wants its natural
+// width (its widest cell); room left over goes to the weighted columns, and
+// when there is too little the weighted columns give up width first, down
+// to their minimum. Only if that is not enough are all columns scaled.
+func widths(cols []column, rows []row, width int) []int {
+	avail := width - colGap*(len(cols)-1)
+	out := naturalWidths(cols, rows)
+	total, slack, sumWeight := 0, 0, 0
+	for i, c := range cols {
+		total += out[i]
+		sumWeight += c.weight
+		if c.weight > 0 {
+			slack += max(out[i]-c.min, 0)
+		}
+	}
+	if total <= avail {
+		return spread(cols, out, avail-total, sumWeight)
+	}
+	over := total - avail
+	if over > slack {
+		return scaledMins(cols, avail)
+	}
+	for i, c := range cols {
+		if s := max(out[i]-c.min, 0); c.weight > 0 && s > 0 {
+			out[i] -= min((over*s+slack-1)/slack, s)
+		}
+	}
+	return out
+}
+
+func naturalWidths(cols []column, rows []row) []int {
+	out := make([]int, len(cols))
+	for i, c := range cols {
+		out[i] = ansi.StringWidth(c.title)
+	}
+	for _, r := range rows {
+		for i := range min(len(r.cells), len(cols)) {
+			out[i] = max(out[i], ansi.StringWidth(r.cells[i]))
+		}
+	}
+	return out
+}
+
+// spread gives extra columns of room to the weighted columns.
+func spread(cols []column, ws []int, extra, sumWeight int) []int {
+	if sumWeight == 0 {
+		return ws
+	}
+	for i, c := range cols {
+		ws[i] += extra * c.weight / sumWeight
+	}
+	return ws
+}
+
+func scaledMins(cols []column, avail int) []int {
+	sumMin := 0
+	for _, c := range cols {
+		sumMin += c.min
+	}
+	out := make([]int, len(cols))
+	for i, c := range cols {
+		out[i] = max(c.min*avail/max(sumMin, 1), 1)
+	}
+	return out
+}
+
+// renderTable draws a header and rows, each cell cut with an ellipsis to
+// its column; the row at index selected (-1: none) is highlighted.
+func renderTable(th Theme, cols []column, rows []row, selected, width int) []string {
+	ws := widths(cols, rows, width)
+	titles := make([]string, len(cols))
+	for i, c := range cols {
+		titles[i] = c.title
+	}
+	out := make([]string, 0, len(rows)+1)
+	out = append(out, th.Header.Render(joinCells(titles, ws)))
+	for i, r := range rows {
+		style := th.mark(r.mark)
+		if i == selected {
+			style = th.Selected
+		}
+		out = append(out, style.Render(joinCells(r.cells, ws)))
+	}
+	return out
+}
+
+func joinCells(cells []string, ws []int) string {
+	var b strings.Builder
+	for i, w := range ws {
+		if i > 0 {
+			b.WriteString(strings.Repeat(" ", colGap))
+		}
+		c := ""
+		if i < len(cells) {
+			c = cells[i]
+		}
+		b.WriteString(fitLine(c, w))
+	}
+	return b.String()
+}
+
+// listPos is a cursor over a list the screen does not hold whole: the
+// number of rows that exist, the selected one, the first visible one and
+// how many fit on screen. Screens load only the visible window.
+type listPos struct {
+	total, cursor, top, rows int
+}
+
+// setTotal records how many rows exist and keeps the cursor inside them.
+func (p *listPos) setTotal(n int) {
+	p.total = n
+	p.move(0)
+}
+
+// setRows records how many rows fit on screen.
+func (p *listPos) setRows(n int) {
+	p.rows = max(n, 1)
+	p.move(0)
+}
+
+// move shifts the cursor by d rows and scrolls so it stays visible.
+func (p *listPos) move(d int) {
+	p.cursor = min(max(p.cursor+d, 0), max(p.total-1, 0))
+	if p.cursor < p.top {
+		p.top = p.cursor
+	}
+	if p.cursor >= p.top+p.rows {
+		p.top = p.cursor - p.rows + 1
+	}
+	p.top = max(min(p.top, p.total-p.rows), 0)
+}
+
+// onKey moves for the navigation keys and reports whether it did.
+func (p *listPos) onKey(msg tea.KeyPressMsg) bool {
+	switch {
+	case key.Matches(msg, Keys.Up):
+		p.move(-1)
+	case key.Matches(msg, Keys.Down):
+		p.move(1)
+	case key.Matches(msg, Keys.PageUp):
+		p.move(-p.rows)
+	case key.Matches(msg, Keys.PageDown):
+		p.move(p.rows)
+	case key.Matches(msg, Keys.Top):
+		p.move(-p.total)
+	case key.Matches(msg, Keys.Bottom):
+		p.move(p.total)
+	default:
+		return false
+	}
+	return true
+}
+
+// selected is the cursor's index within the visible window.
+func (p *listPos) selected() int { return p.cursor - p.top }
