@@ -44,9 +44,11 @@ type gateOpts struct {
 	json       bool
 }
 
-// verbSpec describes one `gate` verb: its flags and what it does.
+// verbSpec describes one verb of a family (gate, audience): its flags and
+// what it does.
 type verbSpec struct {
 	name, short string
+	family      string // set by newVerbFamily
 	// actor: the verb acts, so --as is required.
 	actor bool
 	// existing: the verb only reads, so it must not create a ledger file.
@@ -80,38 +82,56 @@ var verbs = []func() verbSpec{
 }
 
 func newGateCmd() *cobra.Command {
-	opts := &gateOpts{}
-	cmd := &cobra.Command{
-		Use:   "gate <verb>",
-		Short: "Drive the gate from a workflow in any language",
-		Long: `gate runs one gate operation on a ledger file and exits with a code that
+	return newVerbFamily("gate", "Drive the gate from a workflow in any language",
+		`gate runs one gate operation on a ledger file and exits with a code that
 names the result (see docs/cli.md). Every verb takes --ledger PATH (or
-$GATEHOUSE_LEDGER) and --json; verbs that act take --as ACTOR.`,
-		Args: cobra.ArbitraryArgs,
+$GATEHOUSE_LEDGER) and --json; verbs that act take --as ACTOR.`, verbs)
+}
+
+// newVerbFamily builds a command whose verbs share --ledger, --as and --json
+// and the exit codes of gate (gate, audience).
+func newVerbFamily(family, short, long string, specs []func() verbSpec) *cobra.Command {
+	opts := &gateOpts{}
+	var names []string
+	for _, v := range specs {
+		names = append(names, v().name)
+	}
+	cmd := &cobra.Command{
+		Use:   family + " <verb>",
+		Short: short,
+		Long:  long,
+		Args:  cobra.ArbitraryArgs,
 		RunE: func(_ *cobra.Command, args []string) error {
 			if len(args) == 0 {
-				return usageErr("gate needs a verb: %s", strings.Join(verbNames(), ", "))
+				return usageErr("%s needs a verb: %s", family, strings.Join(names, ", "))
 			}
-			return usageErr("unknown verb %q for gate (want one of %s)", args[0], strings.Join(verbNames(), ", "))
+			return usageErr("unknown verb %q for %s (want one of %s)", args[0], family, strings.Join(names, ", "))
 		},
 	}
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&opts.ledgerPath, "ledger", "", "ledger file (default $"+ledgerEnv+")")
 	pf.StringVar(&opts.actor, "as", "", "who acts: a person or a workflow")
 	pf.BoolVar(&opts.json, "json", false, "print one JSON object instead of text")
-	for _, v := range verbs {
-		cmd.AddCommand(newVerbCmd(opts, v()))
+	for _, v := range specs {
+		spec := v()
+		spec.family = family
+		cmd.AddCommand(newVerbCmd(opts, spec))
 	}
 	return cmd
 }
 
-func verbNames() []string {
-	var names []string
-	for _, v := range verbs {
-		names = append(names, v().name)
+// title names the verb in messages: "gate send".
+func (s verbSpec) title() string { return verbTitle(s.family + " " + s.name) }
+
+// verbTitle names a verb in messages: "gate send", or a verb of another
+// family given in full ("audience send").
+func verbTitle(verb string) string {
+	if strings.Contains(verb, " ") {
+		return verb
 	}
-	return names
+	return "gate " + verb
 }
+
 
 func newVerbCmd(opts *gateOpts, spec verbSpec) *cobra.Command {
 	cmd := &cobra.Command{
@@ -119,7 +139,7 @@ func newVerbCmd(opts *gateOpts, spec verbSpec) *cobra.Command {
 		Short: spec.short,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return usageErr("gate %s takes flags only, not %q", spec.name, args[0])
+				return usageErr("%s takes flags only, not %q", spec.title(), args[0])
 			}
 			return nil
 		},
@@ -140,10 +160,10 @@ func runVerb(cmd *cobra.Command, opts gateOpts, spec verbSpec) error {
 		opts.ledgerPath = os.Getenv(ledgerEnv)
 	}
 	if opts.ledgerPath == "" {
-		return usageErr("gate %s needs --ledger PATH (or $%s)", spec.name, ledgerEnv)
+		return usageErr("%s needs --ledger PATH (or $%s)", spec.title(), ledgerEnv)
 	}
 	if spec.actor && strings.TrimSpace(opts.actor) == "" {
-		return usageErr("gate %s needs --as ACTOR: who acts", spec.name)
+		return usageErr("%s needs --as ACTOR: who acts", spec.title())
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -51,10 +51,10 @@ func (k *keyFlags) requireFacts(verb string) (string, error) {
 		}
 	}
 	if len(missing) > 0 {
-		return "", usageErr("gate %s needs %s", verb, strings.Join(missing, ", "))
+		return "", usageErr("%s needs %s", verbTitle(verb), strings.Join(missing, ", "))
 	}
 	if f.Revision < 0 {
-		return "", usageErr("gate %s: --revision %d is negative", verb, f.Revision)
+		return "", usageErr("%s: --revision %d is negative", verbTitle(verb), f.Revision)
 	}
 	return f.Key(), nil
 }
@@ -63,14 +63,14 @@ func (k *keyFlags) requireFacts(verb string) (string, error) {
 func (k *keyFlags) resolve(verb string) (string, error) {
 	switch {
 	case k.key != "" && k.anyFact():
-		return "", usageErr("gate %s: give --key or the facts that build it, not both", verb)
+		return "", usageErr("%s: give --key or the facts that build it, not both", verbTitle(verb))
 	case k.key != "":
 		if _, err := ledger.ParseKey(k.key); err != nil {
-			return "", usageErr("gate %s: %v", verb, err)
+			return "", usageErr("%s: %v", verbTitle(verb), err)
 		}
 		return k.key, nil
 	case !k.anyFact():
-		return "", usageErr("gate %s needs --key KEY (or --customer, --event, --type, --%s)", verb, k.targetFlag)
+		return "", usageErr("%s needs --key KEY (or --customer, --event, --type, --%s)", verbTitle(verb), k.targetFlag)
 	}
 	return k.requireFacts(verb)
 }
@@ -130,7 +130,7 @@ func (c *contentFlags) readBody(verb string, stdin io.Reader) (string, error) {
 		return c.body, nil
 	}
 	if c.body != "" {
-		return "", usageErr("gate %s: give --body or --body-file, not both", verb)
+		return "", usageErr("%s: give --body or --body-file, not both", verbTitle(verb))
 	}
 	var b []byte
 	var err error
@@ -149,7 +149,7 @@ func (c *contentFlags) readBody(verb string, stdin io.Reader) (string, error) {
 func required(verb, flag, value string) func() error {
 	return func() error {
 		if strings.TrimSpace(value) == "" {
-			return usageErr("gate %s needs --%s", verb, flag)
+			return usageErr("%s needs --%s", verbTitle(verb), flag)
 		}
 		return nil
 	}

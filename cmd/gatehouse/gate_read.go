@@ -172,10 +172,10 @@ func listVerb() verbSpec {
 func checkPage(verb string, limit, offset int) func() error {
 	return func() error {
 		if limit < 1 {
-			return usageErr("gate %s: --limit %d must be at least 1", verb, limit)
+			return usageErr("%s: --limit %d must be at least 1", verbTitle(verb), limit)
 		}
 		if offset < 0 {
-			return usageErr("gate %s: --offset %d is negative", verb, offset)
+			return usageErr("%s: --offset %d is negative", verbTitle(verb), offset)
 		}
 		return nil
 	}
