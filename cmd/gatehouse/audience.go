@@ -3,10 +3,10 @@ package main
 import (
 	"context"
 
-	"github.com/spf13/cobra"
 	"encoding/csv"
 	"errors"
 	"fmt"
+	"github.com/spf13/cobra"
 	"io"
 	"os"
 	"strings"

@@ -132,7 +132,6 @@ func verbTitle(verb string) string {
 	return "gate " + verb
 }
 
-
 func newVerbCmd(opts *gateOpts, spec verbSpec) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   spec.name,
