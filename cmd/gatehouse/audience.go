@@ -2,15 +2,14 @@ package main
 
 import (
 	"context"
-
 	"encoding/csv"
 	"errors"
 	"fmt"
-	"github.com/spf13/cobra"
 	"io"
 	"os"
 	"strings"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"gatehouse/ledger"
