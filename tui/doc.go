@@ -110,7 +110,7 @@ func scroll(msg tea.KeyPressMsg, off, n, h int) int {
 // under the text so a long sentence stays readable instead of being cut.
 func para(prefix, text string, width int) []string {
 	pw := ansi.StringWidth(prefix)
-	lines := strings.Split(ansi.Wrap(text, max(width-pw, 10), " "), "\n")
+	lines := wrapWords(text, max(width-pw, 10))
 	out := make([]string, len(lines))
 	for i, l := range lines {
 		if i == 0 {
@@ -120,4 +120,32 @@ func para(prefix, text string, width int) []string {
 		out[i] = strings.Repeat(" ", pw) + l
 	}
 	return out
+}
+
+// wrapWords breaks text at spaces only (a key such as T-4711 stays whole);
+// a word wider than the line is cut hard.
+func wrapWords(text string, width int) []string {
+	var lines []string
+	var cur strings.Builder
+	curW := 0
+	for _, word := range strings.Fields(text) {
+		ww := ansi.StringWidth(word)
+		if curW > 0 && curW+1+ww > width {
+			lines = append(lines, cur.String())
+			cur.Reset()
+			curW = 0
+		}
+		for ww > width && curW == 0 {
+			lines = append(lines, ansi.Cut(word, 0, width))
+			word = ansi.Cut(word, width, ww)
+			ww = ansi.StringWidth(word)
+		}
+		if curW > 0 {
+			cur.WriteByte(' ')
+			curW++
+		}
+		cur.WriteString(word)
+		curW += ww
+	}
+	return append(lines, cur.String())
 }

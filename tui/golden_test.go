@@ -89,3 +89,17 @@ func TestGoldenInspector(t *testing.T) {
 		})
 	}
 }
+
+func TestGoldenDemo(t *testing.T) {
+	for _, sz := range sizes {
+		t.Run(sizeName(sz.w, sz.h), func(t *testing.T) {
+			d, _ := newTestDemo(t)
+			tm, rec := startApp(t, NewApp(NewTheme(true), d), sz.w, sz.h)
+			for i := range 5 {
+				tm.Send(press("space"))
+				rec.waitText(t, tm, fmt.Sprintf("Step %d of 6", i+1))
+			}
+			golden.RequireEqual(t, finalScreen(t, tm))
+		})
+	}
+}

@@ -26,11 +26,13 @@ func fitLine(s string, w int) string {
 	return s
 }
 
-// fitBlock makes s exactly w columns by h lines.
+// fitBlock makes s exactly w columns by h lines; when lines are cut off
+// at the bottom, the last line says so.
 func fitBlock(s string, w, h int) string {
 	lines := strings.Split(s, "\n")
 	if len(lines) > h {
 		lines = lines[:h]
+		lines[h-1] = ellipsis
 	}
 	for len(lines) < h {
 		lines = append(lines, "")
@@ -80,9 +82,10 @@ type row struct {
 const colGap = 2
 
 // widths shares width among the columns. Each column wants its natural
-// width (its widest cell); room left over goes to the weighted columns, and
-// when there is too little the weighted columns give up width first, down
-// to their minimum. Only if that is not enough are all columns scaled.
+// width (its widest cell); room left over goes to the weighted columns by
+// weight, and when there is too little the weighted columns give up width
+// by weight, down to their minimum. Only if that is not enough are all
+// columns scaled.
 func widths(cols []column, rows []row, width int) []int {
 	avail := width - colGap*(len(cols)-1)
 	out := naturalWidths(cols, rows)
@@ -90,23 +93,34 @@ func widths(cols []column, rows []row, width int) []int {
 	for i, c := range cols {
 		total += out[i]
 		sumWeight += c.weight
-		if c.weight > 0 {
-			slack += max(out[i]-c.min, 0)
-		}
+		slack += max(out[i]-c.min, 0) * c.weight
 	}
 	if total <= avail {
 		return spread(cols, out, avail-total, sumWeight)
 	}
 	over := total - avail
-	if over > slack {
+	if slack == 0 {
 		return scaledMins(cols, avail)
 	}
+	// Each weighted column gives in proportion to its weight and to how far
+	// it is above its minimum.
 	for i, c := range cols {
-		if s := max(out[i]-c.min, 0); c.weight > 0 && s > 0 {
-			out[i] -= min((over*s+slack-1)/slack, s)
-		}
+		give := max(out[i]-c.min, 0)
+		share := give * c.weight
+		out[i] -= min((over*share+slack-1)/slack, give)
+	}
+	if sum(out) > avail {
+		return scaledMins(cols, avail)
 	}
 	return out
+}
+
+func sum(xs []int) int {
+	n := 0
+	for _, x := range xs {
+		n += x
+	}
+	return n
 }
 
 func naturalWidths(cols []column, rows []row) []int {
