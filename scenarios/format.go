@@ -110,6 +110,8 @@ type Step struct {
 	Event    string `yaml:"event"`
 	Approver string `yaml:"approver"`
 	Kind     string `yaml:"kind"`
+	Release  string `yaml:"release"` // an audience release id
+	CSV      string `yaml:"csv"`     // an audience file, inline
 	Note     string `yaml:"note"`
 
 	Expect         string `yaml:"expect"`
@@ -130,8 +132,29 @@ type Final struct {
 	States   map[string]string `yaml:"states"`
 	Counts   *CountExpect      `yaml:"counts"`
 	History  []string          `yaml:"history"`
+	Audience []AudienceExpect  `yaml:"audience"`
 	Pos      Pos               `yaml:"-"`
 	KeyPos   map[string]Pos    `yaml:"-"`
+}
+
+// AudienceExpect asserts one audience release's counts: the reconciliation
+// of its file, how far sending got, and what the mailbox received for its
+// eligible recipients.
+type AudienceExpect struct {
+	Release    string         `yaml:"release"`
+	SourceRows *int           `yaml:"source_rows"`
+	ErrorRows  *int           `yaml:"error_rows"`
+	Unmatched  *int           `yaml:"unmatched"`
+	Duplicates *int           `yaml:"duplicates"`
+	Resolved   *int           `yaml:"resolved"`
+	Excluded   *int           `yaml:"excluded"`
+	Removed    *int           `yaml:"removed"`
+	Eligible   *int           `yaml:"eligible"`
+	Attempted  *int           `yaml:"attempted"`
+	Confirmed  *int           `yaml:"confirmed"`
+	Arrived    *int           `yaml:"arrived"`
+	Pos        Pos            `yaml:"-"`
+	KeyPos     map[string]Pos `yaml:"-"`
 }
 
 // ArrivalExpect asserts what the mailbox received, as counted by the SMTP

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"gatehouse/ledger"
 )
 
 // Report is the verdict of one rehearsal. It holds no wall-clock time and
@@ -22,6 +24,8 @@ type Report struct {
 	Rows        []Row        `json:"rows"`
 	Counts      Counts       `json:"counts"`
 	Verdicts    []Verdict    `json:"expectations"`
+	// Audiences summarises each audience release the scenario imported.
+	Audiences []ledger.AudienceSummary `json:"audiences,omitempty"`
 }
 
 // Failed counts the failed expectations (a broken run counts as one).
@@ -45,7 +49,7 @@ func ErrorReport(sc *Scenario, err error) Report {
 
 func (r *Run) report(snap Snapshot) Report {
 	rep := Report{Name: r.sc.Name, Title: r.sc.Title, Description: r.sc.Description, File: r.sc.File,
-		Steps: r.results, Rows: snap.Rows, Counts: snap.Counts, Verdicts: r.verdicts}
+		Steps: r.results, Rows: snap.Rows, Counts: snap.Counts, Verdicts: r.verdicts, Audiences: snap.Audiences}
 	rep.Passed = rep.Failed() == 0
 	return rep
 }
@@ -93,6 +97,9 @@ func writeReport(b *strings.Builder, rep Report) {
 	c := rep.Counts
 	fmt.Fprintf(b, "counts  intended %d · attempts %d · confirmed %d · arrived %d · denials %d · duplicate blocks %d · holds %d · conflicts %d · unknown %d\n",
 		c.Intended, c.Attempts, c.Confirmed, c.Arrived, c.Denials, c.DuplicateBlocks, c.Holds, c.Conflicts, c.Unknown)
+	for _, a := range rep.Audiences {
+		writeAudience(b, a)
+	}
 	b.WriteString("expectations\n")
 	for _, v := range rep.Verdicts {
 		fmt.Fprintf(b, "  %s  %s  (%s:%d:%d)\n", passWord(v.Pass), v.Message(), rep.File, v.Pos.Line, v.Pos.Col)
@@ -244,4 +251,12 @@ func WriteJUnit(w io.Writer, reps []Report) error {
 	}
 	_, err := io.WriteString(w, "\n")
 	return err
+}
+
+// writeAudience prints a release's counts in the order they add up.
+func writeAudience(b *strings.Builder, a ledger.AudienceSummary) {
+	fmt.Fprintf(b, "audience %s  %d source rows = %d errors + %d unmatched + %d duplicates + %d resolved\n",
+		a.ReleaseID, a.SourceRows, a.ErrorRows, a.Unmatched, a.Duplicates, a.Resolved)
+	fmt.Fprintf(b, "         %d resolved = %d excluded + %d removed + %d eligible · attempted %d · confirmed %d · arrived %d\n",
+		a.Resolved, a.Excluded, a.Removed, a.Eligible, a.Attempted, a.Confirmed, a.Arrived)
 }

@@ -20,9 +20,10 @@ type Run struct {
 	sc  *Scenario
 	env *env
 
-	mu      sync.Mutex // guards actions while a parallel block runs
-	actions map[string]*actionState
-	tasks   map[string]Task
+	mu       sync.Mutex // guards actions while a parallel block runs
+	actions  map[string]*actionState
+	tasks    map[string]Task
+	releases []string // audience releases imported so far
 
 	next     int
 	results  []StepResult

@@ -22,6 +22,9 @@ type Snapshot struct {
 	Counts   Counts    `json:"counts"`
 	History  []string  `json:"history"`
 	Verdicts []Verdict `json:"verdicts"`
+	// Audiences are the audience releases imported so far, with their
+	// reconciliation and sending counts.
+	Audiences []ledger.AudienceSummary `json:"audiences,omitempty"`
 }
 
 // Row is one action key across the three columns: the intended action,
@@ -109,6 +112,9 @@ func (r *Run) Snapshot(ctx context.Context) (Snapshot, error) {
 	if snap.Counts, err = r.counts(ctx); err != nil {
 		return snap, fmt.Errorf("snapshot: %w", err)
 	}
+	if snap.Audiences, err = r.audienceSummaries(ctx); err != nil {
+		return snap, fmt.Errorf("snapshot: audiences: %w", err)
+	}
 	events, err := r.env.l.History(ctx, ledger.HistoryFilter{})
 	if err != nil {
 		return snap, fmt.Errorf("snapshot: history: %w", err)
@@ -168,6 +174,9 @@ func (r *Run) actionRow(ctx context.Context, a ledger.Action, name string) (*Row
 	atts, err := r.env.l.Attempts(ctx, a.Key)
 	if err != nil {
 		return nil, fmt.Errorf("attempts of %s: %w", a.Key, err)
+	}
+	if name == "" && strings.HasPrefix(a.TaskID, "release:") {
+		name = "notice to " + a.Customer // one recipient of an audience release
 	}
 	row := &Row{Key: a.Key, Name: name, State: string(a.State), Owner: tk.Owner, Reason: a.Reason}
 	for _, at := range atts {

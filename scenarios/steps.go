@@ -59,6 +59,8 @@ func init() {
 		"mailbox_fault": (*Run).doFault, "crash": (*Run).doCrash, "restart": (*Run).doRestart,
 		"reconcile": (*Run).doReconcile, "hold": (*Run).doHold, "release_hold": (*Run).doReleaseHold,
 		"correct": (*Run).doCorrect, "stop": (*Run).doStop, "resume": (*Run).doResume, "wait": (*Run).doWait,
+		"import_audience": (*Run).doImportAudience, "remove_recipient": (*Run).doRemoveRecipient,
+		"approve_audience": (*Run).doApproveAudience, "send_audience": (*Run).doSendAudience,
 	}
 }
 

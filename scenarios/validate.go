@@ -50,6 +50,11 @@ var verbs = map[string]verbSpec{
 	"stop":          {required: []string{"actor", "reason"}},
 	"resume":        {required: []string{"actor", "reason"}},
 	"wait":          {required: []string{"for"}, noParallel: true},
+
+	"import_audience":  {required: []string{"release", "csv", "actor", "subject"}, optional: []string{"body"}},
+	"remove_recipient": {required: []string{"release", "customer", "actor", "reason"}},
+	"approve_audience": {required: []string{"release", "actor"}},
+	"send_audience":    {required: []string{"release", "actor"}},
 }
 
 // stepCommon are keys every verb step may carry.
@@ -131,6 +136,7 @@ type validator struct {
 	tasks     map[string]bool
 	customers map[string]bool
 	actions   map[string]bool
+	releases  map[string]bool
 }
 
 func (v *validator) problem(pos Pos, hint, format string, a ...any) {
@@ -165,6 +171,7 @@ func (v *validator) require(pos Pos, what string, vals map[string]string) {
 func (v *validator) world() {
 	w := v.sc.World
 	v.customers, v.tasks, v.actors, v.actions = map[string]bool{}, map[string]bool{}, map[string]bool{}, map[string]bool{}
+	v.releases = map[string]bool{}
 	for _, a := range w.Actors {
 		v.require(a.Pos, "actor", map[string]string{"id": a.ID, "kind": a.Kind})
 		v.define(v.actors, "actor", a.ID, a.Pos)
@@ -206,6 +213,14 @@ func (v *validator) define(set map[string]bool, what, id string, pos Pos) {
 // ref checks that a reference names something defined.
 func (v *validator) ref(keyPos map[string]Pos, key, val string, defined map[string]bool) {
 	if val == "" || defined[val] {
+		return
+	}
+	if key == "release" {
+		hint := "import it with an import_audience step first"
+		if len(defined) > 0 {
+			hint = suggest(val, sortedKeys(defined))
+		}
+		v.problem(keyPos[key], hint, "release %q is not imported by an earlier import_audience step", val)
 		return
 	}
 	what := key
@@ -317,6 +332,11 @@ func (v *validator) stepRefs(s *Step) {
 	if s.As != "" {
 		v.define(v.actions, "action", s.As, s.KeyPos["as"])
 	}
+	if s.Do == "import_audience" {
+		v.define(v.releases, "release", s.Release, s.KeyPos["release"])
+	} else {
+		v.ref(s.KeyPos, "release", s.Release, v.releases)
+	}
 }
 
 func (v *validator) stepWords(name string, s *Step) {
@@ -349,6 +369,10 @@ func (v *validator) final() {
 		if !slices.Contains(stateNames(), f.States[k]) {
 			v.problem(f.KeyPos["states"], "one of: "+strings.Join(stateNames(), ", "), "states: %s: unknown state %q", k, f.States[k])
 		}
+	}
+	for _, a := range f.Audience {
+		v.require(a.Pos, "audience expectation", map[string]string{"release": a.Release})
+		v.ref(a.KeyPos, "release", a.Release, v.releases)
 	}
 	if a := f.Arrivals; a != nil {
 		for _, k := range sortedKeys(a.PerAction) {
