@@ -1,0 +1,225 @@
+package proof_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"gatehouse/ledger"
+	"gatehouse/proof"
+	"gatehouse/testmailbox"
+)
+
+// world is one crash-matrix run: a fresh ledger file and a fresh mailbox in
+// the test process, shared with the executor processes through their
+// environment.
+type world struct {
+	t      *testing.T
+	ctx    context.Context
+	path   string
+	mb     *testmailbox.Mailbox
+	keys   []string
+	task   string
+	owner  string
+	releas string
+}
+
+func newWorld(t *testing.T, faults ...string) *world {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return &world{t: t, ctx: ctx, path: filepath.Join(t.TempDir(), "ledger.db"), mb: startMailbox(t, faults...)}
+}
+
+func (w *world) env(extra ...string) []string {
+	return append([]string{"PROOF_LEDGER=" + w.path, "PROOF_TARGET=" + w.mb.Target(),
+		"PROOF_KEYS=" + strings.Join(w.keys, ","), "PROOF_TASK=" + w.task, "PROOF_RELEASE=" + w.releas}, extra...)
+}
+
+func (w *world) open() *ledger.Ledger {
+	l, err := ledger.Open(w.path)
+	must(w.t, err)
+	return l
+}
+
+// approvedActions records a task owned by owner with n approved actions to
+// distinct recipients (c1@…, c2@…), as a workflow would before executing.
+func (w *world) approvedActions(owner string, n int) {
+	l := w.open()
+	defer l.Close()
+	w.task, w.owner = "task-1", owner
+	_, err := l.Claim(w.ctx, ledger.TaskRef{ID: w.task, Customer: "acme"}, owner)
+	must(w.t, err)
+	for i := 1; i <= n; i++ {
+		p := ledger.Proposal{Task: ledger.TaskRef{ID: w.task}, Customer: fmt.Sprintf("c%d", i), Event: "enq-1",
+			ActionType: "reply_ack", Target: w.task, Recipient: fmt.Sprintf("c%d@example.org", i),
+			Subject: "We received your enquiry", Body: "We will answer within a day.", Actor: owner}
+		a, err := l.Propose(w.ctx, p)
+		must(w.t, err)
+		_, err = l.Approve(w.ctx, a.Key, "lead", consentYes)
+		must(w.t, err)
+		w.keys = append(w.keys, a.Key)
+	}
+}
+
+// audienceRelease records an approved release of n eligible customers.
+func (w *world) audienceRelease(n int) {
+	l := w.open()
+	defer l.Close()
+	w.releas, w.owner = "spring", "wf-notice"
+	var cs []ledger.Customer
+	csv := "customer_id\n"
+	for i := 1; i <= n; i++ {
+		id := fmt.Sprintf("r%d", i)
+		cs = append(cs, ledger.Customer{ID: id, Email: id + "@example.org", Consent: "yes"})
+		csv += id + "\n"
+	}
+	must(w.t, l.UpsertCustomers(w.ctx, cs))
+	_, err := l.ImportAudience(w.ctx, ledger.AudienceImport{ReleaseID: w.releas, SourceName: "spring.csv",
+		Source: strings.NewReader(csv), ActionType: "notice", Subject: "Opening hours change",
+		Body: "Our opening hours change on 1 April.", Actor: "ops"}, l.Customers())
+	must(w.t, err)
+	must(w.t, l.ApproveAudience(w.ctx, w.releas, "lead"))
+	rows, err := l.AudienceRows(w.ctx, w.releas, ledger.RowEligible, 0, 0)
+	must(w.t, err)
+	for _, r := range rows {
+		w.keys = append(w.keys, r.ActionKey)
+	}
+	if len(w.keys) != n {
+		w.t.Fatalf("release has %d eligible recipients, want %d", len(w.keys), n)
+	}
+}
+
+// verdict counts what arrived and judges every intended action.
+func (w *world) verdict() proof.Verdict {
+	l, err := ledger.Open(w.path, ledger.WithoutRecovery())
+	must(w.t, err)
+	defer l.Close()
+	arr, err := proof.MailboxArrivals(w.ctx, w.mb)
+	must(w.t, err)
+	v, err := proof.Check(w.ctx, l, w.keys, arr)
+	must(w.t, err)
+	// The mailbox flags a second arrival for a key on its own; its count
+	// must agree with the checker's.
+	st, err := w.mb.Stats(w.ctx)
+	must(w.t, err)
+	if st.DuplicateActionKeys != int64(len(v.Duplicates)) {
+		w.t.Errorf("mailbox flags %d duplicate keys, checker %d", st.DuplicateActionKeys, len(v.Duplicates))
+	}
+	return v
+}
+
+// workflow is one flow of the crash matrix: how to set up a fresh world, the
+// executor whose every boundary is a kill point, and the fresh process that
+// recovers and continues afterwards.
+type workflow struct {
+	Name   string
+	Faults []string
+	Setup  func(w *world)
+	Exec   func(w *world) proc
+	Finish func(w *world) proc
+}
+
+var workflows = []workflow{
+	{
+		Name:   "Send",
+		Setup:  func(w *world) { w.approvedActions("wf-ack", 3) },
+		Exec:   func(w *world) proc { return proc{Role: "send", Env: w.env("PROOF_ACTOR=" + w.owner)} },
+		Finish: func(w *world) proc { return proc{Role: "finish", Env: w.env("PROOF_ACTOR="+w.owner), KillAt: -1} },
+	},
+	{
+		// The mailbox stores the second message and drops the connection
+		// before its reply: the executor records an unknown outcome.
+		Name:   "SendAcceptThenDrop",
+		Faults: []string{"accept_then_drop:count=1:to=c2@example.org"},
+		Setup:  func(w *world) { w.approvedActions("wf-ack", 3) },
+		Exec:   func(w *world) proc { return proc{Role: "send", Env: w.env("PROOF_ACTOR=" + w.owner)} },
+		Finish: func(w *world) proc { return proc{Role: "finish", Env: w.env("PROOF_ACTOR="+w.owner), KillAt: -1} },
+	},
+	{
+		// The workflow's executor is killed after the mailbox accepted its
+		// first message; then alice takes the task over (the executor whose
+		// boundaries are the kill points), and after her crash a fresh
+		// process acting for her finishes.
+		Name: "Takeover",
+		Setup: func(w *world) {
+			w.approvedActions("wf-ack", 3)
+			dead := run(w.t, proc{Role: "send", Env: w.env("PROOF_ACTOR=wf-ack"), KillAt: 1})
+			if got := dead.Marks[len(dead.Marks)-1]; got != "a1/handed-over:accepted" {
+				w.t.Fatalf("previous owner died at %s", got)
+			}
+		},
+		Exec:   func(w *world) proc { return proc{Role: "takeover", Env: w.env("PROOF_ACTOR=alice")} },
+		Finish: func(w *world) proc { return proc{Role: "finish", Env: w.env("PROOF_ACTOR=alice"), KillAt: -1} },
+	},
+	{
+		Name:   "AudienceSend",
+		Setup:  func(w *world) { w.audienceRelease(4) },
+		Exec:   func(w *world) proc { return proc{Role: "audience", Env: w.env("PROOF_ACTOR=" + w.owner)} },
+		Finish: func(w *world) proc { return proc{Role: "finish-audience", Env: w.env("PROOF_ACTOR="+w.owner), KillAt: -1} },
+	},
+}
+
+// TestCrashMatrix kills a real executor process with SIGKILL at every step
+// boundary of each workflow, lets a fresh process recover and continue, and
+// checks that no action key arrived twice and no intended action was lost.
+// The boundaries are not listed by hand: a run without a kill reports them,
+// and then each one becomes a kill point of its own run.
+func TestCrashMatrix(t *testing.T) {
+	var mu sync.Mutex
+	var points, runs, dups, losses int
+	for _, wf := range workflows {
+		t.Run(wf.Name, func(t *testing.T) {
+			t.Parallel()
+			// The uninterrupted run: every action must be confirmed.
+			w := newWorld(t, wf.Faults...)
+			wf.Setup(w)
+			p := wf.Exec(w)
+			p.KillAt = -1
+			boundaries := run(t, p).Marks
+			run(t, wf.Finish(w))
+			v := w.verdict()
+			if !v.OK() || v.Confirmed != v.Intended {
+				t.Fatalf("uninterrupted run: %s", v)
+			}
+			t.Logf("%s: %d kill points: %s", wf.Name, len(boundaries), strings.Join(boundaries, " "))
+			for i, b := range boundaries {
+				t.Run(strings.NewReplacer("/", "_", ":", "_").Replace(b), func(t *testing.T) {
+					w := newWorld(t, wf.Faults...)
+					wf.Setup(w)
+					p := wf.Exec(w)
+					p.KillAt = i
+					res := run(t, p)
+					if last := res.Marks[len(res.Marks)-1]; last != b {
+						t.Fatalf("killed at %s, want %s", last, b)
+					}
+					run(t, wf.Finish(w))
+					v := w.verdict()
+					t.Logf("killed at %s: %s", b, v)
+					mu.Lock()
+					points++
+					runs++
+					dups += len(v.Duplicates)
+					losses += len(v.Losses)
+					mu.Unlock()
+					if !v.OK() {
+						t.Errorf("killed at %s: %s", b, v)
+					}
+					// Every action ends confirmed: after a crash nothing is
+					// left for a person here, because the mailbox can always
+					// be consulted.
+					if v.Confirmed != v.Intended {
+						t.Errorf("killed at %s: %d of %d confirmed: %s", b, v.Confirmed, v.Intended, v)
+					}
+				})
+			}
+		})
+	}
+	t.Cleanup(func() {
+		t.Logf("crash matrix: %d workflows, %d kill points, %d killed runs (+%d uninterrupted), %d duplicates, %d losses",
+			len(workflows), points, runs, len(workflows), dups, losses)
+	})
+}

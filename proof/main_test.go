@@ -1,0 +1,211 @@
+package proof_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"gatehouse/ledger"
+	"gatehouse/ledger/smtpdest"
+	"gatehouse/testmailbox"
+)
+
+var long = flag.Bool("proof.long", false, "run the long stress (8 processes × 2,000 actions); also PROOF_LONG=1")
+
+// The test binary doubles as every executor process: with PROOF_ROLE set it
+// plays that role against the ledger file and mailbox named in its
+// environment, and exits without running any test.
+func TestMain(m *testing.M) {
+	if role := os.Getenv("PROOF_ROLE"); role != "" {
+		os.Exit(playRole(role))
+	}
+	os.Exit(m.Run())
+}
+
+// consentYes is the material snapshot every proof action is approved on and
+// re-read with.
+var consentYes = []ledger.MaterialRead{{Source: "crm", Field: "consent", Value: "yes"}}
+
+// marker prints one line per step boundary the executor passes. At the
+// boundary numbered killAt it stops and waits on stdin, so the parent can
+// SIGKILL it at exactly that point; stdin closing without a kill means the
+// parent gave up, and the process exits with 3.
+type marker struct {
+	next   int
+	killAt int
+}
+
+func (m *marker) mark(name string) {
+	fmt.Printf("MARK %d %s\n", m.next, name)
+	if m.next == m.killAt {
+		io.Copy(io.Discard, os.Stdin)
+		os.Exit(3)
+	}
+	m.next++
+}
+
+func playRole(role string) int {
+	ctx := context.Background()
+	killAt, err := strconv.Atoi(envOr("PROOF_KILL_AT", "-1"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	mk := &marker{killAt: killAt}
+	l, err := ledger.Open(os.Getenv("PROOF_LEDGER"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "open ledger:", err)
+		return 1
+	}
+	defer l.Close()
+	dest, err := smtpdest.New(os.Getenv("PROOF_TARGET"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	actor := os.Getenv("PROOF_ACTOR")
+	keys := strings.Split(os.Getenv("PROOF_KEYS"), ",")
+	switch role {
+	case "send":
+		err = playSend(ctx, l, wrapDouble(dest, os.Getenv("PROOF_DOUBLE")), actor, keys, mk)
+	case "takeover":
+		err = playTakeover(ctx, l, dest, actor, os.Getenv("PROOF_TASK"), keys, mk)
+	case "audience":
+		err = playAudience(ctx, l, dest, actor, os.Getenv("PROOF_RELEASE"), mk)
+	case "finish":
+		err = playFinish(ctx, l, dest, actor, keys)
+	case "finish-audience":
+		_, err = l.SendAudience(ctx, ledger.AudienceSend{ReleaseID: os.Getenv("PROOF_RELEASE"), Actor: actor}, dest, l.Customers())
+	case "stress":
+		err = playStress(ctx, l, dest)
+	default:
+		err = fmt.Errorf("unknown role %q", role)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, role+":", err)
+		return 1
+	}
+	return 0
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// proc is one executor process started by a test.
+type proc struct {
+	Role   string
+	Env    []string // NAME=value, added to the test's environment
+	KillAt int      // SIGKILL at this boundary; -1 lets it run to the end
+}
+
+// procResult is what the parent saw of one executor.
+type procResult struct {
+	Marks  []string // boundary names, in order
+	Killed bool
+	Stdout string // lines other than marks
+}
+
+// run starts p, follows its boundary marks and, when it reaches p.KillAt,
+// SIGKILLs it there. It waits for a condition (a line on a pipe), never for
+// time; the context only bounds a process that hangs.
+func run(t *testing.T, p proc) procResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+	cmd.Env = append(append(os.Environ(), "PROOF_ROLE="+p.Role, "PROOF_KILL_AT="+strconv.Itoa(p.KillAt)), p.Env...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var res procResult
+	var other strings.Builder
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		var n int
+		var name string
+		if _, err := fmt.Sscanf(line, "MARK %d %s", &n, &name); err != nil {
+			other.WriteString(line + "\n")
+			continue
+		}
+		res.Marks = append(res.Marks, name)
+		if n == p.KillAt && !res.Killed {
+			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatalf("kill %s at %s: %v", p.Role, name, err)
+			}
+			res.Killed = true
+		}
+	}
+	err = cmd.Wait()
+	res.Stdout = other.String()
+	switch {
+	case ctx.Err() != nil:
+		t.Fatalf("%s did not finish within its bound; marks %v; stderr:\n%s", p.Role, res.Marks, stderr.String())
+	case p.KillAt >= 0 && !res.Killed:
+		t.Fatalf("%s never reached boundary %d (marks %v): %v\n%s", p.Role, p.KillAt, res.Marks, err, stderr.String())
+	case p.KillAt < 0 && err != nil:
+		t.Fatalf("%s failed: %v\n%s", p.Role, err, stderr.String())
+	case res.Killed:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != -1 {
+			t.Fatalf("%s was not ended by the kill: %v\n%s", p.Role, err, stderr.String())
+		}
+	}
+	return res
+}
+
+// startMailbox runs a real SMTP test mailbox with its HTTP API on loopback
+// ports chosen by the system.
+func startMailbox(t testing.TB, faults ...string) *testmailbox.Mailbox {
+	t.Helper()
+	var fs []testmailbox.Fault
+	for _, s := range faults {
+		f, err := testmailbox.ParseFault(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fs = append(fs, f)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	mb, err := testmailbox.Start(ctx, testmailbox.Config{Faults: fs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mb.Close() })
+	return mb
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,237 @@
+package proof_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"gatehouse/ledger"
+)
+
+// playSend executes keys one by one exactly as ledger.Execute does
+// (BeginAttempt, Destination.Send, RecordOutcome), with a boundary mark
+// between the steps so the crash matrix can kill the process between any two.
+func playSend(ctx context.Context, l *ledger.Ledger, dest ledger.Destination, actor string, keys []string, mk *marker) error {
+	for i, k := range keys {
+		if err := sendSteps(ctx, l, dest, actor, fmt.Sprintf("a%d", i+1), k, mk); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func sendSteps(ctx context.Context, l *ledger.Ledger, dest ledger.Destination, actor, tag, key string, mk *marker) error {
+	_, msg, err := l.BeginAttempt(ctx, ledger.ExecuteRequest{Key: key, Executor: actor, Reread: consentYes})
+	if err != nil {
+		return fmt.Errorf("begin %s: %w", key, err)
+	}
+	mk.mark(tag + "/attempt-recorded")
+	rcpt, sendErr := dest.Send(ctx, msg)
+	o := ledger.ClassifyDelivery(sendErr)
+	response := rcpt.Response
+	if sendErr != nil {
+		response = sendErr.Error()
+	}
+	mk.mark(tag + "/handed-over:" + string(o))
+	if _, err := l.RecordOutcome(ctx, msg.TransportID, o, response); err != nil {
+		return fmt.Errorf("record %s: %w", key, err)
+	}
+	mk.mark(tag + "/outcome-recorded")
+	return nil
+}
+
+// playTakeover is a person taking over a task whose workflow died mid-send:
+// the ledger's recovery has already marked the dead executor's attempt
+// unknown; the new owner takes over, reconciles it from the mailbox's own
+// records, re-approves the rest under their ownership (the old approvals were
+// bound to the old owner) and sends them.
+func playTakeover(ctx context.Context, l *ledger.Ledger, dest ledger.Destination, actor, task string, keys []string, mk *marker) error {
+	looker, _ := dest.(ledger.Looker)
+	mk.mark("opened-and-recovered")
+	if _, err := l.TakeOver(ctx, ledger.TaskRef{ID: task}, actor, "the workflow's executor died mid-send"); err != nil {
+		return err
+	}
+	mk.mark("takeover-committed")
+	for i, k := range keys {
+		tag := fmt.Sprintf("a%d", i+1)
+		a, err := l.Action(ctx, k)
+		if err != nil {
+			return err
+		}
+		if needsReconcile(a) {
+			if a, err = l.Reconcile(ctx, k, actor, looker); err != nil {
+				return err
+			}
+			mk.mark(tag + "/reconciled:" + string(a.State))
+		}
+		if a.State == ledger.StateSent {
+			continue
+		}
+		if _, err := l.Approve(ctx, k, "lead", consentYes); err != nil {
+			return err
+		}
+		mk.mark(tag + "/reapproved")
+		if err := sendSteps(ctx, l, dest, actor, tag, k, mk); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// playAudience sends a whole audience release through the gate, marking the
+// boundaries from inside: the consent re-read before each recipient's attempt
+// (after the previous outcome was recorded), the attempt recorded, the
+// mailbox's answer, and the end of the run.
+func playAudience(ctx context.Context, l *ledger.Ledger, dest ledger.Destination, actor, release string, mk *marker) error {
+	md := markingDest{dest: dest, mk: mk}
+	dir := markingDir{Directory: l.Customers(), mk: mk}
+	if _, err := l.SendAudience(ctx, ledger.AudienceSend{ReleaseID: release, Actor: actor}, md, dir); err != nil {
+		return err
+	}
+	mk.mark("run-finished")
+	return nil
+}
+
+// playFinish is the workflow picking up after a crash, on a fresh process
+// whose ledger.Open has already run recovery: it takes the task over if it
+// is not the owner, reconciles unknown outcomes from the mailbox's records,
+// releases holds that reconciliation proved safe, re-approves what a change
+// of owner made stale, and executes the rest. Every loop is bounded.
+func playFinish(ctx context.Context, l *ledger.Ledger, dest ledger.Destination, actor string, keys []string) error {
+	looker, _ := dest.(ledger.Looker)
+	for _, k := range keys {
+		a, err := l.Action(ctx, k)
+		if err != nil {
+			return err
+		}
+		tk, err := l.Task(ctx, a.TaskID)
+		if err != nil {
+			return err
+		}
+		if tk.Owner != actor {
+			if _, err := l.TakeOver(ctx, ledger.TaskRef{ID: tk.ID}, actor, "finishing the run after a crash"); err != nil {
+				return err
+			}
+		}
+		if err := finishOne(ctx, l, dest, looker, actor, k); err != nil {
+			return fmt.Errorf("finish %s: %w", k, err)
+		}
+	}
+	return nil
+}
+
+func finishOne(ctx context.Context, l *ledger.Ledger, dest ledger.Destination, looker ledger.Looker, actor, key string) error {
+	for range 8 {
+		a, err := l.Action(ctx, key)
+		if err != nil {
+			return err
+		}
+		switch {
+		case needsReconcile(a):
+			_, err = l.Reconcile(ctx, key, actor, looker)
+		case a.State == ledger.StateHeld && a.HoldCause == ledger.HoldSafeToRetry:
+			_, err = l.ReleaseHold(ctx, key, actor, "reconciliation proved nothing arrived")
+		case a.State == ledger.StateApproved:
+			_, err = l.Execute(ctx, ledger.ExecuteRequest{Key: key, Executor: actor, Reread: consentYes}, dest)
+			if expectedRefusal(err) {
+				err = nil
+			}
+		case a.State == ledger.StateDenied || a.State == ledger.StateAwaitingApproval:
+			_, err = l.Approve(ctx, key, "lead", consentYes)
+		default:
+			return nil // sent, or an end state that needs a person
+		}
+		if err != nil && !errors.Is(err, ledger.ErrHeld) {
+			return err
+		}
+	}
+	return errors.New("did not settle in 8 steps")
+}
+
+func needsReconcile(a ledger.Action) bool {
+	return a.State == ledger.StateUnknown || (a.State == ledger.StateHeld && a.HoldCause == ledger.HoldUnknownOutcome)
+}
+
+// expectedRefusal reports whether err is one of the gate's typed answers
+// (as opposed to an infrastructure failure such as a locked database).
+func expectedRefusal(err error) bool {
+	for _, s := range []error{ledger.ErrDuplicate, ledger.ErrInFlight, ledger.ErrDenied, ledger.ErrOwnershipConflict,
+		ledger.ErrCancelled, ledger.ErrHeld, ledger.ErrUnknownOutcome, ledger.ErrNotDelivered, ledger.ErrFailed,
+		ledger.ErrWrongState, ledger.ErrApprovalStale} {
+		if errors.Is(err, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// markingDest marks the boundaries around the hand-over to the mailbox and
+// keeps the wrapped destination's Looker, which SendAudience uses to
+// reconcile.
+type markingDest struct {
+	dest ledger.Destination
+	mk   *marker
+}
+
+func (d markingDest) Send(ctx context.Context, m ledger.Message) (ledger.Receipt, error) {
+	c := customerOf(m.ActionKey)
+	d.mk.mark(c + "/attempt-recorded")
+	r, err := d.dest.Send(ctx, m)
+	d.mk.mark(c + "/handed-over:" + string(ledger.ClassifyDelivery(err)))
+	return r, err
+}
+
+func (d markingDest) Lookup(ctx context.Context, key string) (ledger.LookupResult, error) {
+	if lk, ok := d.dest.(ledger.Looker); ok {
+		return lk.Lookup(ctx, key)
+	}
+	return ledger.LookupResult{}, ledger.ErrLookupUnavailable
+}
+
+// markingDir marks the consent re-read that precedes each recipient's
+// attempt: at that point the previous recipient's outcome is recorded.
+type markingDir struct {
+	ledger.Directory
+	mk *marker
+}
+
+func (d markingDir) CustomerByID(ctx context.Context, id string) (ledger.Customer, bool, error) {
+	d.mk.mark(id + "/consent-reread")
+	return d.Directory.CustomerByID(ctx, id)
+}
+
+func customerOf(key string) string {
+	p, err := ledger.ParseKey(key)
+	if err != nil {
+		return key
+	}
+	return p.Customer
+}
+
+// wrapDouble returns the test doubles the checker must catch: "twice"
+// delivers every message two times (a duplicate), "claim" reports acceptance
+// without delivering (a loss). Anything else is the real destination.
+func wrapDouble(dest ledger.Destination, kind string) ledger.Destination {
+	switch kind {
+	case "twice":
+		return sendTwice{dest}
+	case "claim":
+		return claimOnly{}
+	}
+	return dest
+}
+
+type sendTwice struct{ ledger.Destination }
+
+func (d sendTwice) Send(ctx context.Context, m ledger.Message) (ledger.Receipt, error) {
+	if _, err := d.Destination.Send(ctx, m); err != nil {
+		return ledger.Receipt{}, err
+	}
+	return d.Destination.Send(ctx, m)
+}
+
+type claimOnly struct{}
+
+func (claimOnly) Send(_ context.Context, m ledger.Message) (ledger.Receipt, error) {
+	return ledger.Receipt{TransportID: m.TransportID, Response: "250 pretended"}, nil
+}
