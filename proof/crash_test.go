@@ -128,7 +128,7 @@ var workflows = []workflow{
 		Name:   "Send",
 		Setup:  func(w *world) { w.approvedActions("wf-ack", 3) },
 		Exec:   func(w *world) proc { return proc{Role: "send", Env: w.env("PROOF_ACTOR=" + w.owner)} },
-		Finish: func(w *world) proc { return proc{Role: "finish", Env: w.env("PROOF_ACTOR="+w.owner), KillAt: -1} },
+		Finish: func(w *world) proc { return proc{Role: "finish", Env: w.env("PROOF_ACTOR=" + w.owner), KillAt: -1} },
 	},
 	{
 		// The mailbox stores the second message and drops the connection
@@ -137,7 +137,7 @@ var workflows = []workflow{
 		Faults: []string{"accept_then_drop:count=1:to=c2@example.org"},
 		Setup:  func(w *world) { w.approvedActions("wf-ack", 3) },
 		Exec:   func(w *world) proc { return proc{Role: "send", Env: w.env("PROOF_ACTOR=" + w.owner)} },
-		Finish: func(w *world) proc { return proc{Role: "finish", Env: w.env("PROOF_ACTOR="+w.owner), KillAt: -1} },
+		Finish: func(w *world) proc { return proc{Role: "finish", Env: w.env("PROOF_ACTOR=" + w.owner), KillAt: -1} },
 	},
 	{
 		// The workflow's executor is killed after the mailbox accepted its
@@ -156,10 +156,12 @@ var workflows = []workflow{
 		Finish: func(w *world) proc { return proc{Role: "finish", Env: w.env("PROOF_ACTOR=alice"), KillAt: -1} },
 	},
 	{
-		Name:   "AudienceSend",
-		Setup:  func(w *world) { w.audienceRelease(4) },
-		Exec:   func(w *world) proc { return proc{Role: "audience", Env: w.env("PROOF_ACTOR=" + w.owner)} },
-		Finish: func(w *world) proc { return proc{Role: "finish-audience", Env: w.env("PROOF_ACTOR="+w.owner), KillAt: -1} },
+		Name:  "AudienceSend",
+		Setup: func(w *world) { w.audienceRelease(4) },
+		Exec:  func(w *world) proc { return proc{Role: "audience", Env: w.env("PROOF_ACTOR=" + w.owner)} },
+		Finish: func(w *world) proc {
+			return proc{Role: "finish-audience", Env: w.env("PROOF_ACTOR=" + w.owner), KillAt: -1}
+		},
 	},
 }
 

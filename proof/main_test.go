@@ -111,6 +111,9 @@ type proc struct {
 	Role   string
 	Env    []string // NAME=value, added to the test's environment
 	KillAt int      // SIGKILL at this boundary; -1 lets it run to the end
+	// Bound is how long the process may take before it counts as hung
+	// (default 3 minutes).
+	Bound time.Duration
 }
 
 // procResult is what the parent saw of one executor.
@@ -125,7 +128,10 @@ type procResult struct {
 // time; the context only bounds a process that hangs.
 func run(t *testing.T, p proc) procResult {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	if p.Bound == 0 {
+		p.Bound = 3 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), p.Bound)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
 	cmd.Env = append(append(os.Environ(), "PROOF_ROLE="+p.Role, "PROOF_KILL_AT="+strconv.Itoa(p.KillAt)), p.Env...)
