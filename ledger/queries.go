@@ -375,10 +375,10 @@ func (l *Ledger) Metrics(ctx context.Context) (Metrics, error) {
 		}{
 			{&m.Attempts, `SELECT count(*) FROM attempts`},
 			{&m.Confirmed, `SELECT count(*) FROM attempts WHERE outcome = 'accepted'`},
-			{&m.UnknownOutcomes, `SELECT count(*) FROM events WHERE kind IN ('unknown', 'recovered_unknown')`},
-			{&m.DuplicateBlocks, `SELECT count(*) FROM events WHERE kind = 'duplicate_block'`},
-			{&m.Denials, `SELECT count(*) FROM events WHERE kind = 'denied'`},
-			{&m.OwnershipConflicts, `SELECT count(*) FROM events WHERE kind = 'ownership_conflict'`},
+			{&m.UnknownOutcomes, `SELECT COALESCE(sum(n), 0) FROM counters WHERE kind IN ('unknown', 'recovered_unknown')`},
+			{&m.DuplicateBlocks, `SELECT COALESCE(sum(n), 0) FROM counters WHERE kind = 'duplicate_block'`},
+			{&m.Denials, `SELECT COALESCE(sum(n), 0) FROM counters WHERE kind = 'denied'`},
+			{&m.OwnershipConflicts, `SELECT COALESCE(sum(n), 0) FROM counters WHERE kind = 'ownership_conflict'`},
 			{&m.Unknown, `SELECT count(*) FROM actions WHERE state = 'unknown' OR (state = 'held' AND hold_cause = 'unknown_outcome')`},
 		} {
 			if err := tx.QueryRow(q.query).Scan(q.dst); err != nil {

@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mattn/go-sqlite3"
@@ -21,6 +22,19 @@ import (
 
 //go:embed schema/*.sql
 var schemaFS embed.FS
+
+// driverName is go-sqlite3 with the ledger's per-connection settings.
+const driverName = "sqlite3_gatehouse"
+
+func init() {
+	sql.Register(driverName, &sqlite3.SQLiteDriver{ConnectHook: func(c *sqlite3.SQLiteConn) error {
+		// Checkpoint less often: the gate rewrites the same hot pages
+		// (recent index leaves, the history's tail) in every decision, and a
+		// checkpoint copies each distinct page once however often it changed.
+		_, err := c.Exec("PRAGMA wal_autocheckpoint = 10000", nil)
+		return err
+	}})
+}
 
 // applicationID marks an SQLite file as a gatehouse ledger ("GHLD").
 const applicationID = 0x47484C44
@@ -35,6 +49,11 @@ type Ledger struct {
 	clock  Clock
 	lease  time.Duration
 	holder string
+
+	// syncMu guards the write connection's last synchronous setting.
+	syncMu      sync.Mutex
+	syncKnown   bool
+	syncDurable bool
 }
 
 // Option configures Open.
@@ -140,7 +159,7 @@ func openPool(path string, readOnly bool) (*sql.DB, error) {
 		q.Set("_txlock", "deferred")
 	}
 	dsn := "file:" + escapePath(path) + "?" + q.Encode()
-	db, err := sql.Open("sqlite3", dsn)
+	db, err := sql.Open(driverName, dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open ledger %s: %w", path, err)
 	}
@@ -326,6 +345,28 @@ func (l *Ledger) writeWith(ctx context.Context, durable bool, fn func(*wtx) erro
 	}
 }
 
+// setDurability switches the write connection between synchronous FULL and
+// NORMAL, only when it changes. The guess of the connection's mode can only
+// be wrong towards FULL (a reopened connection starts FULL from its DSN),
+// which is slower, never less safe.
+func (l *Ledger) setDurability(ctx context.Context, conn *sql.Conn, durable bool) error {
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	if l.syncKnown && l.syncDurable == durable {
+		return nil
+	}
+	mode := "PRAGMA synchronous = FULL"
+	if !durable {
+		mode = "PRAGMA synchronous = NORMAL"
+	}
+	if _, err := conn.ExecContext(ctx, mode); err != nil {
+		l.syncKnown = false
+		return fmt.Errorf("set durability: %w", err)
+	}
+	l.syncKnown, l.syncDurable = true, durable
+	return nil
+}
+
 // errNeedsDurable asks writeWith to run a relaxed transaction again durably.
 var errNeedsDurable = errors.New("transaction must be durable")
 
@@ -335,12 +376,8 @@ func (l *Ledger) tryWrite(ctx context.Context, durable bool, fn func(*wtx) error
 		return err
 	}
 	defer conn.Close()
-	mode := "PRAGMA synchronous = FULL"
-	if !durable {
-		mode = "PRAGMA synchronous = NORMAL"
-	}
-	if _, err := conn.ExecContext(ctx, mode); err != nil {
-		return fmt.Errorf("set durability: %w", err)
+	if err := l.setDurability(ctx, conn, durable); err != nil {
+		return err
 	}
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {

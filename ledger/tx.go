@@ -48,8 +48,18 @@ func (t *wtx) event(actor, taskID, key string, kind EventKind, reason, format st
 	if err != nil {
 		return fmt.Errorf("record event %s: %w", kind, err)
 	}
+	if countedKinds[kind] {
+		if _, err := t.Exec(`INSERT INTO counters (kind, n) VALUES (?, 1)
+			ON CONFLICT(kind) DO UPDATE SET n = n + 1`, string(kind)); err != nil {
+			return fmt.Errorf("count event %s: %w", kind, err)
+		}
+	}
 	return nil
 }
+
+// countedKinds are the history events Metrics counts.
+var countedKinds = map[EventKind]bool{EvDuplicateBlock: true, EvDenied: true,
+	EvOwnershipConflict: true, EvUnknown: true, EvRecoveredUnknown: true}
 
 // ensureTask returns the task, creating it (mirrored from the helpdesk) when
 // the ledger has not seen it yet.
