@@ -1,7 +1,7 @@
 GO ?= go
 PKGS ?= ./...
 
-.PHONY: run test bench lint soak fmt
+.PHONY: run test bench lint soak fuzz fmt
 
 run:
 	$(GO) run ./cmd/gatehouse
@@ -13,6 +13,19 @@ test:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 6 $(PKGS) | tee bench.txt
+	@command -v benchstat >/dev/null && benchstat bench.txt || echo 'summarise with: go install golang.org/x/perf/cmd/benchstat@latest && benchstat bench.txt'
+
+# soak: the long proof runs (8 processes × 2,000 actions, and the crash matrix) under the race detector.
+soak:
+	$(GO) test -race -count=1 -v -run 'TestStress|TestCrashMatrix' -timeout 60m ./proof -args -proof.long | grep -E '^(---|ok|FAIL|PASS)|stress|crash matrix'
+
+# fuzz: each fuzz target for FUZZTIME (seed corpora also run as ordinary tests in make test).
+FUZZTIME ?= 10s
+fuzz:
+	$(GO) test -run '^$$' -fuzz='^FuzzParse$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=1s ./scenarios
+	$(GO) test -run '^$$' -fuzz='^FuzzSMTPData$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=1s ./testmailbox
+	$(GO) test -run '^$$' -fuzz='^FuzzHTTPQuery$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=1s ./testmailbox
+	$(GO) test -run '^$$' -fuzz='^FuzzRead$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=1s ./ledger/audiencefile
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
