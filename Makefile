@@ -17,7 +17,7 @@ bench:
 
 # soak: the long proof runs (8 processes × 2,000 actions, and the crash matrix) under the race detector.
 soak:
-	$(GO) test -race -count=1 -v -run 'TestStress|TestCrashMatrix' -timeout 60m ./proof -args -proof.long | grep -E '^(---|ok|FAIL|PASS)|stress|crash matrix'
+	$(GO) test -race -count=1 -v -run 'TestStress|TestCrashMatrix' -timeout 60m ./proof -args -proof.long > soak.txt 2>&1; s=$$?; grep -E '^(--- FAIL|ok|FAIL)|stress|crash matrix|kill points' soak.txt; exit $$s
 
 # fuzz: each fuzz target for FUZZTIME (seed corpora also run as ordinary tests in make test).
 FUZZTIME ?= 10s
