@@ -44,8 +44,19 @@ func NewApp(th Theme, first Screen, onClose ...func()) *App {
 	}
 }
 
-// Close runs the clean-up functions given to NewApp.
+// closer is a screen that holds something to release when the app closes
+// (the home screen holds its rehearsals' ledgers and mailboxes, which the
+// inspector may still be showing after the rehearsal screen was left).
+type closer interface{ Close() }
+
+// Close closes every open screen, then runs the clean-up functions given
+// to NewApp.
 func (a *App) Close() {
+	for i := len(a.stack) - 1; i >= 0; i-- {
+		if c, ok := a.stack[i].(closer); ok {
+			c.Close()
+		}
+	}
 	for _, f := range a.onClose {
 		f()
 	}

@@ -12,6 +12,8 @@ import (
 	"github.com/charmbracelet/x/ansi"
 	"github.com/charmbracelet/x/exp/golden"
 	"github.com/charmbracelet/x/exp/teatest/v2"
+
+	"gatehouse/scenarios"
 )
 
 // sizes are the terminal sizes every screen is checked at.
@@ -99,6 +101,49 @@ func TestGoldenDemo(t *testing.T) {
 				tm.Send(press("space"))
 				rec.waitText(t, tm, fmt.Sprintf("Step %d of 6", i+1))
 			}
+			golden.RequireEqual(t, finalScreen(t, tm))
+		})
+	}
+}
+
+// TestGoldenRehearsal rehearses a built-in scenario with a real mailbox on
+// the runner's fake clock: mid-run (after the crash and restart) and
+// finished.
+func TestGoldenRehearsal(t *testing.T) {
+	for _, stage := range []struct {
+		name  string
+		steps int
+		want  string
+	}{{"MidRun", 4, "step 4 of 6"}, {"Finished", 6, "finished: PASSED"}} {
+		for _, sz := range sizes {
+			t.Run(stage.name+"/"+sizeName(sz.w, sz.h), func(t *testing.T) {
+				r := newTestRehearsal(t, "interrupted-after-accept")
+				tm, rec := startApp(t, NewApp(NewTheme(true), r), sz.w, sz.h)
+				rec.waitText(t, tm, "step 0 of 6")
+				for i := range stage.steps {
+					tm.Send(press("n"))
+					rec.waitText(t, tm, fmt.Sprintf("step %d of 6", i+1))
+				}
+				rec.waitText(t, tm, stage.want)
+				golden.RequireEqual(t, finalScreen(t, tm))
+			})
+		}
+	}
+}
+
+func TestGoldenHome(t *testing.T) {
+	list, err := scenarios.Builtin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sz := range sizes {
+		t.Run(sizeName(sz.w, sz.h), func(t *testing.T) {
+			h := NewHome(NewTheme(true), HomeConfig{Scenarios: list})
+			h.verdicts["webhook-twice"] = true
+			h.verdicts["missing-owner"] = false
+			tm, rec := startApp(t, NewApp(NewTheme(true), h), sz.w, sz.h)
+			rec.waitText(t, tm, "Scenarios")
+			tm.Send(press("j"))
 			golden.RequireEqual(t, finalScreen(t, tm))
 		})
 	}

@@ -111,6 +111,13 @@ func drive(a *App, cmd tea.Cmd) (quit bool) {
 			queue = append(queue, msg...)
 		case tea.QuitMsg:
 			quit = true
+		case routedMsg:
+			switch msg.msg.(type) {
+			case pollMsg, playMsg:
+				continue // timers would run on forever; tests step by hand
+			}
+			_, next := a.Update(msg)
+			queue = append(queue, next)
 		default:
 			_, next := a.Update(msg)
 			queue = append(queue, next)

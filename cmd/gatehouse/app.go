@@ -2,13 +2,78 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
 
 	"github.com/spf13/cobra"
+
+	"gatehouse/scenarios"
+	"gatehouse/tui"
 )
 
-// runApp opens the terminal app. Until the app lands it explains what exists.
-func runApp(cmd *cobra.Command, _ []string) error {
-	fmt.Fprintln(cmd.OutOrStdout(), cmd.Long)
-	fmt.Fprintln(cmd.OutOrStdout())
-	return cmd.Help()
+// scenarioDirEnv names a folder of scenario files for the app opened
+// without arguments (the root command has no flags of its own).
+const scenarioDirEnv = "GATEHOUSE_SCENARIOS"
+
+func init() { subcommands = append(subcommands, newAppCmd) }
+
+func newAppCmd() *cobra.Command {
+	var dir string
+	cmd := &cobra.Command{
+		Use:   "app",
+		Short: "Open the terminal app (what running gatehouse without arguments does)",
+		Long: `app opens the terminal app: the built-in scenarios and those in --dir, each
+rehearsed against a temporary ledger and an embedded mailbox; the inspector
+on a rehearsal's ledger; and the takeover demo. Nothing to configure.`,
+		Args: cobra.NoArgs,
+		RunE: func(_ *cobra.Command, _ []string) error { return openApp(dir) },
+	}
+	cmd.Flags().StringVar(&dir, "dir", os.Getenv(scenarioDirEnv), "folder of scenario files to list with the built-ins (default $"+scenarioDirEnv+")")
+	return cmd
+}
+
+// runApp opens the terminal app with the built-in scenarios (and those in
+// $GATEHOUSE_SCENARIOS).
+func runApp(_ *cobra.Command, _ []string) error { return openApp(os.Getenv(scenarioDirEnv)) }
+
+func openApp(dir string) error {
+	list, err := appScenarios(dir)
+	if err != nil {
+		return err
+	}
+	var c cleanups
+	defer c.run()
+	th := tui.NewTheme(tui.NoColor())
+	home := tui.NewHome(th, tui.HomeConfig{Scenarios: list,
+		NewDemo: func() (tui.Screen, error) { return newDemoScreen(th, &c) }})
+	return tui.Run(tui.NewApp(th, home))
+}
+
+// appScenarios returns the built-ins followed by the files in dir.
+func appScenarios(dir string) ([]*scenarios.Scenario, error) {
+	list, err := scenarios.Builtin()
+	if err != nil {
+		return nil, fmt.Errorf("built-in scenarios: %w", err)
+	}
+	if dir == "" {
+		return list, nil
+	}
+	var files []string
+	for _, pat := range []string{"*.yaml", "*.yml"} {
+		m, err := filepath.Glob(filepath.Join(dir, pat))
+		if err != nil {
+			return nil, usageErr("--dir %s: %v", dir, err)
+		}
+		files = append(files, m...)
+	}
+	sort.Strings(files)
+	for _, f := range files {
+		sc, err := scenarios.ParseFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("scenario %s: %w", f, err)
+		}
+		list = append(list, sc)
+	}
+	return list, nil
 }

@@ -1,0 +1,52 @@
+package tui
+
+import (
+	"strings"
+	"testing"
+
+	"gatehouse/scenarios"
+)
+
+func lookupScenario(t testing.TB, name string) *scenarios.Scenario {
+	t.Helper()
+	sc, err := scenarios.Lookup(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sc
+}
+
+func newTestRehearsal(t testing.TB, name string) *Rehearsal {
+	r := NewRehearsal(NewTheme(true), lookupScenario(t, name), nil, 0)
+	t.Cleanup(r.Close)
+	return r
+}
+
+func TestRehearsalKeys(t *testing.T) {
+	tests := []struct {
+		name string
+		keys []string
+		want []string
+	}{
+		{"SpaceSteps", []string{"space"}, []string{"step 1 of 6", "did 1: propose ack"}},
+		{"NSteps", []string{"n", "n"}, []string{"step 2 of 6", "next: wf-ack's process dies"}},
+		{"RestartStartsOver", []string{"n", "n", "r"}, []string{"step 0 of 6"}},
+		{"PlayShowsSpeed", []string{"+", "+", "p"}, []string{"step 1 of 6 · playing, 250ms per step"}},
+		{"PlayThenPause", []string{"+", "+", "p", "p"}, []string{"step 1 of 6 · paused"}},
+		{"EnterOpensDetail", []string{"n", "enter"}, []string{"Action gh1:cust-ada", "Approvals"}},
+		{"InspectorOnRunLedger", []string{"n", "i"}, []string{"Tasks", "t-3001"}},
+		{"StepsToTheEnd", []string{"n", "n", "n", "n", "n", "n", "n"}, []string{"finished: PASSED", "the rehearsal is over"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a := newDriven(newTestRehearsal(t, "interrupted-after-accept"), 120, 40)
+			typeKeys(a, tc.keys...)
+			s := screenText(a)
+			for _, w := range tc.want {
+				if !strings.Contains(s, w) {
+					t.Errorf("screen lacks %q:\n%s", w, s)
+				}
+			}
+		})
+	}
+}

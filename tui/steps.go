@@ -1,0 +1,74 @@
+package tui
+
+import (
+	"fmt"
+	"strings"
+
+	"gatehouse/scenarios"
+)
+
+// describeStep says what a scenario step does, in plain words, before it
+// runs. A step's own note, when the author wrote one, says it best.
+func describeStep(s scenarios.Step) string {
+	if s.Note != "" {
+		return s.Note
+	}
+	if len(s.Parallel) > 0 {
+		parts := make([]string, len(s.Parallel))
+		for i, sub := range s.Parallel {
+			parts[i] = describeStep(sub)
+		}
+		return "At the same moment: " + strings.Join(parts, "; ")
+	}
+	text := stepSentence(s)
+	if s.Expect != "" {
+		text += " (expected: " + s.Expect + ")"
+	}
+	return text
+}
+
+// stepSentence words one verb of the scenario format (docs/scenarios.md).
+func stepSentence(s scenarios.Step) string {
+	a, act, task := s.Actor, s.Action, s.Task
+	switch s.Do {
+	case "propose":
+		return a + " drafts " + act
+	case "revise":
+		return a + " edits the draft of " + act
+	case "approve":
+		return a + " approves " + act
+	case "send":
+		return a + " asks the gate to send " + act
+	case "deliver_event":
+		return "the business event behind " + act + " arrives and " + a + " handles it"
+	case "cancel":
+		return a + " withdraws " + act + ": " + s.Reason
+	case "view":
+		return a + " opens task " + task + " (advisory: the owner does not change)"
+	case "leave":
+		return a + " closes task " + task
+	case "claim":
+		return a + " claims task " + task
+	case "take_over":
+		return a + " takes over task " + task + ": " + s.Reason
+	case "release":
+		return a + " gives up task " + task
+	case "complete_task":
+		return a + " completes task " + task
+	case "set":
+		return fmt.Sprintf("%s%s: %s becomes %q", s.Customer, task, s.Field, s.Value)
+	case "source_down":
+		return s.Source + " becomes unavailable"
+	case "source_up":
+		return s.Source + " is back"
+	case "mailbox_fault":
+		return "the mail server misbehaves: " + s.Fault
+	case "crash":
+		return a + "'s process dies while sending " + act + " (" + s.Point + ")"
+	case "restart":
+		return "the gate restarts and reads its ledger; nothing is re-sent"
+	case "reconcile":
+		return a + " reconciles " + act + " from the mail server's own records"
+	}
+	return strings.TrimSpace(s.Do + " " + act + " " + task + " " + a)
+}
