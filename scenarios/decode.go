@@ -165,8 +165,25 @@ func (d *decoder) decodeSlice(name string, n ast.Node, v reflect.Value) {
 	out := reflect.MakeSlice(v.Type(), len(seq.Values), len(seq.Values))
 	for i, item := range seq.Values {
 		d.decode(fmt.Sprintf("%s[%d]", name, i+1), item, out.Index(i))
+		if isNull(unwrap(item)) {
+			setNullItemPos(seq, i, out.Index(i))
+		}
 	}
 	v.Set(out)
+}
+
+// setNullItemPos places an empty list item ("-" and nothing after it) at its
+// hyphen, so problems found in it later still have a line and column.
+func setNullItemPos(seq *ast.SequenceNode, i int, v reflect.Value) {
+	if v.Kind() != reflect.Struct || i >= len(seq.Entries) || seq.Entries[i].Start == nil {
+		return
+	}
+	f := v.FieldByName("Pos")
+	if !f.IsValid() || f.Type() != posType || seq.Entries[i].Start.Position == nil {
+		return
+	}
+	p := seq.Entries[i].Start.Position
+	f.Set(reflect.ValueOf(Pos{p.Line, p.Column}))
 }
 
 func (d *decoder) decodeMap(name string, n ast.Node, v reflect.Value) {

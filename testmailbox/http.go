@@ -116,7 +116,14 @@ func parseFilter(q url.Values) (Filter, error) {
 }
 
 func (m *Mailbox) handleList(w http.ResponseWriter, r *http.Request) {
-	f, err := parseFilter(r.URL.Query())
+	// url.Values from r.URL.Query() silently drops a pair it cannot decode,
+	// which would turn "messages with key K" into "all messages".
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "query: "+err.Error())
+		return
+	}
+	f, err := parseFilter(q)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
