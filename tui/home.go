@@ -174,8 +174,9 @@ func (h *Home) KeyMap() help.KeyMap {
 	if h.filtering {
 		return helpKeys{short: []key.Binding{bind("enter", "apply"), k.Cancel}}
 	}
-	short := []key.Binding{k.Open, k.Filter, k.Demo, k.Inspect, k.Up, k.Down, k.Help, k.Quit}
-	return helpKeys{short: short, full: [][]key.Binding{navKeys(), {k.Open, k.Filter, k.Demo, k.Inspect}}}
+	rehearse := bind("enter", "rehearse", "enter")
+	short := []key.Binding{rehearse, k.Filter, k.Demo, k.Inspect, k.Up, k.Down, k.Help, k.Quit}
+	return helpKeys{short: short, full: [][]key.Binding{navKeys(), {rehearse, k.Filter, k.Demo, k.Inspect}}}
 }
 
 var homeCols = []column{{"scenario", 10, 1}, {"title", 10, 3}, {"last verdict", 12, 0}}
