@@ -149,7 +149,7 @@ func (l *Ledger) Attempts(ctx context.Context, key string) ([]Attempt, error) {
 type ActionFilter struct {
 	States []State
 	TaskID string
-	Search string // substring of the key, customer or recipient
+	Search string // the start of an action key, or of a customer id
 	Limit  int    // default 100
 	Offset int
 }
@@ -169,8 +169,12 @@ func (f ActionFilter) where() (string, []any) {
 		args = append(args, f.TaskID)
 	}
 	if f.Search != "" {
-		conds = append(conds, "(instr(key, ?) > 0 OR instr(customer, ?) > 0 OR instr(recipient, ?) > 0)")
-		args = append(args, f.Search, f.Search, f.Search)
+		// Both are prefixes of the key (gh1:<customer>:…), so the key's
+		// own index answers them as two ranges: no table scan however large
+		// the ledger.
+		conds = append(conds, "((key >= ? AND key < ?) OR (key >= ? AND key < ?))")
+		customer := keyPrefix + ":" + escapeKeyPart(f.Search)
+		args = append(args, f.Search, f.Search+"\xff", customer, customer+"\xff")
 	}
 	if len(conds) == 0 {
 		return "", nil
@@ -178,8 +182,9 @@ func (f ActionFilter) where() (string, []any) {
 	return " WHERE " + strings.Join(conds, " AND "), args
 }
 
-// ListActions returns one page of actions, most recently changed first, and
-// the total number matching the filter.
+// ListActions returns one page of actions, newest first, and the total
+// number matching the filter. A page is read through an index (by state, by
+// task, or the table's own order) and never sorted whole.
 func (l *Ledger) ListActions(ctx context.Context, f ActionFilter) (int, []Action, error) {
 	if f.Limit <= 0 {
 		f.Limit = 100
@@ -192,7 +197,7 @@ func (l *Ledger) ListActions(ctx context.Context, f ActionFilter) (int, []Action
 			return err
 		}
 		rows, err := tx.Query(`SELECT `+actionCols+` FROM actions`+where+
-			` ORDER BY updated_at DESC, key LIMIT ? OFFSET ?`, append(args, f.Limit, f.Offset)...)
+			` ORDER BY rowid DESC LIMIT ? OFFSET ?`, append(args, f.Limit, f.Offset)...)
 		if err != nil {
 			return err
 		}
@@ -251,10 +256,12 @@ func (l *Ledger) ListTasks(ctx context.Context, f TaskFilter) (int, []TaskSummar
 		if err := tx.QueryRow(`SELECT count(*) FROM tasks`+where, args...).Scan(&total); err != nil {
 			return err
 		}
+		// Page first, then count what is pending on the page's tasks only.
 		rows, err := tx.Query(`SELECT `+taskCols+`,
-			(SELECT count(*) FROM actions a WHERE a.task_id = tasks.id AND a.state NOT IN ('sent','failed','denied','cancelled')),
-			(SELECT COALESCE(group_concat(actor, ','), '') FROM presence p WHERE p.task_id = tasks.id AND p.expires_at > ?)
-			FROM tasks`+where+` ORDER BY updated_at DESC, id LIMIT ? OFFSET ?`, append(append([]any{now}, args...), f.Limit, f.Offset)...)
+			(SELECT count(*) FROM actions a WHERE a.task_id = t.id AND a.state NOT IN ('sent','failed','denied','cancelled')),
+			(SELECT COALESCE(group_concat(actor, ','), '') FROM presence p WHERE p.task_id = t.id AND p.expires_at > ?)
+			FROM (SELECT * FROM tasks`+where+` ORDER BY updated_at DESC, id DESC LIMIT ? OFFSET ?) t
+			ORDER BY updated_at DESC, id DESC`, append(append([]any{now}, args...), f.Limit, f.Offset)...)
 		if err != nil {
 			return err
 		}

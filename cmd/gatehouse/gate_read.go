@@ -142,7 +142,7 @@ func listVerb() verbSpec {
 		f      ledger.ActionFilter
 		states []string
 	)
-	return verbSpec{name: "list", short: "List actions, most recently changed first, with the total", existing: true,
+	return verbSpec{name: "list", short: "List actions, newest first, with the total", existing: true,
 		flags: func(fs *pflag.FlagSet) {
 			fs.StringSliceVar(&states, "state", nil, "only these states (repeatable or comma-separated)")
 			taskFlag(fs, &f.TaskID)
