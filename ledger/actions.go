@@ -177,15 +177,15 @@ func (t *wtx) insertAction(p Proposal, key, digest, taskID, corrects string, st 
 	if corrects != "" {
 		corr = corrects
 	}
-	_, err := t.Exec(`INSERT INTO actions (key, task_id, customer, event, action_type, target, revision,
+	a, err := scanAction(t.QueryRow(`INSERT INTO actions (key, task_id, customer, event, action_type, target, revision,
 		recipient, subject, body, digest, state, proposed_by, corrects, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING `+actionCols,
 		key, taskID, p.Customer, p.Event, p.ActionType, p.Target, p.Revision,
-		p.Recipient, p.Subject, p.Body, digest, string(st), p.Actor, corr, ns(t.now), ns(t.now))
+		p.Recipient, p.Subject, p.Body, digest, string(st), p.Actor, corr, ns(t.now), ns(t.now)))
 	if err != nil {
 		return Action{}, fmt.Errorf("record action %s: %w", key, err)
 	}
-	return getAction(t, key)
+	return a, nil
 }
 
 func (t *wtx) invalidateApprovals(key, why string) (int64, error) {

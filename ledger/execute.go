@@ -302,13 +302,12 @@ func (t *wtx) startAttempt(a *Action, executor string) (Attempt, error) {
 	}
 	att := Attempt{ActionKey: a.Key, Number: n + 1, TransportID: TransportID(a.Key, n+1), Executor: executor,
 		Holder: t.l.holder, StartedAt: t.now, LeaseUntil: t.now.Add(t.l.lease)}
-	res, err := t.Exec(`INSERT INTO attempts (action_key, number, transport_id, executor, holder, started_at, lease_until)
-		VALUES (?, ?, ?, ?, ?, ?, ?)`, att.ActionKey, att.Number, att.TransportID, att.Executor, att.Holder,
-		ns(att.StartedAt), ns(att.LeaseUntil))
+	err := t.QueryRow(`INSERT INTO attempts (action_key, number, transport_id, executor, holder, started_at, lease_until)
+		VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id`, att.ActionKey, att.Number, att.TransportID, att.Executor, att.Holder,
+		ns(att.StartedAt), ns(att.LeaseUntil)).Scan(&att.ID)
 	if err != nil {
 		return Attempt{}, fmt.Errorf("record attempt %d of %s: %w", att.Number, a.Key, err)
 	}
-	att.ID, _ = res.LastInsertId()
 	if err := t.recordChecks(t.pendingChecks, att.Number); err != nil {
 		return Attempt{}, err
 	}

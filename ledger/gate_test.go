@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -502,4 +503,30 @@ func historyText(t *testing.T, w *world, key string) string {
 		b.WriteString(e.Message + "\n")
 	}
 	return b.String()
+}
+
+func TestListActionsPagesFromBothEnds(t *testing.T) {
+	w := newWorld(t)
+	_, err := w.l.Claim(w.ctx, ledger.TaskRef{ID: "task-7"}, "wf")
+	w.must(err)
+	var keys []string // newest first
+	for i := 0; i < 25; i++ {
+		p := ackProposal("wf")
+		p.Event = fmt.Sprintf("enquiry-%02d", i)
+		a, err := w.l.Propose(w.ctx, p)
+		w.must(err)
+		keys = append([]string{a.Key}, keys...)
+	}
+	for _, tc := range []struct{ offset, limit int }{{0, 10}, {10, 10}, {20, 10}, {13, 4}, {24, 5}, {25, 5}, {30, 5}} {
+		total, page, err := w.l.ListActions(w.ctx, ledger.ActionFilter{Limit: tc.limit, Offset: tc.offset})
+		w.must(err)
+		want := keys[min(tc.offset, 25):min(tc.offset+tc.limit, 25)]
+		var got []string
+		for _, a := range page {
+			got = append(got, a.Key)
+		}
+		if total != 25 || strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Fatalf("offset %d limit %d: total %d\n got %v\nwant %v", tc.offset, tc.limit, total, got, want)
+		}
+	}
 }

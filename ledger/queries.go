@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -196,8 +197,30 @@ func (l *Ledger) ListActions(ctx context.Context, f ActionFilter) (int, []Action
 		if err := tx.QueryRow(`SELECT count(*) FROM actions`+where, args...).Scan(&total); err != nil {
 			return err
 		}
+		if where == "" {
+			// Actions are never deleted, so rowids are 1…total and a page
+			// of the whole list is a rowid range: no offset to walk.
+			var maxID int64
+			if err := tx.QueryRow(`SELECT COALESCE(max(rowid), 0) FROM actions`).Scan(&maxID); err != nil {
+				return err
+			}
+			if maxID == int64(total) {
+				where, args = " WHERE rowid <= ?", []any{total - f.Offset}
+				f.Offset = 0
+			}
+		}
+		// An offset is walked row by row, so a page in the older half is
+		// read from the other end.
+		order, limit, offset := "DESC", f.Limit, f.Offset
+		if offset > total/2 {
+			order, offset = "ASC", max(total-f.Offset-f.Limit, 0)
+			limit = min(f.Limit, total-f.Offset)
+		}
+		if limit <= 0 {
+			return nil
+		}
 		rows, err := tx.Query(`SELECT `+actionCols+` FROM actions`+where+
-			` ORDER BY rowid DESC LIMIT ? OFFSET ?`, append(args, f.Limit, f.Offset)...)
+			` ORDER BY rowid `+order+` LIMIT ? OFFSET ?`, append(args, limit, offset)...)
 		if err != nil {
 			return err
 		}
@@ -208,6 +231,9 @@ func (l *Ledger) ListActions(ctx context.Context, f ActionFilter) (int, []Action
 				return err
 			}
 			out = append(out, a)
+		}
+		if order == "ASC" {
+			slices.Reverse(out)
 		}
 		return rows.Err()
 	})

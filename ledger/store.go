@@ -31,7 +31,7 @@ func init() {
 		// Checkpoint less often: the gate rewrites the same hot pages
 		// (recent index leaves, the history's tail) in every decision, and a
 		// checkpoint copies each distinct page once however often it changed.
-		_, err := c.Exec("PRAGMA wal_autocheckpoint = 10000", nil)
+		_, err := c.Exec("PRAGMA page_size = 1024; PRAGMA wal_autocheckpoint = 10000", nil)
 		return err
 	}})
 }

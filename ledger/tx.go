@@ -67,6 +67,9 @@ func (t *wtx) ensureTask(id, customer, subject, actor string) (Task, error) {
 	if id == "" {
 		return Task{}, invalidf("task id is empty")
 	}
+	if tk, err := getTask(t, id); !errors.Is(err, ErrNotFound) {
+		return tk, err // known (or unreadable): no write needed
+	}
 	res, err := t.Exec(`INSERT INTO tasks (id, customer, subject, created_at, updated_at)
 		VALUES (?, ?, ?, ?, ?) ON CONFLICT(id) DO NOTHING`, id, customer, subject, ns(t.now), ns(t.now))
 	if err != nil {

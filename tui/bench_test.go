@@ -149,7 +149,9 @@ func BenchmarkInspectorFrame(b *testing.B) {
 		{"Actions", []string{"tab"}},
 		{"ActionsLastPage", []string{"tab", "G"}},
 		{"ActionsByState", []string{"tab", "s", "s", "s"}},
-		{"ActionsSearch", []string{"tab", "/", "0", "4", "2", "enter"}},
+		{"ActionsMiddlePage", append([]string{"tab"}, repeat("pgdown", 1400)...)},
+		{"SentMiddlePage", append([]string{"tab", "s", "s", "s", "s", "s"}, repeat("pgdown", 1300)...)},
+		{"ActionsSearch", []string{"tab", "/", "c", "u", "s", "t", "-", "0", "4", "2", "enter"}},
 		{"Holds", []string{"tab", "tab"}},
 		{"Tasks", nil},
 	} {
@@ -194,4 +196,12 @@ func benchFrames(b *testing.B, a *App, in *Inspector) {
 		_ = a.Render()
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/frame")
+}
+
+func repeat(k string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = k
+	}
+	return out
 }
