@@ -91,6 +91,33 @@ func (r *Run) audienceSummaries(ctx context.Context) ([]ledger.AudienceSummary, 
 	return out, nil
 }
 
+// samplesPerStatus is how many rows of each status a snapshot carries.
+const samplesPerStatus = 2
+
+// audienceViews adds sample rows of every status to the summaries.
+func (r *Run) audienceViews(ctx context.Context) ([]AudienceView, error) {
+	sums, err := r.audienceSummaries(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []AudienceView
+	for _, s := range sums {
+		v := AudienceView{Summary: s}
+		for _, status := range []string{ledger.RowEligible, ledger.RowExcluded, ledger.RowRemoved,
+			ledger.RowDuplicate, ledger.RowUnmatched, ledger.RowError} {
+			rows, err := r.env.l.AudienceRows(ctx, s.ReleaseID, status, samplesPerStatus, 0)
+			if err != nil {
+				return nil, err
+			}
+			v.Samples = append(v.Samples, rows...)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// audienceArrivals counts what the mailbox received for a release's
+// eligible recipients.
 func (r *Run) audienceArrivals(ctx context.Context, release string) (int, error) {
 	rows, err := r.env.l.AudienceRows(ctx, release, ledger.RowEligible, 100000, 0)
 	if err != nil {

@@ -49,7 +49,10 @@ func ErrorReport(sc *Scenario, err error) Report {
 
 func (r *Run) report(snap Snapshot) Report {
 	rep := Report{Name: r.sc.Name, Title: r.sc.Title, Description: r.sc.Description, File: r.sc.File,
-		Steps: r.results, Rows: snap.Rows, Counts: snap.Counts, Verdicts: r.verdicts, Audiences: snap.Audiences}
+		Steps: r.results, Rows: snap.Rows, Counts: snap.Counts, Verdicts: r.verdicts}
+	for _, a := range snap.Audiences {
+		rep.Audiences = append(rep.Audiences, a.Summary)
+	}
 	rep.Passed = rep.Failed() == 0
 	return rep
 }

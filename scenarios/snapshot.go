@@ -23,8 +23,16 @@ type Snapshot struct {
 	History  []string  `json:"history"`
 	Verdicts []Verdict `json:"verdicts"`
 	// Audiences are the audience releases imported so far, with their
-	// reconciliation and sending counts.
-	Audiences []ledger.AudienceSummary `json:"audiences,omitempty"`
+	// reconciliation and sending counts and a few sample rows.
+	Audiences []AudienceView `json:"audiences,omitempty"`
+}
+
+// AudienceView is one audience release between steps: its counts and, for
+// each row status, the first few rows (eligible rows carry their action's
+// state), so a viewer sees recipients across their lifecycle.
+type AudienceView struct {
+	Summary ledger.AudienceSummary `json:"summary"`
+	Samples []ledger.AudienceRow   `json:"samples"`
 }
 
 // Row is one action key across the three columns: the intended action,
@@ -112,7 +120,7 @@ func (r *Run) Snapshot(ctx context.Context) (Snapshot, error) {
 	if snap.Counts, err = r.counts(ctx); err != nil {
 		return snap, fmt.Errorf("snapshot: %w", err)
 	}
-	if snap.Audiences, err = r.audienceSummaries(ctx); err != nil {
+	if snap.Audiences, err = r.audienceViews(ctx); err != nil {
 		return snap, fmt.Errorf("snapshot: audiences: %w", err)
 	}
 	events, err := r.env.l.History(ctx, ledger.HistoryFilter{})

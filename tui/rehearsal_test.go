@@ -50,3 +50,36 @@ func TestRehearsalKeys(t *testing.T) {
 		})
 	}
 }
+
+// TestRehearsalShowsAudience: the reconciliation summary adds up on every
+// screen size; a tall screen also shows recipients across their states.
+func TestRehearsalShowsAudience(t *testing.T) {
+	tests := []struct {
+		name          string
+		width, height int
+		want, absent  []string
+	}{
+		{"Short", 80, 24, []string{"Audience hours-2026-04: 9 rows = 1 errors + 1 unmatched + 2", "finished: PASSED"},
+			[]string{"eligible → sent"}},
+		{"Tall", 200, 50, []string{"9 rows = 1 errors + 1 unmatched + 2 duplicates + 5 resolved = 2 excluded + 1 removed + 2 eligible",
+			"c-ada              eligible → sent", "c-ben              eligible → denied", "excluded: no consent (no)",
+			"removed: removed by lead: asked for no more notices by phone"}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a := newDriven(newTestRehearsal(t, "audience-messy-file"), tc.width, tc.height)
+			typeKeys(a, repeat("n", 7)...)
+			s := screenText(a)
+			for _, w := range tc.want {
+				if !strings.Contains(s, w) {
+					t.Errorf("screen lacks %q:\n%s", w, s)
+				}
+			}
+			for _, w := range tc.absent {
+				if strings.Contains(s, w) {
+					t.Errorf("short screen shows %q:\n%s", w, s)
+				}
+			}
+		})
+	}
+}

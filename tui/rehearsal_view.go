@@ -6,6 +6,7 @@ import (
 
 	"github.com/charmbracelet/x/ansi"
 
+	"gatehouse/ledger"
 	"gatehouse/scenarios"
 )
 
@@ -14,6 +15,7 @@ func (r *Rehearsal) View() string {
 	w := r.width
 	top := r.headLines(w)
 	top = append(top, para("", r.countsBar(), w)...)
+	top = append(top, r.audienceLines(w, audienceSampleRows(r.height))...)
 	exp := r.verdictLines(w, max(r.height/4, 3))
 	rest := r.height - len(top) - len(exp)
 	table := r.columns(w, max(rest/2, 3))
@@ -220,9 +222,58 @@ func (r *Rehearsal) verdictLines(w, h int) []string {
 	return out
 }
 
+// audienceLines summarise each audience release: the counts in the order
+// they add up, then (when h > 0) at most h sample rows across statuses and
+// lifecycle states.
+func (r *Rehearsal) audienceLines(w, h int) []string {
+	var out []string
+	for _, a := range r.snap.Audiences {
+		s := a.Summary
+		out = append(out, para(r.th.Header.Render("Audience "+s.ReleaseID+": "), fmt.Sprintf(
+			"%d rows = %d errors + %d unmatched + %d duplicates + %d resolved = %d excluded + %d removed + %d eligible · "+
+				"attempted %d · confirmed %d · arrived %d",
+			s.SourceRows, s.ErrorRows, s.Unmatched, s.Duplicates, s.Resolved,
+			s.Excluded, s.Removed, s.Eligible, s.Attempted, s.Confirmed, s.Arrived), w)...)
+		for i, row := range a.Samples {
+			if h <= 0 {
+				break // a short screen keeps the counts only; the detail has the rows
+			}
+			if i == h {
+				out = append(out, r.th.Dim.Render(fmt.Sprintf("  … %d more sample rows", len(a.Samples)-h)))
+				break
+			}
+			out = append(out, fitLine(fmt.Sprintf("  line %-3d %-18s %s", row.Line, orText(row.CustomerID, row.Identity), audienceFate(row)), w))
+		}
+	}
+	return out
+}
+
+// audienceFate says what became of a row: its status, why, and for an
+// eligible recipient how far its notice got.
+func audienceFate(row ledger.AudienceRow) string {
+	switch {
+	case row.Status == ledger.RowEligible && row.State != "":
+		return "eligible → " + string(row.State)
+	case row.Status == ledger.RowEligible:
+		return "eligible, not sent yet"
+	case row.Reason != "":
+		return row.Status + ": " + row.Reason
+	}
+	return row.Status
+}
+
 func orText(s, alt string) string {
 	if s == "" {
 		return alt
 	}
 	return s
+}
+
+// audienceSampleRows is how many sample audience rows fit: none on a short
+// screen, where the table and history need the room.
+func audienceSampleRows(height int) int {
+	if height < 30 {
+		return 0
+	}
+	return height / 5
 }
