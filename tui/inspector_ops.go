@@ -98,6 +98,10 @@ func (in *Inspector) operationFor(msg tea.KeyPressMsg) (operation, bool) {
 		return opRelease.on(act), true
 	case key.Matches(msg, Keys.Reconcile):
 		return in.opReconcile().on(act), true
+	case key.Matches(msg, Keys.Arrived):
+		return opResolve(true).on(act), true
+	case key.Matches(msg, Keys.NotArrived):
+		return opResolve(false).on(act), true
 	}
 	return operation{}, false
 }
@@ -137,6 +141,22 @@ var (
 			return l.Resume(ctx, actor, reason)
 		}}
 )
+
+// opResolve records an unknown outcome a person established by checking
+// the destination themselves, for when no lookup can.
+func opResolve(arrived bool) operation {
+	op := operation{verb: "Record as arrived:", reason: true,
+		explain: "You checked the destination yourself and the message is there: the action becomes sent."}
+	if !arrived {
+		op.verb = "Record as not arrived:"
+		op.explain = "You checked the destination yourself and the message is not there: the action is held, safe to retry after review."
+	}
+	op.run = func(ctx context.Context, l *ledger.Ledger, actor, key, reason string) error {
+		_, err := l.ResolveUnknown(ctx, key, actor, arrived, reason)
+		return err
+	}
+	return op
+}
 
 // opReconcile asks the destination's records, never re-sends. Reconcile
 // records the evidence it found, so it asks for confirmation only.

@@ -96,6 +96,8 @@ func TestInspectorKeys(t *testing.T) {
 		{name: "HoldRecorded", keys: []string{"tab", "G", "k", "h", "w", "a", "i", "t", "enter"},
 			want: []string{"done: Hold gh1:cust-bob"}},
 		{name: "FormEscCancels", keys: []string{"tab", "h", "esc"}, want: []string{"cancelled: Hold"}},
+		{name: "ArrivedRefusedUnlessUnknown", keys: []string{"tab", "G", "Y", "o", "k", "enter"},
+			want: []string{"✗ Record as arrived: gh1:cust-ada", "refused"}},
 		{name: "StopAndResume", keys: []string{"S", "x", "enter"}, want: []string{"■ STOPPED", "done: STOP"},
 			check: func(t *testing.T, a *App, _ *Inspector) {
 				typeKeys(a, "R", "o", "k", "enter")

@@ -13,7 +13,7 @@ type KeyMap struct {
 	// Lists.
 	Filter, StateFilter key.Binding
 	// Inspector operations.
-	Hold, ReleaseHold, Reconcile, TakeOver, Stop, Resume key.Binding
+	Hold, ReleaseHold, Reconcile, Arrived, NotArrived, TakeOver, Stop, Resume key.Binding
 	// Forms.
 	Confirm, Cancel key.Binding
 	// Demo and rehearsal.
@@ -48,6 +48,8 @@ func DefaultKeyMap() KeyMap {
 		Hold:        bind("h", "hold", "h"),
 		ReleaseHold: bind("u", "release hold", "u"),
 		Reconcile:   bind("c", "reconcile", "c"),
+		Arrived:     bind("Y", "you found it arrived", "Y"),
+		NotArrived:  bind("N", "you found it did not arrive", "N"),
 		TakeOver:    bind("o", "take over", "o"),
 		Stop:        bind("S", "stop all", "S"),
 		Resume:      bind("R", "resume", "R"),

@@ -12,8 +12,8 @@ import (
 	"gatehouse/tui"
 )
 
-// scenarioDirEnv names a folder of scenario files for the app opened
-// without arguments (the root command has no flags of its own).
+// scenarioDirEnv names a folder of scenario files for the app when --dir
+// is not given.
 const scenarioDirEnv = "GATEHOUSE_SCENARIOS"
 
 func init() { subcommands = append(subcommands, newAppCmd) }
@@ -33,9 +33,15 @@ on a rehearsal's ledger; and the takeover demo. Nothing to configure.`,
 	return cmd
 }
 
-// runApp opens the terminal app with the built-in scenarios (and those in
-// $GATEHOUSE_SCENARIOS).
-func runApp(_ *cobra.Command, _ []string) error { return openApp(os.Getenv(scenarioDirEnv)) }
+// runApp opens the terminal app with the built-in scenarios and those in
+// --dir (or $GATEHOUSE_SCENARIOS).
+func runApp(cmd *cobra.Command, _ []string) error {
+	dir, err := cmd.Flags().GetString("dir")
+	if err != nil {
+		return err
+	}
+	return openApp(dir)
+}
 
 func openApp(dir string) error {
 	list, err := appScenarios(dir)

@@ -47,6 +47,7 @@ ownership takeover. Run it without arguments to open the app.`,
 		SilenceErrors: true,
 		RunE:          runApp,
 	}
+	root.Flags().String("dir", os.Getenv(scenarioDirEnv), "folder of scenario files to list with the built-ins (default $"+scenarioDirEnv+")")
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
