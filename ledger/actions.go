@@ -198,25 +198,18 @@ func (t *wtx) invalidateApprovals(key, why string) (int64, error) {
 
 // Submit moves a draft to awaiting_approval.
 func (l *Ledger) Submit(ctx context.Context, key, actor string) (Action, error) {
-	var out Action
-	err := l.writeRelaxed(ctx, func(t *wtx) error {
-		a, err := getAction(t, key)
-		if err != nil {
-			return err
-		}
-		out = a
+	return l.onAction(ctx, key, false, func(t *wtx, a *Action) error {
 		if a.State == StateAwaitingApproval {
 			return nil
 		}
 		if a.State != StateDrafting {
 			return &StateError{Key: key, State: a.State, Err: ErrWrongState, Hint: "only a draft can be submitted for approval"}
 		}
-		if err := t.transition(&out, StateAwaitingApproval, "submitted for approval", ""); err != nil {
+		if err := t.transition(a, StateAwaitingApproval, "submitted for approval", ""); err != nil {
 			return err
 		}
 		return t.event(actor, a.TaskID, key, EvSubmitted, "", "%s submitted %s for approval.", actor, key)
 	})
-	return out, err
 }
 
 // Approve binds an approval to the action's current recipient, target,
@@ -237,13 +230,7 @@ func (l *Ledger) Approve(ctx context.Context, key, approver string, material []M
 		}
 	}
 	snapshot, _ := json.Marshal(sortMaterial(material))
-	var out Action
-	err := l.writeRelaxed(ctx, func(t *wtx) error {
-		a, err := getAction(t, key)
-		if err != nil {
-			return err
-		}
-		out = a
+	return l.onAction(ctx, key, false, func(t *wtx, a *Action) error {
 		switch a.State {
 		case StateDrafting, StateAwaitingApproval, StateDenied, StateApproved:
 		default:
@@ -268,13 +255,12 @@ func (l *Ledger) Approve(ctx context.Context, key, approver string, material []M
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, key, approver, a.Digest, a.Recipient, a.Target, tk.Owner, string(snapshot), ns(t.now)); err != nil {
 			return fmt.Errorf("record approval of %s: %w", key, err)
 		}
-		if err := t.transition(&out, StateApproved, "approved by "+approver, ""); err != nil {
+		if err := t.transition(a, StateApproved, "approved by "+approver, ""); err != nil {
 			return err
 		}
 		return t.event(approver, a.TaskID, key, EvApproved, "",
 			"%s approved %s to %s (owner %s, %s).", approver, key, a.Recipient, ownerName(tk.Owner), describeMaterial(material))
 	})
-	return out, err
 }
 
 func describeMaterial(m []MaterialRead) string {
@@ -314,13 +300,7 @@ func (l *Ledger) Cancel(ctx context.Context, key, actor, reason string) (Action,
 	if strings.TrimSpace(reason) == "" {
 		return Action{}, invalidf("cancel: a reason is required")
 	}
-	var out Action
-	err := l.write(ctx, func(t *wtx) error {
-		a, err := getAction(t, key)
-		if err != nil {
-			return err
-		}
-		out = a
+	return l.onAction(ctx, key, true, func(t *wtx, a *Action) error {
 		switch a.State {
 		case StateDrafting, StateAwaitingApproval, StateApproved, StateDenied:
 		case StateHeld:
@@ -335,12 +315,11 @@ func (l *Ledger) Cancel(ctx context.Context, key, actor, reason string) (Action,
 		if _, err := t.invalidateApprovals(key, "cancelled"); err != nil {
 			return err
 		}
-		if err := t.transition(&out, StateCancelled, "cancelled by "+actor+": "+reason, ""); err != nil {
+		if err := t.transition(a, StateCancelled, "cancelled by "+actor+": "+reason, ""); err != nil {
 			return err
 		}
 		return t.event(actor, a.TaskID, key, EvCancelled, reason, "%s withdrew %s because: %s.", actor, key, reason)
 	})
-	return out, err
 }
 
 // Correction is a deliberate second message for an action already sent.

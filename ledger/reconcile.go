@@ -72,14 +72,8 @@ func (l *Ledger) ResolveUnknown(ctx context.Context, key, actor string, delivere
 	if strings.TrimSpace(reason) == "" {
 		return Action{}, invalidf("resolve %s: a reason is required", key)
 	}
-	var out Action
-	err := l.write(ctx, func(t *wtx) error {
-		a, err := getAction(t, key)
-		if err != nil {
-			return err
-		}
-		out = a
-		if !needsReconcile(a) {
+	return l.onAction(ctx, key, true, func(t *wtx, a *Action) error {
+		if !needsReconcile(*a) {
 			return &StateError{Key: key, State: a.State, Err: ErrWrongState, Hint: "its outcome is not unknown"}
 		}
 		att, err := lastAttempt(t, key)
@@ -90,9 +84,8 @@ func (l *Ledger) ResolveUnknown(ctx context.Context, key, actor string, delivere
 		if delivered {
 			o = OutcomeAccepted
 		}
-		return t.settleReconciled(&out, att, actor, o, "resolved by "+actor+": "+reason)
+		return t.settleReconciled(a, att, actor, o, "resolved by "+actor+": "+reason)
 	})
-	return out, err
 }
 
 func needsReconcile(a Action) bool {
@@ -133,13 +126,7 @@ func (l *Ledger) Hold(ctx context.Context, key, actor, reason string) (Action, e
 	if strings.TrimSpace(reason) == "" {
 		return Action{}, invalidf("hold %s: a reason is required", key)
 	}
-	var out Action
-	err := l.write(ctx, func(t *wtx) error {
-		a, err := getAction(t, key)
-		if err != nil {
-			return err
-		}
-		out = a
+	return l.onAction(ctx, key, true, func(t *wtx, a *Action) error {
 		cause := HoldOperator
 		switch a.State {
 		case StateDrafting, StateAwaitingApproval, StateApproved, StateDenied:
@@ -152,12 +139,11 @@ func (l *Ledger) Hold(ctx context.Context, key, actor, reason string) (Action, e
 		default:
 			return &StateError{Key: key, State: a.State, Err: ErrWrongState, Hint: "it already has an outcome"}
 		}
-		if err := t.transition(&out, StateHeld, "held by "+actor+": "+reason, cause); err != nil {
+		if err := t.transition(a, StateHeld, "held by "+actor+": "+reason, cause); err != nil {
 			return err
 		}
 		return t.event(actor, a.TaskID, key, EvHeld, reason, "%s put %s on hold because: %s.", actor, key, reason)
 	})
-	return out, err
 }
 
 // ReleaseHold lets a held action continue, with a mandatory reason. A hold
@@ -168,13 +154,7 @@ func (l *Ledger) ReleaseHold(ctx context.Context, key, actor, reason string) (Ac
 	if strings.TrimSpace(reason) == "" {
 		return Action{}, invalidf("release hold %s: a reason is required", key)
 	}
-	var out Action
-	err := l.write(ctx, func(t *wtx) error {
-		a, err := getAction(t, key)
-		if err != nil {
-			return err
-		}
-		out = a
+	return l.onAction(ctx, key, true, func(t *wtx, a *Action) error {
 		if a.State != StateHeld {
 			return &StateError{Key: key, State: a.State, Err: ErrWrongState, Hint: "it is not held"}
 		}
@@ -182,9 +162,8 @@ func (l *Ledger) ReleaseHold(ctx context.Context, key, actor, reason string) (Ac
 			return &StateError{Key: key, State: a.State, Err: ErrUnknownOutcome,
 				Hint: "the message may have arrived; reconcile or resolve the outcome before releasing"}
 		}
-		return t.releaseHold(&out, actor, reason)
+		return t.releaseHold(a, actor, reason)
 	})
-	return out, err
 }
 
 func (t *wtx) releaseHold(a *Action, actor, reason string) error {

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -189,4 +190,20 @@ func readSwitch(q queryer) (Switch, error) {
 		return sw, fmt.Errorf("read stop switch: %w", err)
 	}
 	return sw, nil
+}
+
+// onAction runs fn on the action in one write transaction (durable or
+// relaxed, see writeRelaxed) and returns the action as fn left it, also when
+// fn refuses.
+func (l *Ledger) onAction(ctx context.Context, key string, durable bool, fn func(t *wtx, a *Action) error) (Action, error) {
+	var out Action
+	err := l.writeWith(ctx, durable, func(t *wtx) error {
+		a, err := getAction(t, key)
+		if err != nil {
+			return err
+		}
+		out = a
+		return fn(t, &out)
+	})
+	return out, err
 }
