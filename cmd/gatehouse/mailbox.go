@@ -177,24 +177,32 @@ func newMailboxListCmd() *cobra.Command {
 		if f.Offset < 0 {
 			return usageErr("--offset %d: must not be negative", f.Offset)
 		}
-		c, err := open()
-		if err != nil {
-			return err
-		}
-		ctx, cancel := mailboxCtx(cmd)
-		defer cancel()
-		r, err := c.List(ctx, f)
-		if err != nil {
-			return err
-		}
-		out := cmd.OutOrStdout()
-		if asJSON {
-			return mailboxJSON(out, r)
-		}
-		printMailboxMessages(out, r)
-		return nil
+		return mailboxCall(cmd, open, asJSON, func(c *testmailbox.Client, ctx context.Context) (testmailbox.MessagesResponse, error) {
+			return c.List(ctx, f)
+		}, printMailboxMessages)
 	}
 	return cmd
+}
+
+// mailboxCall opens the client, makes one bounded API call and prints its
+// result: the API's JSON with asJSON, text otherwise. call takes the client
+// first so that method expressions such as (*testmailbox.Client).Stats fit.
+func mailboxCall[T any](cmd *cobra.Command, open func() (*testmailbox.Client, error), asJSON bool,
+	call func(*testmailbox.Client, context.Context) (T, error), text func(io.Writer, T) error) error {
+	c, err := open()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := mailboxCtx(cmd)
+	defer cancel()
+	v, err := call(c, ctx)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return mailboxJSON(cmd.OutOrStdout(), v)
+	}
+	return text(cmd.OutOrStdout(), v)
 }
 
 func mailboxJSON(w io.Writer, v any) error {
@@ -205,7 +213,7 @@ func mailboxJSON(w io.Writer, v any) error {
 
 // printMailboxMessages writes one aligned row per message and a line saying how
 // many of the total are shown, so a page is never mistaken for everything.
-func printMailboxMessages(w io.Writer, r testmailbox.MessagesResponse) {
+func printMailboxMessages(w io.Writer, r testmailbox.MessagesResponse) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tRECEIVED\tTO\tSUBJECT\tACTION KEY\tATTEMPT\tDUPLICATE")
 	for _, m := range r.Messages {
@@ -216,8 +224,11 @@ func printMailboxMessages(w io.Writer, r testmailbox.MessagesResponse) {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, m.ReceivedAt.Local().Format("15:04:05.000"),
 			strings.Join(m.To, ","), mailboxClip(m.Subject, 40), mailboxDash(m.ActionKey), mailboxDash(m.Attempt), dup)
 	}
-	tw.Flush()
-	fmt.Fprintf(w, "%d of %d messages\n", len(r.Messages), r.Total)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "%d of %d messages\n", len(r.Messages), r.Total)
+	return err
 }
 
 func mailboxClip(s string, n int) string {
@@ -245,18 +256,12 @@ func newMailboxCountCmd() *cobra.Command {
 	open := mailboxAPIFlag(cmd)
 	mailboxFilterFlags(cmd, &f)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		c, err := open()
-		if err != nil {
+		return mailboxCall(cmd, open, false, func(c *testmailbox.Client, ctx context.Context) (int, error) {
+			return c.Count(ctx, f)
+		}, func(w io.Writer, n int) error {
+			_, err := fmt.Fprintln(w, n)
 			return err
-		}
-		ctx, cancel := mailboxCtx(cmd)
-		defer cancel()
-		n, err := c.Count(ctx, f)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintln(cmd.OutOrStdout(), n)
-		return nil
+		})
 	}
 	return cmd
 }
@@ -269,18 +274,10 @@ func newMailboxClearCmd() *cobra.Command {
 	}
 	open := mailboxAPIFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		c, err := open()
-		if err != nil {
+		return mailboxCall(cmd, open, false, (*testmailbox.Client).Clear, func(w io.Writer, n int) error {
+			_, err := fmt.Fprintf(w, "deleted %d messages\n", n)
 			return err
-		}
-		ctx, cancel := mailboxCtx(cmd)
-		defer cancel()
-		n, err := c.Clear(ctx)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(cmd.OutOrStdout(), "deleted %d messages\n", n)
-		return nil
+		})
 	}
 	return cmd
 }
@@ -295,29 +292,19 @@ func newMailboxStatsCmd() *cobra.Command {
 	open := mailboxAPIFlag(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the API's JSON")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		c, err := open()
-		if err != nil {
-			return err
-		}
-		ctx, cancel := mailboxCtx(cmd)
-		defer cancel()
-		st, err := c.Stats(ctx)
-		if err != nil {
-			return err
-		}
-		out := cmd.OutOrStdout()
-		if asJSON {
-			return mailboxJSON(out, st)
-		}
-		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-		fmt.Fprintf(tw, "stored\t%d\naccepted\t%d\nrefused\t%d\ndropped\t%d\nduplicates\t%d (on %d action keys)\ndown\t%v\n",
-			st.Stored, st.Accepted, st.Refused, st.Dropped, st.Duplicates, st.DuplicateActionKeys, st.Down)
-		for _, k := range testmailbox.FaultKinds {
-			fmt.Fprintf(tw, "fired %s\t%d\n", k, st.FaultsFired[k])
-		}
-		return tw.Flush()
+		return mailboxCall(cmd, open, asJSON, (*testmailbox.Client).Stats, printMailboxStats)
 	}
 	return cmd
+}
+
+func printMailboxStats(out io.Writer, st testmailbox.Stats) error {
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "stored\t%d\naccepted\t%d\nrefused\t%d\ndropped\t%d\nduplicates\t%d (on %d action keys)\ndown\t%v\n",
+		st.Stored, st.Accepted, st.Refused, st.Dropped, st.Duplicates, st.DuplicateActionKeys, st.Down)
+	for _, k := range testmailbox.FaultKinds {
+		fmt.Fprintf(tw, "fired %s\t%d\n", k, st.FaultsFired[k])
+	}
+	return tw.Flush()
 }
 
 func newMailboxFaultCmd() *cobra.Command {
@@ -356,32 +343,17 @@ recipient; p=P fires with probability P, drawn from a generator seeded by S.`,
 			}
 			faults = append(faults, f)
 		}
-		c, err := open()
-		if err != nil {
-			return err
-		}
-		ctx, cancel := mailboxCtx(cmd)
-		defer cancel()
-		var r testmailbox.FaultsResponse
-		if clear || len(faults) > 0 {
-			r, err = c.SetFaults(ctx, faults)
-		} else {
-			r, err = c.Faults(ctx)
-		}
-		if err != nil {
-			return err
-		}
-		out := cmd.OutOrStdout()
-		if asJSON {
-			return mailboxJSON(out, r)
-		}
-		printMailboxFaults(out, r)
-		return nil
+		return mailboxCall(cmd, open, asJSON, func(c *testmailbox.Client, ctx context.Context) (testmailbox.FaultsResponse, error) {
+			if clear || len(faults) > 0 {
+				return c.SetFaults(ctx, faults)
+			}
+			return c.Faults(ctx)
+		}, printMailboxFaults)
 	}
 	return cmd
 }
 
-func printMailboxFaults(w io.Writer, r testmailbox.FaultsResponse) {
+func printMailboxFaults(w io.Writer, r testmailbox.FaultsResponse) error {
 	if len(r.Faults) == 0 {
 		fmt.Fprintln(w, "no faults")
 	}
@@ -395,4 +367,5 @@ func printMailboxFaults(w io.Writer, r testmailbox.FaultsResponse) {
 	if r.Down {
 		fmt.Fprintln(w, "smtp listener is down")
 	}
+	return nil
 }
