@@ -157,22 +157,14 @@ func (r *Run) checkAudience(ctx context.Context) ([]Verdict, error) {
 			arith.Actual, arith.Pass = err.Error(), false
 		}
 		out = append(out, arith)
-		for _, f := range []struct {
-			name string
-			want *int
-			got  int
-		}{
+		out = append(out, intVerdicts("audience."+a.Release+".", a.KeyPos, []intCheck{
 			{"source_rows", a.SourceRows, s.SourceRows}, {"error_rows", a.ErrorRows, s.ErrorRows},
 			{"unmatched", a.Unmatched, s.Unmatched}, {"duplicates", a.Duplicates, s.Duplicates},
 			{"resolved", a.Resolved, s.Resolved}, {"excluded", a.Excluded, s.Excluded},
 			{"removed", a.Removed, s.Removed}, {"eligible", a.Eligible, s.Eligible},
 			{"attempted", a.Attempted, s.Attempted}, {"confirmed", a.Confirmed, s.Confirmed},
 			{"arrived", a.Arrived, s.Arrived},
-		} {
-			if f.want != nil {
-				out = append(out, intVerdict("audience."+a.Release+"."+f.name, a.KeyPos[f.name], *f.want, f.got))
-			}
-		}
+		})...)
 	}
 	return out, nil
 }

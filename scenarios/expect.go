@@ -84,19 +84,29 @@ func (r *Run) checkArrivals(ctx context.Context, a *ArrivalExpect) ([]Verdict, e
 }
 
 func checkCounts(c *CountExpect, got Counts) []Verdict {
-	var out []Verdict
-	for _, f := range []struct {
-		name string
-		want *int
-		got  int
-	}{
+	return intVerdicts("counts.", c.KeyPos, []intCheck{
 		{"intended", c.Intended, got.Intended}, {"attempts", c.Attempts, got.Attempts},
 		{"confirmed", c.Confirmed, got.Confirmed}, {"arrived", c.Arrived, got.Arrived},
 		{"denials", c.Denials, got.Denials}, {"duplicate_blocks", c.DuplicateBlocks, got.DuplicateBlocks},
 		{"holds", c.Holds, got.Holds}, {"conflicts", c.Conflicts, got.Conflicts}, {"unknown", c.Unknown, got.Unknown},
-	} {
-		if f.want != nil {
-			out = append(out, intVerdict("counts."+f.name, c.KeyPos[f.name], *f.want, f.got))
+	})
+}
+
+// intCheck is one optional whole-number expectation: want is nil when the
+// file does not ask for it.
+type intCheck struct {
+	name string
+	want *int
+	got  int
+}
+
+// intVerdicts judges the checks the file asked for, each at its key's
+// position.
+func intVerdicts(prefix string, keyPos map[string]Pos, checks []intCheck) []Verdict {
+	var out []Verdict
+	for _, c := range checks {
+		if c.want != nil {
+			out = append(out, intVerdict(prefix+c.name, keyPos[c.name], *c.want, c.got))
 		}
 	}
 	return out
