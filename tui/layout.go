@@ -162,7 +162,12 @@ func scaledMins(cols []column, avail int) []int {
 // renderTable draws a header and rows, each cell cut with an ellipsis to
 // its column; the row at index selected (-1: none) is highlighted.
 func renderTable(th Theme, cols []column, rows []row, selected, width int) []string {
-	ws := widths(cols, rows, width)
+	return renderTableIn(th, cols, rows, selected, widths(cols, rows, width))
+}
+
+// renderTableIn is renderTable with the column widths given, so a window of
+// rows keeps the widths of the whole table while it scrolls.
+func renderTableIn(th Theme, cols []column, rows []row, selected int, ws []int) []string {
 	titles := make([]string, len(cols))
 	for i, c := range cols {
 		titles[i] = c.title

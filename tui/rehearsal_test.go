@@ -83,3 +83,18 @@ func TestRehearsalShowsAudience(t *testing.T) {
 		})
 	}
 }
+
+// TestRehearsalTableScrollsToSelection: on a short screen the three columns
+// show a window of lines that follows the selection.
+func TestRehearsalTableScrollsToSelection(t *testing.T) {
+	a := newDriven(newTestRehearsal(t, "stop-mid-batch"), 100, 18)
+	typeKeys(a, repeat("n", 15)...)
+	if s := screenText(a); !strings.Contains(s, "lines 1–") {
+		t.Fatalf("no scroll footer at the top:\n%s", s)
+	}
+	typeKeys(a, "j", "j")
+	s := screenText(a)
+	if !strings.Contains(s, "of 3 (3 keys)") || strings.Contains(s, "lines 1–1 ") {
+		t.Fatalf("the window did not follow the selection:\n%s", s)
+	}
+}

@@ -109,12 +109,21 @@ func (r *Rehearsal) columns(w, h int) []string {
 	}
 	keep, groups := visibleCols(w)
 	cols, rows := project(keep, threeCols, rows)
-	table := renderTable(r.th, cols, rows, sel, w)
-	group := groupHeader(r.th, widths(cols, rows, w), groups,
-		[]string{"intended actions", "attempts", "arrived messages"})
+	colW := widths(cols, rows, w)
+	// Group line, column header and a footer leave h-3 lines for rows;
+	// scroll so the selected line stays on screen.
+	var footer string
+	if avail := max(h-3, 1); len(rows) > avail {
+		start := min(max(sel-avail/2, 0), len(rows)-avail)
+		footer = r.th.Dim.Render(fmt.Sprintf("lines %d–%d of %d (%d keys); ↑/↓ select, enter opens",
+			start+1, start+avail, len(rows), len(r.snap.Rows)))
+		rows, sel = rows[start:start+avail], sel-start
+	}
+	table := renderTableIn(r.th, cols, rows, sel, colW)
+	group := groupHeader(r.th, colW, groups, []string{"intended actions", "attempts", "arrived messages"})
 	out := append([]string{group}, table...)
-	if len(out) > h {
-		out = append(out[:h-1], r.th.Dim.Render(fmt.Sprintf("… %d rows in all; ↑/↓ select, enter opens", len(r.snap.Rows))))
+	if footer != "" {
+		out = append(out, footer)
 	}
 	return out
 }
