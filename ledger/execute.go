@@ -358,10 +358,14 @@ func (t *wtx) applyOutcome(a *Action, att Attempt, o Outcome, response string, r
 	actor := att.Executor
 	switch o {
 	case OutcomeAccepted:
-		how := "the destination confirmed acceptance"
 		if reconciled {
-			how = "reconciliation found it at the destination"
+			// response says who established it: reconciliation or a person.
+			if err := t.transition(a, StateSent, fmt.Sprintf("sent by attempt %d: %s", att.Number, truncate(response, 200)), ""); err != nil {
+				return err
+			}
+			return t.event(actor, a.TaskID, a.Key, EvSent, "", "Attempt %d of %s was accepted: %s.", att.Number, a.Key, truncate(response, 200))
 		}
+		how := "the destination confirmed acceptance"
 		if err := t.transition(a, StateSent, fmt.Sprintf("sent by attempt %d: %s", att.Number, how), ""); err != nil {
 			return err
 		}

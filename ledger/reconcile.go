@@ -58,9 +58,9 @@ func (l *Ledger) Reconcile(ctx context.Context, key, actor string, looker Looker
 			return refuse(&StateError{Key: key, State: out.State, Err: ErrHeld, Hint: reason})
 		case res.Found:
 			return t.settleReconciled(&out, att, actor, OutcomeAccepted,
-				fmt.Sprintf("reconciled: %d message(s) found at the destination (%s)", res.Count, strings.Join(res.MessageIDs, ", ")))
+				fmt.Sprintf("reconciliation found %d message(s) at the destination (%s)", res.Count, strings.Join(res.MessageIDs, ", ")))
 		default:
-			return t.settleReconciled(&out, att, actor, OutcomeNotDelivered, "reconciled: no message found at the destination")
+			return t.settleReconciled(&out, att, actor, OutcomeNotDelivered, "reconciliation found no message at the destination")
 		}
 	})
 	return out, err
@@ -84,7 +84,7 @@ func (l *Ledger) ResolveUnknown(ctx context.Context, key, actor string, delivere
 		if delivered {
 			o = OutcomeAccepted
 		}
-		return t.settleReconciled(a, att, actor, o, "resolved by "+actor+": "+reason)
+		return t.settleReconciled(a, att, actor, o, actor+" checked the destination by hand: "+reason)
 	})
 }
 

@@ -184,7 +184,7 @@ func (r *Run) actionRow(ctx context.Context, a ledger.Action, name string) (*Row
 		return nil, fmt.Errorf("attempts of %s: %w", a.Key, err)
 	}
 	if name == "" && strings.HasPrefix(a.TaskID, "release:") {
-		name = "notice to " + a.Customer // one recipient of an audience release
+		name = a.Customer // one recipient of an audience release
 	}
 	row := &Row{Key: a.Key, Name: name, State: string(a.State), Owner: tk.Owner, Reason: a.Reason}
 	for _, at := range atts {

@@ -2,6 +2,7 @@ package tui
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"charm.land/bubbles/v2/key"
@@ -201,6 +202,11 @@ func (in *Inspector) perform(op operation, title, reason string) tea.Cmd {
 
 func (in *Inspector) onOp(msg opMsg) tea.Cmd {
 	in.ops--
+	var se *ledger.StateError
+	if errors.As(msg.err, &se) && errors.Is(se.Err, ledger.ErrHeld) {
+		// The gate's answer, not a failure: the action now waits for a person.
+		return tea.Batch(info(msg.what+": held for a person — "+se.Hint), in.load())
+	}
 	if msg.err != nil {
 		return fail(msg.err)
 	}
