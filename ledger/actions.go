@@ -65,7 +65,13 @@ func (l *Ledger) Propose(ctx context.Context, p Proposal) (Action, error) {
 		if err != nil {
 			return err
 		}
+		if tk.Status == "completed" {
+			return fmt.Errorf("propose %s: %w: task %s is completed", key, ErrWrongState, tk.ID)
+		}
 		a, err := getAction(t, key)
+		if errors.Is(err, ErrNotFound) && p.Revision > 0 {
+			return invalidf("propose %s: a revision above r0 is a second message; it goes through Correct, with a reason and a reviewer", key)
+		}
 		if errors.Is(err, ErrNotFound) {
 			out, err = t.insertAction(p, key, digest, tk.ID, "", StateDrafting)
 			if err != nil {
@@ -113,6 +119,14 @@ func (t *wtx) repropose(a *Action, p Proposal, digest string) error {
 	// Revising invalidates an approval: that must survive a power loss.
 	if err := t.requireDurable(); err != nil {
 		return err
+	}
+	switch a.State {
+	case StateHeld:
+		return &StateError{Key: a.Key, State: a.State, Err: ErrHeld,
+			Hint: "release the hold before changing the content (" + a.Reason + ")"}
+	case StateCancelled:
+		return &StateError{Key: a.Key, State: a.State, Err: ErrCancelled,
+			Hint: "the proposal was withdrawn (" + a.Reason + "); different content needs a new business event, or a correction once sent"}
 	}
 	changed := describeChange(*a, p)
 	if _, err := t.Exec(`UPDATE actions SET recipient = ?, subject = ?, body = ?, digest = ?,
@@ -352,9 +366,12 @@ func (l *Ledger) Correct(ctx context.Context, c Correction) (Action, error) {
 			return &StateError{Key: orig.Key, State: orig.State, Err: ErrWrongState,
 				Hint: "only a sent action can be corrected; revise the draft instead"}
 		}
+		// Every revision's key shares the prefix up to ":r", so the key
+		// index finds them as one range.
+		prefix := strings.TrimSuffix(orig.Key, fmt.Sprintf("r%d", orig.Revision))
 		var maxRev int
-		if err := t.QueryRow(`SELECT max(revision) FROM actions WHERE customer = ? AND event = ? AND action_type = ? AND target = ?`,
-			orig.Customer, orig.Event, orig.ActionType, orig.Target).Scan(&maxRev); err != nil {
+		if err := t.QueryRow(`SELECT COALESCE(max(revision), 0) FROM actions WHERE key >= ? AND key < ?`,
+			prefix, prefix+"\xff").Scan(&maxRev); err != nil {
 			return err
 		}
 		p := Proposal{Task: TaskRef{ID: orig.TaskID}, Customer: orig.Customer, Event: orig.Event,

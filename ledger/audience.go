@@ -103,7 +103,7 @@ type AudienceSummary struct {
 
 	Attempted int // eligible recipients with at least one attempt
 	Confirmed int // eligible recipients whose notice was confirmed sent
-	Held      int // eligible recipients held for a person
+	Held      int // eligible recipients waiting for a person (held, or outcome unknown)
 	Denied    int // eligible recipients denied at send (consent changed)
 	Arrived   int // filled by callers that count the destination (-1 unknown)
 }
@@ -279,8 +279,8 @@ func (l *Ledger) RemoveRecipient(ctx context.Context, releaseID, customerID, act
 		if err != nil {
 			return err
 		}
-		if a, err := getAction(t, key); err == nil && a.State != StateDrafting && a.State != StateApproved && a.State != StateAwaitingApproval {
-			return &StateError{Key: key, State: a.State, Err: ErrWrongState, Hint: "sending already started for this recipient"}
+		if err := t.withdrawRecipient(releaseID, customerID, key, actor, reason); err != nil {
+			return err
 		}
 		if _, err := t.Exec(`UPDATE audience_rows SET status = 'removed', reason = ? WHERE release_id = ? AND customer_id = ? AND status = 'eligible'`,
 			"removed by "+actor+": "+reason, releaseID, customerID); err != nil {
@@ -288,6 +288,45 @@ func (l *Ledger) RemoveRecipient(ctx context.Context, releaseID, customerID, act
 		}
 		return t.event(actor, "", key, EvAudienceRemoved, reason, "%s removed %s from release %s because: %s.", actor, customerID, releaseID, reason)
 	})
+}
+
+// withdrawRecipient makes sure the removed recipient's action can never be
+// executed: an existing one not yet executed is cancelled with its
+// approvals, and where none exists yet a cancelled one is recorded, so a
+// send already reading its page of recipients is refused by the gate.
+func (t *wtx) withdrawRecipient(releaseID, customerID, key, actor, reason string) error {
+	why := "removed from release " + releaseID + " by " + actor + ": " + reason
+	a, err := getAction(t, key)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		var subject, body, actionType, email string
+		if err := t.QueryRow(`SELECT r.subject, r.body, r.action_type, a.email FROM audience_releases r
+			JOIN audience_rows a ON a.release_id = r.id WHERE r.id = ? AND a.customer_id = ? AND a.status = 'eligible'`,
+			releaseID, customerID).Scan(&subject, &body, &actionType, &email); err != nil {
+			return fmt.Errorf("remove %s from %s: %w", customerID, releaseID, err)
+		}
+		task, err := t.ensureTask("release:"+releaseID, "", subject, actor)
+		if err != nil {
+			return err
+		}
+		p := Proposal{Customer: customerID, Event: releaseID, ActionType: actionType, Target: "audience",
+			Recipient: email, Subject: subject, Body: body, Actor: actor}
+		_, err = t.insertAction(p, key, Digest(email, subject, body, "audience"), task.ID, "", StateCancelled)
+		return err
+	case err != nil:
+		return err
+	}
+	switch a.State {
+	case StateDrafting, StateAwaitingApproval, StateApproved, StateDenied:
+	case StateCancelled:
+		return nil
+	default:
+		return &StateError{Key: key, State: a.State, Err: ErrWrongState, Hint: "sending already started for this recipient"}
+	}
+	if _, err := t.invalidateApprovals(key, why); err != nil {
+		return err
+	}
+	return t.transition(&a, StateCancelled, why, "")
 }
 
 // ApproveAudience binds the send approval of a release to its content and

@@ -37,7 +37,12 @@ func (l *Ledger) AudienceSummary(ctx context.Context, releaseID string) (Audienc
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		s.Resolved = s.Excluded + s.Removed + s.Eligible
+		// Counted on its own (distinct customers), so Check can catch a
+		// customer resolved on two rows.
+		if err := tx.QueryRow(`SELECT count(DISTINCT customer_id) FROM audience_rows
+			WHERE release_id = ? AND status IN ('excluded', 'removed', 'eligible')`, releaseID).Scan(&s.Resolved); err != nil {
+			return err
+		}
 		return tx.QueryRow(`SELECT
 			count(*) FILTER (WHERE EXISTS (SELECT 1 FROM attempts t WHERE t.action_key = r.action_key)),
 			count(*) FILTER (WHERE a.state = 'sent'),
@@ -207,8 +212,10 @@ func consentValue(c Customer) string {
 }
 
 // UpsertCustomers refreshes the ledger's mirror of CRM records.
+// It is durable: a withdrawn consent or a new suppression must survive a
+// power loss, or a later send could go out on the old value.
 func (l *Ledger) UpsertCustomers(ctx context.Context, cs []Customer) error {
-	return l.writeRelaxed(ctx, func(t *wtx) error {
+	return l.write(ctx, func(t *wtx) error {
 		stmt, err := t.Prepare(`INSERT INTO customers (id, email, consent, suppressed, updated_at) VALUES (?, ?, ?, ?, ?)
 			ON CONFLICT(id) DO UPDATE SET email = excluded.email, consent = excluded.consent,
 			suppressed = excluded.suppressed, updated_at = excluded.updated_at`)

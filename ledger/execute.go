@@ -35,7 +35,12 @@ func (l *Ledger) Execute(ctx context.Context, req ExecuteRequest, dest Destinati
 	if err != nil {
 		return Result{Attempt: att}, err
 	}
-	rcpt, sendErr := dest.Send(ctx, msg)
+	// The send must end well inside the attempt's lease: once the lease runs
+	// out, recovery may declare the attempt unknown and a reconciliation that
+	// finds nothing yet would allow a retry while this send still lands.
+	sendCtx, cancel := context.WithTimeout(ctx, l.lease*3/4)
+	rcpt, sendErr := dest.Send(sendCtx, msg)
+	cancel()
 	outcome := ClassifyDelivery(sendErr)
 	response := rcpt.Response
 	if sendErr != nil {
@@ -87,6 +92,13 @@ func (l *Ledger) BeginAttempt(ctx context.Context, req ExecuteRequest) (Attempt,
 		tk, err := getTask(t, a.TaskID)
 		if err != nil {
 			return err
+		}
+		if tk.Status == "completed" {
+			if err := t.event(req.Executor, a.TaskID, a.Key, EvApprovalStale, "",
+				"%s tried to send %s, but task %s is completed.", req.Executor, a.Key, tk.ID); err != nil {
+				return err
+			}
+			return refuse(&StateError{Key: a.Key, State: a.State, Err: ErrWrongState, Hint: "task " + tk.ID + " is completed"})
 		}
 		ap, err := t.checkApproval(&a, req.Executor)
 		if err != nil {
@@ -341,6 +353,12 @@ func (l *Ledger) RecordOutcome(ctx context.Context, transportID string, o Outcom
 		switch {
 		case att.Outcome == "":
 		case att.Outcome == OutcomeUnknown && o == OutcomeAccepted && !att.Reconciled:
+		case o == OutcomeAccepted && att.Outcome != OutcomeAccepted:
+			// Settled otherwise (reconciled as absent, say) and then confirmed
+			// after all: a second message may be on its way. Say so loudly.
+			return t.event(att.Executor, a.TaskID, a.Key, EvLateOutcome, "",
+				"Attempt %d of %s was confirmed accepted after it had been settled as %s; if it was retried, the customer may receive it twice. Check the destination.",
+				att.Number, a.Key, att.Outcome)
 		default:
 			return nil // already settled: a late report changes nothing
 		}

@@ -22,6 +22,10 @@ func (l *Ledger) Reconcile(ctx context.Context, key, actor string, looker Looker
 	if !needsReconcile(a) {
 		return a, nil
 	}
+	before, err := l.Attempts(ctx, key)
+	if err != nil {
+		return a, err
+	}
 	var res LookupResult
 	var lookErr error
 	if looker == nil {
@@ -42,6 +46,9 @@ func (l *Ledger) Reconcile(ctx context.Context, key, actor string, looker Looker
 		att, err := lastAttempt(t, key)
 		if err != nil {
 			return err
+		}
+		if len(before) == 0 || before[len(before)-1].ID != att.ID || cur.Version != a.Version {
+			return nil // the action moved on while the destination was asked; its answer is stale
 		}
 		switch {
 		case lookErr != nil:

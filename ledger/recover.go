@@ -67,22 +67,16 @@ func (t *wtx) recoverAttempt(at Attempt) error {
 }
 
 // holderDead reports whether the executor process named by holder
-// ("host:pid") is certainly gone. Only a process on this host can be checked;
-// elsewhere the lease decides.
+// (see processHolder) is certainly gone. Only a process in this host's
+// current boot and PID namespace can be checked; any other holder is left to
+// its lease.
 func holderDead(holder string) bool {
 	i := strings.LastIndexByte(holder, ':')
-	if i < 0 {
-		return false
-	}
-	host, _ := os.Hostname()
-	if holder[:i] != host {
+	if i < 0 || holder[:i] != processSpace() {
 		return false
 	}
 	pid, err := strconv.Atoi(holder[i+1:])
-	if err != nil || pid <= 0 {
-		return false
-	}
-	if pid == os.Getpid() {
+	if err != nil || pid <= 0 || pid == os.Getpid() {
 		return false
 	}
 	err = syscall.Kill(pid, 0)

@@ -433,10 +433,21 @@ func isBusy(err error) bool {
 	return false
 }
 
+// processHolder names this process for the attempts it starts:
+// "host/boot/pidns:pid". Recovery may only judge a holder dead when all but
+// the pid match its own, because the same host name can front several boots
+// or PID namespaces (containers) where a pid means another process.
 func processHolder() string {
-	host, _ := os.Hostname()
-	return host + ":" + strconv.Itoa(os.Getpid())
+	return processSpace() + ":" + strconv.Itoa(os.Getpid())
 }
+
+// processSpace is where this process's pid means this process.
+var processSpace = sync.OnceValue(func() string {
+	host, _ := os.Hostname()
+	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	ns, _ := os.Readlink("/proc/self/ns/pid")
+	return host + "/" + strings.TrimSpace(string(boot)) + "/" + ns
+})
 
 func ns(t time.Time) int64 {
 	if t.IsZero() {

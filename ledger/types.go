@@ -196,6 +196,7 @@ const (
 	EvRecoveredUnknown   EventKind = "recovered_unknown"
 	EvApprovalStale      EventKind = "approval_stale"
 	EvNotificationQueued EventKind = "notified"
+	EvLateOutcome        EventKind = "late_outcome"
 	EvAudienceImported   EventKind = "audience_imported"
 	EvAudienceRemoved    EventKind = "audience_removed"
 )
