@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"path"
 	"sort"
-	"strings"
 )
 
 //go:embed builtin/*.yaml
@@ -59,5 +58,5 @@ func Lookup(name string) (*Scenario, error) {
 		}
 		names = append(names, sc.Name)
 	}
-	return nil, fmt.Errorf("no built-in scenario %q (%s; built-ins: %s)", name, suggest(name, names), strings.Join(names, ", "))
+	return nil, fmt.Errorf("no built-in scenario %q (%s)", name, suggest(name, names))
 }

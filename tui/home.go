@@ -87,6 +87,10 @@ func (h *Home) onKey(msg tea.KeyPressMsg) tea.Cmd {
 	case key.Matches(msg, Keys.Filter):
 		h.filtering = true
 		return h.filter.Focus()
+	case key.Matches(msg, Keys.Back) && h.filter.Value() != "":
+		h.filter.SetValue("") // esc on a filtered list shows everything again
+		h.applyFilter()
+		return nil
 	case key.Matches(msg, Keys.Open):
 		return h.openRehearsal()
 	case key.Matches(msg, Keys.Demo):

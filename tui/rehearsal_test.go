@@ -98,3 +98,19 @@ func TestRehearsalTableScrollsToSelection(t *testing.T) {
 		t.Fatalf("the window did not follow the selection:\n%s", s)
 	}
 }
+
+func TestHomeEscClearsFilter(t *testing.T) {
+	list, err := scenarios.Builtin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := newDriven(NewHome(NewTheme(true), HomeConfig{Scenarios: list}), 100, 40)
+	typeKeys(a, "/", "o", "v", "e", "r", "l", "enter")
+	if s := screenText(a); strings.Contains(s, "webhook-twice") || !strings.Contains(s, "overlapping-rep") {
+		t.Fatalf("filter not applied:\n%s", s)
+	}
+	typeKeys(a, "esc")
+	if s := screenText(a); !strings.Contains(s, "webhook-twice") {
+		t.Fatalf("esc kept the filter:\n%s", s)
+	}
+}

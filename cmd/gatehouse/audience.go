@@ -137,11 +137,17 @@ func audienceSendVerb() verbSpec {
 			if err := loadCustomers(ctx, l, customers); err != nil {
 				return nil, err
 			}
-			s, err := l.SendAudience(ctx, ledger.AudienceSend{ReleaseID: release, Actor: g.actor, From: from}, dest, l.Customers())
-			if s.ReleaseID == "" {
+			before, err := l.AudienceSummary(ctx, release)
+			if err != nil {
 				return nil, err
 			}
+			s, err := l.SendAudience(ctx, ledger.AudienceSend{ReleaseID: release, Actor: g.actor, From: from}, dest, l.Customers())
 			out, oerr := releaseOutput(ctx, l, s, "", nil, 0)
+			if v, ok := out.(releaseView); ok {
+				sent := s.Confirmed - before.Confirmed
+				v.SentThisRun = &sent
+				out = v
+			}
 			return out, errors.Join(err, oerr)
 		}}
 }
@@ -163,7 +169,7 @@ func audienceShowVerb() verbSpec {
 				case "", ledger.RowError, ledger.RowUnmatched, ledger.RowDuplicate, ledger.RowExcluded, ledger.RowRemoved, ledger.RowEligible:
 					return nil
 				}
-				return usageErr("%s: --rows %q is not a row status", verb, status)
+				return usageErr("%s: --rows %q is not a row status (want error, unmatched, duplicate, excluded, removed or eligible)", verb, status)
 			}
 			var mb *testmailbox.Client
 			openAPI := func() (err error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 
 	"gatehouse/ledger"
 	"gatehouse/testmailbox"
@@ -31,6 +32,7 @@ type releaseView struct {
 	Held         int            `json:"held"`
 	Denied       int            `json:"denied"`
 	Arrived      *int           `json:"arrived,omitempty"`
+	SentThisRun  *int           `json:"sent_this_run,omitempty"`
 	RowStatus    string         `json:"row_status,omitempty"`
 	Rows         []audienceRowV `json:"rows,omitempty"`
 	MoreRows     int            `json:"more_rows,omitempty"`
@@ -125,6 +127,9 @@ func (v releaseView) text(w io.Writer) {
 	fmt.Fprintf(w, "    final eligible\t%d\n", v.Eligible)
 	fmt.Fprintf(w, "attempted\t%d\n", v.Attempted)
 	fmt.Fprintf(w, "confirmed\t%d\n", v.Confirmed)
+	if v.SentThisRun != nil {
+		fmt.Fprintf(w, "sent by this run\t%d\t(%d were already sent)\n", *v.SentThisRun, v.Confirmed-*v.SentThisRun)
+	}
 	if v.Held+v.Denied > 0 {
 		fmt.Fprintf(w, "held for a person\t%d\n", v.Held)
 		fmt.Fprintf(w, "denied at send\t%d\n", v.Denied)
@@ -136,8 +141,9 @@ func (v releaseView) text(w io.Writer) {
 		return
 	}
 	fmt.Fprintf(w, "\n%s rows:\n", v.RowStatus)
+	fmt.Fprintf(w, "  LINE\tIDENTITY\tWHY\tACTION STATE\n")
 	for _, r := range v.Rows {
-		fmt.Fprintf(w, "  line %d\t%s\t%s\t%s\n", r.Line, r.Identity, orDash(r.Reason), orDash(r.State))
+		fmt.Fprintf(w, "  %d\t%s\t%s\t%s\n", r.Line, orDash(strings.TrimSuffix(r.Identity, ":")), orDash(r.Reason), orDash(r.State))
 	}
 	if v.MoreRows > 0 {
 		fmt.Fprintf(w, "  … %d more (gatehouse audience show --release %s --rows %s --limit N)\n", v.MoreRows, v.Release, v.RowStatus)

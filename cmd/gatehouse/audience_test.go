@@ -90,6 +90,9 @@ func TestAudienceReconcileSendOnceAndRerun(t *testing.T) {
 		t.Fatalf("after send: %+v", v)
 	}
 	v = e.view("send", "--release", "spring", "--target", mb.Target(), "--as", "notice-bot")
+	if v.SentThisRun == nil || *v.SentThisRun != 0 {
+		t.Fatalf("a re-run reports %v sent by this run, want 0", v.SentThisRun)
+	}
 	v = e.view("show", "--release", "spring", "--mailbox-api", mb.APIURL(), "--rows", "eligible")
 	if v.Arrived == nil || *v.Arrived != 3 || v.Confirmed != v.Eligible {
 		t.Fatalf("delivered %v, confirmed %d, eligible %d", v.Arrived, v.Confirmed, v.Eligible)
@@ -104,7 +107,7 @@ func TestAudienceReconcileSendOnceAndRerun(t *testing.T) {
 		t.Fatalf("mailbox holds %d messages after a re-run, want 3", n)
 	}
 	text := e.run("show", "--release", "spring")
-	for _, want := range []string{"source rows", "= errors + unmatched + duplicates + resolved", "final eligible", "line 7"} {
+	for _, want := range []string{"source rows", "= errors + unmatched + duplicates + resolved", "final eligible", "email:nope", "is not an address"} {
 		if !strings.Contains(text.stdout, want) {
 			t.Fatalf("show lacks %q:\n%s", want, text.stdout)
 		}
@@ -127,7 +130,8 @@ func TestAudienceErrors(t *testing.T) {
 		{"MissingActor", []string{"reconcile", "--release", "r", "--file", e.file, "--subject", "s"}, exitUsage, "audience reconcile needs --as"},
 		{"UnusableFile", []string{"reconcile", "--release", "r", "--file", bad, "--as", "ops", "--subject", "s"}, exitOther, "bad.csv"},
 		{"BadCustomers", []string{"reconcile", "--release", "r", "--file", e.file, "--customers", badCustomers, "--as", "ops", "--subject", "s"}, exitOther, "line 2: suppressed \"maybe\""},
-		{"BadRowStatus", []string{"show", "--release", "r", "--rows", "lost"}, exitUsage, "not a row status"},
+		{"BadRowStatus", []string{"show", "--release", "r", "--rows", "lost"}, exitUsage, "not a row status (want error,"},
+		{"UnknownRelease", []string{"send", "--release", "nope", "--target", "file:///tmp/x", "--as", "bot"}, exitOther, "release nope: not found"},
 		{"UnknownVerb", []string{"publish"}, exitUsage, "unknown verb \"publish\" for audience"},
 	}
 	for _, tc := range tests {

@@ -51,7 +51,7 @@ ownership takeover. Run it without arguments to open the app.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
-		return &exitError{code: exitUsage, err: err}
+		return &exitError{code: exitUsage, err: plainFlagError(err)}
 	})
 	for _, f := range subcommands {
 		root.AddCommand(f())

@@ -141,10 +141,13 @@ func loadScenario(arg string) (*scenarios.Scenario, error) {
 	}
 	sc, err := scenarios.ParseFile(arg)
 	var probs scenarios.Problems
-	if errors.As(err, &probs) {
+	switch {
+	case errors.As(err, &probs):
 		return nil, &exitError{code: exitUsage, err: fmt.Errorf("invalid scenario file:\n%w", probs)}
+	case err != nil:
+		return nil, usageErr("rehearse: %v", err) // a missing or unreadable file is bad input too
 	}
-	return sc, err
+	return sc, nil
 }
 
 func looksLikeFile(arg string) bool {

@@ -25,7 +25,7 @@ func TestRehearseCommand(t *testing.T) {
 		{"NoScenario", []string{"rehearse"}, 2, "--all"},
 		{"UnknownBuiltin", []string{"rehearse", "no-such"}, 2, "no built-in scenario"},
 		{"List", []string{"scenarios", "list"}, 0, "overlapping-reply"},
-		{"ValidateBad", []string{"scenarios", "validate", malformed}, 1, "unknown-verb.yaml:8:9"},
+		{"ValidateBad", []string{"scenarios", "validate", malformed}, 2, "unknown-verb.yaml:8:9"},
 		{"ValidateGood", []string{"scenarios", "validate", bad}, 0, ": ok"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -57,7 +57,7 @@ func listScenarios(w io.Writer) error {
 }
 
 // validateScenarios prints "FILE: ok" per valid file and every problem of
-// the others; it fails (exit 1) when any file is invalid.
+// the others; it fails with exit 2, like rehearse, when any file is invalid.
 func validateScenarios(stdout, stderr io.Writer, files []string) error {
 	bad := 0
 	for _, f := range files {
@@ -75,7 +75,7 @@ func validateScenarios(stdout, stderr io.Writer, files []string) error {
 		}
 	}
 	if bad > 0 {
-		return &exitError{code: exitOther, err: fmt.Errorf("scenarios validate: %d of %d files invalid", bad, len(files))}
+		return &exitError{code: exitUsage, err: fmt.Errorf("scenarios validate: %d of %d files invalid", bad, len(files))}
 	}
 	return nil
 }

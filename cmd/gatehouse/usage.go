@@ -1,6 +1,9 @@
 package main
 
-import "strings"
+import (
+	"errors"
+	"strings"
+)
 
 // isCobraUsage recognises the errors cobra itself raises for a malformed
 // command line (it has no typed errors for them), so they exit with 2.
@@ -17,4 +20,23 @@ func isCobraUsage(err error) bool {
 		}
 	}
 	return false
+}
+
+// plainFlagError drops Go's parser detail from a flag value error:
+// `invalid argument "abc" for "--revision" flag: strconv.ParseInt: parsing
+// "abc": invalid syntax` becomes `invalid argument "abc" for "--revision"
+// flag: want a whole number`.
+func plainFlagError(err error) error {
+	msg := err.Error()
+	i := strings.Index(msg, ": strconv.")
+	if i < 0 {
+		return err
+	}
+	want := "want a whole number"
+	if strings.Contains(msg[i:], "ParseBool") {
+		want = "want true or false"
+	} else if strings.Contains(msg[i:], "ParseFloat") {
+		want = "want a number"
+	}
+	return errors.New(msg[:i] + ": " + want)
 }
