@@ -10,9 +10,6 @@ import (
 // describeStep says what a scenario step does, in plain words, before it
 // runs. A step's own note, when the author wrote one, says it best.
 func describeStep(s scenarios.Step) string {
-	if s.Note != "" {
-		return s.Note
-	}
 	if len(s.Parallel) > 0 {
 		parts := make([]string, len(s.Parallel))
 		for i, sub := range s.Parallel {
@@ -23,6 +20,9 @@ func describeStep(s scenarios.Step) string {
 	text := stepSentence(s)
 	if s.Expect != "" {
 		text += " (expected: " + s.Expect + ")"
+	}
+	if s.Note != "" {
+		text += " — " + s.Note // the author's remark adds to the step, it does not replace it
 	}
 	return text
 }
@@ -69,6 +69,14 @@ func stepSentence(s scenarios.Step) string {
 		return "the gate restarts and reads its ledger; nothing is re-sent"
 	case "reconcile":
 		return a + " reconciles " + act + " from the mail server's own records"
+	case "import_audience":
+		return a + " uploads an audience file as release " + s.Release + "; each row is checked against the CRM"
+	case "remove_recipient":
+		return a + " removes " + s.Customer + " from release " + s.Release + ": " + s.Reason
+	case "approve_audience":
+		return a + " approves sending release " + s.Release
+	case "send_audience":
+		return a + " sends release " + s.Release + " once to every eligible customer"
 	}
 	return strings.TrimSpace(s.Do + " " + act + " " + task + " " + a)
 }
