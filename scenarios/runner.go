@@ -153,7 +153,7 @@ func (r *Run) runOne(ctx context.Context, s *Step, wait barrier) (StepResult, er
 			Expected: s.Expect, Actual: out.class, Pass: out.class == s.Expect})
 	}
 	if s.ReasonContains != "" {
-		res.Verdicts = append(res.Verdicts, Verdict{Name: "(" + res.Label + ") reason_contains", Pos: s.KeyPos["reason_contains"],
+		res.Verdicts = append(res.Verdicts, Verdict{Name: fmt.Sprintf("(%s) reason_contains %q", res.Label, s.ReasonContains), Pos: s.KeyPos["reason_contains"],
 			Expected: fmt.Sprintf("a reason containing %q", s.ReasonContains), Actual: fmt.Sprintf("%q", out.detail),
 			Pass: strings.Contains(out.detail, s.ReasonContains)})
 	}
