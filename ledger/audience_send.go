@@ -57,6 +57,13 @@ func (l *Ledger) AudienceSummary(ctx context.Context, releaseID string) (Audienc
 // AudienceRows lists a page of a release's rows, optionally of one status,
 // in file order, with each recipient's action state.
 func (l *Ledger) AudienceRows(ctx context.Context, releaseID, status string, limit, offset int) ([]AudienceRow, error) {
+	return l.audienceRows(ctx, releaseID, status, 0, limit, offset)
+}
+
+// audienceRows lists rows after a file line (0: from the start). Paging by
+// line, unlike by offset, skips nobody when a row changes status between
+// pages (a recipient removed while a send runs).
+func (l *Ledger) audienceRows(ctx context.Context, releaseID, status string, afterLine, limit, offset int) ([]AudienceRow, error) {
 	if limit <= 0 {
 		limit = 100
 	}
@@ -64,8 +71,8 @@ func (l *Ledger) AudienceRows(ctx context.Context, releaseID, status string, lim
 	err := l.read(ctx, func(tx queryTx) error {
 		rows, err := tx.Query(`SELECT r.line, r.identity, r.customer_id, r.email, r.status, r.reason, r.action_key, COALESCE(a.state, '')
 			FROM audience_rows r LEFT JOIN actions a ON a.key = r.action_key
-			WHERE r.release_id = ? AND (? = '' OR r.status = ?) ORDER BY r.line LIMIT ? OFFSET ?`,
-			releaseID, status, status, limit, offset)
+			WHERE r.release_id = ? AND (? = '' OR r.status = ?) AND r.line > ? ORDER BY r.line LIMIT ? OFFSET ?`,
+			releaseID, status, status, afterLine, limit, offset)
 		if err != nil {
 			return err
 		}
@@ -83,6 +90,9 @@ func (l *Ledger) AudienceRows(ctx context.Context, releaseID, status string, lim
 	})
 	return out, err
 }
+
+// audiencePage is how many recipients a send reads at a time.
+const audiencePage = 500
 
 // AudienceSend asks the gate to send a release.
 type AudienceSend struct {
@@ -117,8 +127,8 @@ func (l *Ledger) SendAudience(ctx context.Context, req AudienceSend, dest Destin
 		return rel, err
 	}
 	looker, _ := dest.(Looker)
-	for offset := 0; ; offset += 500 {
-		page, err := l.AudienceRows(ctx, req.ReleaseID, RowEligible, 500, offset)
+	for after := 0; ; {
+		page, err := l.audienceRows(ctx, req.ReleaseID, RowEligible, after, audiencePage, 0)
 		if err != nil {
 			return rel, err
 		}
@@ -126,8 +136,9 @@ func (l *Ledger) SendAudience(ctx context.Context, req AudienceSend, dest Destin
 			if err := l.sendRecipient(ctx, req, rel, body, r, dest, looker, dir); err != nil {
 				return l.summaryAfter(ctx, req.ReleaseID, err)
 			}
+			after = r.Line
 		}
-		if len(page) < 500 {
+		if len(page) < audiencePage {
 			break
 		}
 	}
@@ -182,7 +193,7 @@ func (l *Ledger) sendRecipient(ctx context.Context, req AudienceSend, rel Audien
 	}
 	_, err = l.Execute(ctx, ExecuteRequest{Key: key, Executor: req.Actor, Reread: reread, From: req.From}, dest)
 	switch {
-	case err == nil, errors.Is(err, ErrDenied), errors.Is(err, ErrHeld), errors.Is(err, ErrInFlight),
+	case err == nil, errors.Is(err, ErrDenied), errors.Is(err, ErrHeld), errors.Is(err, ErrInFlight), errors.Is(err, ErrCancelled),
 		errors.Is(err, ErrDuplicate), errors.Is(err, ErrUnknownOutcome), errors.Is(err, ErrNotDelivered), errors.Is(err, ErrFailed):
 		return nil
 	}

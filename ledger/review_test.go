@@ -1,7 +1,9 @@
 package ledger_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -118,4 +120,49 @@ func TestLateAcceptanceAfterSettlingIsFlagged(t *testing.T) {
 	if h := historyText(t, w, a.Key); !strings.Contains(h, "may receive it twice") {
 		t.Fatalf("a late acceptance went unremarked:\n%s", h)
 	}
+}
+
+// removingDirectory is a CRM that, the first time it is asked about
+// anyone, has a person remove another recipient from the release, as can
+// happen while a send runs.
+type removingDirectory struct {
+	crm
+	remove func()
+}
+
+func (d *removingDirectory) CustomerByID(ctx context.Context, id string) (ledger.Customer, bool, error) {
+	if d.remove != nil {
+		d.remove()
+		d.remove = nil
+	}
+	return d.crm.CustomerByID(ctx, id)
+}
+
+// TestRemovalDuringASendSkipsNobodyElse: a removal shrinks the eligible
+// rows while a send pages through them; every other recipient is still
+// sent once, in the same run.
+func TestRemovalDuringASendSkipsNobodyElse(t *testing.T) {
+	w := newWorld(t)
+	const n = 502 // more than one page of recipients
+	dir := crm{}
+	var file strings.Builder
+	file.WriteString("customer_id\n")
+	for i := 0; i < n; i++ {
+		id := fmt.Sprintf("c%03d", i)
+		dir[id] = ledger.Customer{ID: id, Email: id + "@example.org", Consent: "yes"}
+		file.WriteString(id + "\n")
+	}
+	_, err := w.l.ImportAudience(w.ctx, ledger.AudienceImport{ReleaseID: "big", Source: strings.NewReader(file.String()),
+		ActionType: "notice", Subject: "Notice", Body: "Hello.", Actor: "ops"}, dir)
+	w.must(err)
+	w.must(w.l.ApproveAudience(w.ctx, "big", "lead"))
+	d := &removingDirectory{crm: dir, remove: func() {
+		w.must(w.l.RemoveRecipient(w.ctx, "big", "c005", "ops", "asked not to be contacted"))
+	}}
+	s, err := w.l.SendAudience(w.ctx, ledger.AudienceSend{ReleaseID: "big", Actor: "bot"}, w.dest, d)
+	w.must(err)
+	if s.Eligible != n-1 || s.Confirmed != n-1 || w.dest.Calls() != n-1 {
+		t.Fatalf("eligible %d, confirmed %d, calls %d; want %d each", s.Eligible, s.Confirmed, w.dest.Calls(), n-1)
+	}
+	w.must(s.Check())
 }
