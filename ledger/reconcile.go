@@ -22,8 +22,11 @@ func (l *Ledger) Reconcile(ctx context.Context, key, actor string, looker Looker
 	if !needsReconcile(a) {
 		return a, nil
 	}
-	before, err := l.Attempts(ctx, key)
-	if err != nil {
+	var asked Attempt // the attempt the destination is asked about
+	if err := l.read(ctx, func(tx queryTx) (err error) {
+		asked, err = lastAttempt(tx, key)
+		return err
+	}); err != nil {
 		return a, err
 	}
 	var res LookupResult
@@ -47,7 +50,7 @@ func (l *Ledger) Reconcile(ctx context.Context, key, actor string, looker Looker
 		if err != nil {
 			return err
 		}
-		if len(before) == 0 || before[len(before)-1].ID != att.ID || cur.Version != a.Version {
+		if asked.ID != att.ID || cur.Version != a.Version {
 			return nil // the action moved on while the destination was asked; its answer is stale
 		}
 		switch {
