@@ -40,13 +40,7 @@ func (r *Run) checkFinal(ctx context.Context, snap Snapshot) ([]Verdict, error) 
 	for _, want := range f.History {
 		out = append(out, checkHistory(want, f.KeyPos["history"], snap.History))
 	}
-	if len(f.Audience) > 0 {
-		vs, err := r.checkAudience(ctx)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, vs...)
-	}
+	out = append(out, r.checkAudience(snap.Audiences)...)
 	return out, nil
 }
 
