@@ -22,6 +22,31 @@ type Destination struct {
 	// Gate, when set, is waited on inside Send (after counting the call and
 	// before answering) so a test can hold an attempt in flight.
 	Gate chan struct{}
+	// Name is the destination's identity (DefaultName when empty): two
+	// fakes with different names are two destinations.
+	Name string
+}
+
+// DefaultName is the identity of a fake destination that was given none.
+const DefaultName = "fake://destination"
+
+// Identity implements ledger.Destination.
+func (d *Destination) Identity() string {
+	if d.Name == "" {
+		return DefaultName
+	}
+	return d.Name
+}
+
+// LookupEndpoint implements ledger.Looker: the records are the fake itself.
+func (d *Destination) LookupEndpoint() string { return "" }
+
+// Inject stores a message the gate did not send (another system's, or a
+// forgery that carries an action key), as a destination's records would.
+func (d *Destination) Inject(msg ledger.Message) {
+	d.mu.Lock()
+	d.arrived = append(d.arrived, msg)
+	d.mu.Unlock()
 }
 
 var (
@@ -79,8 +104,9 @@ func (d *Destination) Send(ctx context.Context, msg ledger.Message) (ledger.Rece
 	}
 }
 
-// Lookup implements ledger.Looker over the stored messages.
-func (d *Destination) Lookup(_ context.Context, key string) (ledger.LookupResult, error) {
+// Lookup implements ledger.Looker over the stored messages: every one that
+// carries the query's key or Message-ID.
+func (d *Destination) Lookup(_ context.Context, q ledger.LookupQuery) (ledger.LookupResult, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.lookDown {
@@ -88,12 +114,11 @@ func (d *Destination) Lookup(_ context.Context, key string) (ledger.LookupResult
 	}
 	var res ledger.LookupResult
 	for _, m := range d.arrived {
-		if m.ActionKey == key {
-			res.Count++
-			res.MessageIDs = append(res.MessageIDs, m.TransportID)
+		if m.ActionKey == q.ActionKey || (q.MessageID != "" && m.MessageID() == q.MessageID) {
+			res.Messages = append(res.Messages, ledger.FoundMessage{MessageID: m.MessageID(), ActionKey: m.ActionKey,
+				Recipients: []string{m.To}})
 		}
 	}
-	res.Found = res.Count > 0
 	return res, nil
 }
 
@@ -130,6 +155,9 @@ func (d *Destination) Arrivals(key string) int {
 type BlindDestination struct{ D *Destination }
 
 var _ ledger.Destination = BlindDestination{}
+
+// Identity implements ledger.Destination: the wrapped destination's.
+func (b BlindDestination) Identity() string { return b.D.Identity() }
 
 // Send implements ledger.Destination.
 func (b BlindDestination) Send(ctx context.Context, m ledger.Message) (ledger.Receipt, error) {

@@ -18,10 +18,26 @@ type Proposal struct {
 	ActionType string // e.g. reply_ack
 	Target     string // what the action acts on, e.g. the task or order
 	Revision   int    // 0 for the first message (corrections use Correct)
-	Recipient  string
-	Subject    string
-	Body       string
-	Actor      string // who proposes: a workflow or a person
+	Recipient  string // one bare address
+	// RecipientName is an optional display name for the recipient.
+	RecipientName string
+	// Destination is the identity of where the message will be handed over
+	// (Destination.Identity); the approval binds it.
+	Destination string
+	// Lookup is where the destination's records are consulted, if anywhere
+	// (Looker.LookupEndpoint); recorded, not approved.
+	Lookup string
+	// Sender is the From address; DefaultSender when empty.
+	Sender  string
+	Subject string
+	Body    string
+	Actor   string // who proposes: a workflow or a person
+}
+
+// content is what the proposal asks an approval to bind.
+func (p Proposal) content() Content {
+	return Content{Recipient: p.Recipient, RecipientName: p.RecipientName, Sender: p.Sender,
+		Destination: p.Destination, Subject: p.Subject, Body: p.Body, Target: p.Target}
 }
 
 // Key is the proposal's action key.
@@ -29,11 +45,16 @@ func (p Proposal) Key() string {
 	return Key(p.Customer, p.Event, p.ActionType, p.Target, p.Revision)
 }
 
-func (p Proposal) validate() error {
+// Validate refuses, before anything is recorded, a proposal the gate could
+// not carry out faithfully: missing facts, key facts with white space or
+// control characters, header fields with line breaks, a recipient that is
+// not one bare address, a body over MaxBodyBytes. The error is a
+// *FieldError naming the field.
+func (p Proposal) Validate() error {
 	var missing []string
 	for name, v := range map[string]string{"task": p.Task.ID, "customer": p.Customer,
 		"event": p.Event, "action type": p.ActionType, "target": p.Target,
-		"recipient": p.Recipient, "actor": p.Actor} {
+		"recipient": p.Recipient, "destination": p.Destination, "actor": p.Actor} {
 		if strings.TrimSpace(v) == "" {
 			missing = append(missing, name)
 		}
@@ -44,7 +65,27 @@ func (p Proposal) validate() error {
 	if p.Revision < 0 {
 		return invalidf("proposal revision %d is negative", p.Revision)
 	}
-	return nil
+	for _, f := range []struct{ name, v string }{{"task", p.Task.ID}, {"customer", p.Customer},
+		{"event", p.Event}, {"action type", p.ActionType}, {"target", p.Target}} {
+		if err := ValidateKeyFact(f.name, f.v); err != nil {
+			return err
+		}
+	}
+	if err := ValidateHeaderText("destination", p.Destination); err != nil {
+		return err
+	}
+	return validateContent(p.content())
+}
+
+// withDefaults fills the sender.
+func (p Proposal) withDefaults() Proposal {
+	if p.Sender == "" {
+		p.Sender = DefaultSender
+	}
+	// Space around an address is formatting; inside it, it is an error
+	// Validate reports.
+	p.Recipient, p.Sender = strings.TrimSpace(p.Recipient), strings.TrimSpace(p.Sender)
+	return p
 }
 
 // Propose records a draft, idempotently. The same key with the same content
@@ -54,11 +95,12 @@ func (p Proposal) validate() error {
 // returns the existing action with ErrDuplicate or ErrInFlight, recorded as a
 // duplicate block.
 func (l *Ledger) Propose(ctx context.Context, p Proposal) (Action, error) {
-	if err := p.validate(); err != nil {
+	p = p.withDefaults()
+	if err := p.Validate(); err != nil {
 		return Action{}, err
 	}
 	key := p.Key()
-	digest := Digest(p.Recipient, p.Subject, p.Body, p.Target)
+	digest := p.content().Digest()
 	var out Action
 	err := l.writeRelaxed(ctx, func(t *wtx) error {
 		tk, err := t.ensureTask(p.Task.ID, firstNonEmpty(p.Task.Customer, p.Customer), p.Task.Subject, p.Actor)
@@ -78,7 +120,7 @@ func (l *Ledger) Propose(ctx context.Context, p Proposal) (Action, error) {
 				return err
 			}
 			return t.event(p.Actor, tk.ID, key, EvProposed, "",
-				"%s proposed %s to %s on task %s (draft).", p.Actor, p.ActionType, p.Recipient, tk.ID)
+				"%s proposed %s to %s from %s via %s on task %s (draft).", p.Actor, p.ActionType, p.Recipient, p.Sender, p.Destination, tk.ID)
 		}
 		if err != nil {
 			return err
@@ -98,17 +140,23 @@ func (t *wtx) repropose(a *Action, p Proposal, digest string) error {
 	case StateSent, StateExecuting, StateUnknown:
 		return t.blockDuplicate(a, p.Actor, "proposal")
 	case StateHeld:
-		if a.HoldCause == HoldUnknownOutcome {
+		if a.HoldCause.outcomeOpen() {
 			return t.blockDuplicate(a, p.Actor, "proposal")
 		}
 	}
+	if p.Lookup != "" && p.Lookup != a.Lookup {
+		if _, err := t.Exec(`UPDATE actions SET lookup = ? WHERE key = ?`, p.Lookup, a.Key); err != nil {
+			return err
+		}
+		a.Lookup = p.Lookup
+	}
 	if digest == a.Digest {
-		if a.Body != p.Body || a.Subject != p.Subject || a.Recipient != p.Recipient {
-			if _, err := t.Exec(`UPDATE actions SET recipient = ?, subject = ?, body = ?, version = version + 1, updated_at = ? WHERE key = ?`,
-				p.Recipient, p.Subject, p.Body, ns(t.now), a.Key); err != nil {
+		if a.Body != p.Body || a.Subject != p.Subject || a.Recipient != p.Recipient || a.RecipientName != p.RecipientName {
+			if _, err := t.Exec(`UPDATE actions SET recipient = ?, recipient_name = ?, subject = ?, body = ?, version = version + 1, updated_at = ? WHERE key = ?`,
+				p.Recipient, p.RecipientName, p.Subject, p.Body, ns(t.now), a.Key); err != nil {
 				return err
 			}
-			a.Recipient, a.Subject, a.Body = p.Recipient, p.Subject, p.Body
+			a.Recipient, a.RecipientName, a.Subject, a.Body = p.Recipient, p.RecipientName, p.Subject, p.Body
 			a.Version++
 			return t.event(p.Actor, a.TaskID, a.Key, EvRevised, "",
 				"%s edited the formatting of %s; the content digest is unchanged, so any approval still holds.", p.Actor, a.Key)
@@ -129,12 +177,13 @@ func (t *wtx) repropose(a *Action, p Proposal, digest string) error {
 			Hint: "the proposal was withdrawn (" + a.Reason + "); different content needs a new business event, or a correction once sent"}
 	}
 	changed := describeChange(*a, p)
-	if _, err := t.Exec(`UPDATE actions SET recipient = ?, subject = ?, body = ?, digest = ?,
+	if _, err := t.Exec(`UPDATE actions SET recipient = ?, recipient_name = ?, destination = ?, sender = ?, subject = ?, body = ?, digest = ?,
 		version = version + 1, updated_at = ? WHERE key = ?`,
-		p.Recipient, p.Subject, p.Body, digest, ns(t.now), a.Key); err != nil {
+		p.Recipient, p.RecipientName, p.Destination, p.Sender, p.Subject, p.Body, digest, ns(t.now), a.Key); err != nil {
 		return err
 	}
-	a.Recipient, a.Subject, a.Body, a.Digest = p.Recipient, p.Subject, p.Body, digest
+	a.Recipient, a.RecipientName, a.Subject, a.Body, a.Digest = p.Recipient, p.RecipientName, p.Subject, p.Body, digest
+	a.Destination, a.Sender = p.Destination, p.Sender
 	a.Version++
 	n, err := t.invalidateApprovals(a.Key, "content changed: "+changed)
 	if err != nil {
@@ -154,6 +203,15 @@ func describeChange(a Action, p Proposal) string {
 	var parts []string
 	if !strings.EqualFold(strings.TrimSpace(a.Recipient), strings.TrimSpace(p.Recipient)) {
 		parts = append(parts, fmt.Sprintf("recipient %s → %s", a.Recipient, p.Recipient))
+	}
+	if normalizeText(a.RecipientName) != normalizeText(p.RecipientName) {
+		parts = append(parts, "recipient name changed")
+	}
+	if !strings.EqualFold(a.Sender, p.Sender) {
+		parts = append(parts, fmt.Sprintf("sender %s → %s", orDash(a.Sender), p.Sender))
+	}
+	if a.Destination != p.Destination {
+		parts = append(parts, fmt.Sprintf("destination %s → %s", orDash(a.Destination), p.Destination))
 	}
 	if normalizeText(a.Subject) != normalizeText(p.Subject) {
 		parts = append(parts, "subject changed")
@@ -192,10 +250,10 @@ func (t *wtx) insertAction(p Proposal, key, digest, taskID, corrects string, st 
 		corr = corrects
 	}
 	a, err := scanAction(t.QueryRow(`INSERT INTO actions (key, task_id, customer, event, action_type, target, revision,
-		recipient, subject, body, digest, state, proposed_by, corrects, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING `+actionCols,
+		recipient, recipient_name, destination, lookup, sender, subject, body, digest, state, proposed_by, corrects, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING `+actionCols,
 		key, taskID, p.Customer, p.Event, p.ActionType, p.Target, p.Revision,
-		p.Recipient, p.Subject, p.Body, digest, string(st), p.Actor, corr, ns(t.now), ns(t.now)))
+		p.Recipient, p.RecipientName, p.Destination, p.Lookup, p.Sender, p.Subject, p.Body, digest, string(st), p.Actor, corr, ns(t.now), ns(t.now)))
 	if err != nil {
 		return Action{}, fmt.Errorf("record action %s: %w", key, err)
 	}
@@ -262,18 +320,25 @@ func (l *Ledger) Approve(ctx context.Context, key, approver string, material []M
 		if err != nil {
 			return err
 		}
+		if tk.Owner == "" {
+			// Nothing is recorded: an approval binds the owner it was given
+			// under, and one given under nobody could never be sent.
+			return invalidf("approve %s: task %s has no owner; claim the task first", key, tk.ID)
+		}
 		if _, err := t.invalidateApprovals(key, "superseded by a new approval"); err != nil {
 			return err
 		}
-		if _, err := t.Exec(`INSERT INTO approvals (action_key, approver, digest, recipient, target, owner, material, at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, key, approver, a.Digest, a.Recipient, a.Target, tk.Owner, string(snapshot), ns(t.now)); err != nil {
+		if _, err := t.Exec(`INSERT INTO approvals (action_key, approver, digest, recipient, target, destination, sender, owner, material, at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, key, approver, a.Digest, a.Recipient, a.Target, a.Destination, a.Sender,
+			tk.Owner, string(snapshot), ns(t.now)); err != nil {
 			return fmt.Errorf("record approval of %s: %w", key, err)
 		}
 		if err := t.transition(a, StateApproved, "approved by "+approver, ""); err != nil {
 			return err
 		}
 		return t.event(approver, a.TaskID, key, EvApproved, "",
-			"%s approved %s to %s (owner %s, %s).", approver, key, a.Recipient, ownerName(tk.Owner), describeMaterial(material))
+			"%s approved %s to %s from %s via %s (owner %s, %s).", approver, key, a.Recipient, orDash(a.Sender),
+			orDash(a.Destination), ownerName(tk.Owner), describeMaterial(material))
 	})
 }
 
@@ -293,9 +358,10 @@ func currentApproval(q queryer, key string) (Approval, bool, error) {
 	var ap Approval
 	var mat string
 	var at int64
-	err := q.QueryRow(`SELECT id, action_key, approver, digest, recipient, target, owner, material, at
+	err := q.QueryRow(`SELECT id, action_key, approver, digest, recipient, target, destination, sender, owner, material, at
 		FROM approvals WHERE action_key = ? AND valid = 1 ORDER BY id DESC LIMIT 1`, key).
-		Scan(&ap.ID, &ap.ActionKey, &ap.Approver, &ap.Digest, &ap.Recipient, &ap.Target, &ap.Owner, &mat, &at)
+		Scan(&ap.ID, &ap.ActionKey, &ap.Approver, &ap.Digest, &ap.Recipient, &ap.Target, &ap.Destination, &ap.Sender,
+			&ap.Owner, &mat, &at)
 	if errors.Is(err, sql.ErrNoRows) {
 		return ap, false, nil
 	}
@@ -318,7 +384,7 @@ func (l *Ledger) Cancel(ctx context.Context, key, actor, reason string) (Action,
 		switch a.State {
 		case StateDrafting, StateAwaitingApproval, StateApproved, StateDenied:
 		case StateHeld:
-			if a.HoldCause == HoldUnknownOutcome {
+			if a.HoldCause.outcomeOpen() {
 				return &StateError{Key: key, State: a.State, Err: ErrUnknownOutcome, Hint: "reconcile first: the message may have arrived"}
 			}
 		case StateCancelled:
@@ -342,8 +408,10 @@ type Correction struct {
 	Actor     string
 	Reason    string // mandatory
 	Recipient string // empty: the original recipient
-	Subject   string
-	Body      string
+	// RecipientName goes with Recipient; the original's when Recipient is empty.
+	RecipientName string
+	Subject       string
+	Body          string
 }
 
 // Correct records a correction: a new action with the next revision of the
@@ -376,9 +444,18 @@ func (l *Ledger) Correct(ctx context.Context, c Correction) (Action, error) {
 		}
 		p := Proposal{Task: TaskRef{ID: orig.TaskID}, Customer: orig.Customer, Event: orig.Event,
 			ActionType: orig.ActionType, Target: orig.Target, Revision: maxRev + 1,
-			Recipient: firstNonEmpty(c.Recipient, orig.Recipient), Subject: c.Subject, Body: c.Body, Actor: c.Actor}
+			Recipient: firstNonEmpty(c.Recipient, orig.Recipient), Subject: c.Subject, Body: c.Body, Actor: c.Actor,
+			Destination: orig.Destination, Lookup: orig.Lookup, Sender: orig.Sender}
+		if c.Recipient != "" {
+			p.RecipientName = c.RecipientName
+		} else {
+			p.RecipientName = orig.RecipientName
+		}
+		if err := validateContent(p.content()); err != nil {
+			return err
+		}
 		key := p.Key()
-		out, err = t.insertAction(p, key, Digest(p.Recipient, p.Subject, p.Body, p.Target), orig.TaskID, orig.Key, StateAwaitingApproval)
+		out, err = t.insertAction(p, key, p.content().Digest(), orig.TaskID, orig.Key, StateAwaitingApproval)
 		if err != nil {
 			return err
 		}

@@ -91,6 +91,8 @@ type AudienceSummary struct {
 	ActionType   string
 	Subject      string
 	ApprovedBy   string
+	Destination  string // bound at approval ("" before destinations were bound)
+	Sender       string
 
 	SourceRows int // data rows in the file (blank lines and the header excluded)
 	ErrorRows  int // rows that could not be read as an identity
@@ -173,6 +175,12 @@ func (in AudienceImport) validate() error {
 	if strings.Contains(in.ReleaseID, ":") {
 		return invalidf("audience import: release id %q may not contain ':'", in.ReleaseID)
 	}
+	for _, err := range []error{ValidateKeyFact("release id", in.ReleaseID), ValidateKeyFact("action type", in.ActionType),
+		ValidateHeaderText("subject", in.Subject), ValidateBody("body", in.Body)} {
+		if err != nil {
+			return err
+		}
+	}
 	if in.Source == nil {
 		return invalidf("audience import: no source file")
 	}
@@ -219,6 +227,10 @@ func decideRow(row *AudienceRow, c Customer, found bool, seen map[string]int) st
 		return RowDuplicate
 	}
 	seen[c.ID] = row.Line
+	if err := ValidateAddress("address", c.Email); err != nil {
+		row.Reason = err.Error()
+		return RowExcluded
+	}
 	if ok, why := c.Eligible(); !ok {
 		row.Reason = why
 		return RowExcluded
@@ -299,10 +311,10 @@ func (t *wtx) withdrawRecipient(releaseID, customerID, key, actor, reason string
 	a, err := getAction(t, key)
 	switch {
 	case errors.Is(err, ErrNotFound):
-		var subject, body, actionType, email string
-		if err := t.QueryRow(`SELECT r.subject, r.body, r.action_type, a.email FROM audience_releases r
+		var subject, body, actionType, email, dest, sender string
+		if err := t.QueryRow(`SELECT r.subject, r.body, r.action_type, a.email, r.destination, r.sender FROM audience_releases r
 			JOIN audience_rows a ON a.release_id = r.id WHERE r.id = ? AND a.customer_id = ? AND a.status = 'eligible'`,
-			releaseID, customerID).Scan(&subject, &body, &actionType, &email); err != nil {
+			releaseID, customerID).Scan(&subject, &body, &actionType, &email, &dest, &sender); err != nil {
 			return fmt.Errorf("remove %s from %s: %w", customerID, releaseID, err)
 		}
 		task, err := t.ensureTask("release:"+releaseID, "", subject, actor)
@@ -310,8 +322,8 @@ func (t *wtx) withdrawRecipient(releaseID, customerID, key, actor, reason string
 			return err
 		}
 		p := Proposal{Customer: customerID, Event: releaseID, ActionType: actionType, Target: "audience",
-			Recipient: email, Subject: subject, Body: body, Actor: actor}
-		_, err = t.insertAction(p, key, Digest(email, subject, body, "audience"), task.ID, "", StateCancelled)
+			Recipient: email, Subject: subject, Body: body, Actor: actor, Destination: dest, Sender: sender}
+		_, err = t.insertAction(p, key, p.content().Digest(), task.ID, "", StateCancelled)
 		return err
 	case err != nil:
 		return err
@@ -330,10 +342,22 @@ func (t *wtx) withdrawRecipient(releaseID, customerID, key, actor, reason string
 }
 
 // ApproveAudience binds the send approval of a release to its content and
-// source file.
-func (l *Ledger) ApproveAudience(ctx context.Context, releaseID, approver string) error {
+// source file, the destination it goes to and the sender it comes from.
+func (l *Ledger) ApproveAudience(ctx context.Context, releaseID, approver, destination, sender string) error {
 	if approver == "" {
 		return invalidf("approve release %s: approver is empty", releaseID)
+	}
+	if destination == "" {
+		return invalidf("approve release %s: name the destination it goes to", releaseID)
+	}
+	if sender == "" {
+		sender = DefaultSender
+	}
+	if err := ValidateAddress("sender", sender); err != nil {
+		return err
+	}
+	if err := ValidateHeaderText("destination", destination); err != nil {
+		return err
 	}
 	return l.write(ctx, func(t *wtx) error {
 		var creator, content string
@@ -344,10 +368,11 @@ func (l *Ledger) ApproveAudience(ctx context.Context, releaseID, approver string
 		if err != nil {
 			return err
 		}
-		if _, err := t.Exec(`UPDATE audience_releases SET approved_by = ?, approved_at = ?, approved_digest = ? WHERE id = ?`,
-			approver, ns(t.now), content, releaseID); err != nil {
+		if _, err := t.Exec(`UPDATE audience_releases SET approved_by = ?, approved_at = ?, approved_digest = ?, destination = ?, sender = ? WHERE id = ?`,
+			approver, ns(t.now), content, destination, sender, releaseID); err != nil {
 			return err
 		}
-		return t.event(approver, "", "", EvApproved, "", "%s approved sending release %s (content %s).", approver, releaseID, content[:19])
+		return t.event(approver, "", "", EvApproved, "", "%s approved sending release %s from %s via %s (content %s).",
+			approver, releaseID, sender, destination, content[:19])
 	})
 }

@@ -5,14 +5,16 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // AudienceSummary reads a release's counts, including how far sending got.
 func (l *Ledger) AudienceSummary(ctx context.Context, releaseID string) (AudienceSummary, error) {
 	s := AudienceSummary{ReleaseID: releaseID, Arrived: -1}
 	err := l.read(ctx, func(tx queryTx) error {
-		err := tx.QueryRow(`SELECT source_name, source_digest, action_type, subject, approved_by FROM audience_releases WHERE id = ?`, releaseID).
-			Scan(&s.SourceName, &s.SourceDigest, &s.ActionType, &s.Subject, &s.ApprovedBy)
+		err := tx.QueryRow(`SELECT source_name, source_digest, action_type, subject, approved_by, destination, sender
+			FROM audience_releases WHERE id = ?`, releaseID).
+			Scan(&s.SourceName, &s.SourceDigest, &s.ActionType, &s.Subject, &s.ApprovedBy, &s.Destination, &s.Sender)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("release %s: %w", releaseID, ErrNotFound)
 		}
@@ -98,7 +100,8 @@ const audiencePage = 500
 type AudienceSend struct {
 	ReleaseID string
 	Actor     string // executes; becomes owner of the release's task
-	From      string
+	// From, when set, must equal the sender the release was approved with.
+	From string
 }
 
 // SendAudience sends the release's notice once to every eligible recipient,
@@ -115,6 +118,9 @@ func (l *Ledger) SendAudience(ctx context.Context, req AudienceSend, dest Destin
 	if rel.ApprovedBy == "" {
 		return rel, fmt.Errorf("send release %s: %w: the release has no send approval", req.ReleaseID, ErrApprovalStale)
 	}
+	if rel, err = l.bindRelease(ctx, rel, req, dest.Identity()); err != nil {
+		return rel, err
+	}
 	task := TaskRef{ID: "release:" + req.ReleaseID, Subject: rel.Subject}
 	if _, err := l.Claim(ctx, task, req.Actor); err != nil {
 		return rel, fmt.Errorf("send release %s: %w", req.ReleaseID, err)
@@ -126,7 +132,7 @@ func (l *Ledger) SendAudience(ctx context.Context, req AudienceSend, dest Destin
 	if err != nil {
 		return rel, err
 	}
-	looker, _ := dest.(Looker)
+	looker := ownRecords(dest)
 	for after := 0; ; {
 		page, err := l.audienceRows(ctx, req.ReleaseID, RowEligible, after, audiencePage, 0)
 		if err != nil {
@@ -145,6 +151,55 @@ func (l *Ledger) SendAudience(ctx context.Context, req AudienceSend, dest Destin
 	return l.summaryAfter(ctx, req.ReleaseID, nil)
 }
 
+// bindRelease checks the destination and sender of a send against the ones
+// the release was approved with, binding a release approved before
+// approvals named a destination to this first send's. A send elsewhere is
+// refused before any recipient is touched.
+func (l *Ledger) bindRelease(ctx context.Context, rel AudienceSummary, req AudienceSend, dest string) (AudienceSummary, error) {
+	var de *DestinationError
+	switch {
+	case rel.Destination == "":
+	case rel.Destination != dest:
+		de = &DestinationError{Key: "release " + rel.ReleaseID, Field: "destination", Recorded: rel.Destination, Named: dest}
+	case req.From != "" && !strings.EqualFold(req.From, rel.Sender):
+		de = &DestinationError{Key: "release " + rel.ReleaseID, Field: "sender", Recorded: rel.Sender, Named: req.From}
+	default:
+		return rel, nil
+	}
+	err := l.write(ctx, func(t *wtx) error {
+		if de != nil {
+			if err := t.event(req.Actor, "", "", EvWrongDestination, "",
+				"The gate refused %s's send of release %s %s %s: the approved %s is %s; nothing was sent.",
+				req.Actor, rel.ReleaseID, map[string]string{"destination": "to", "sender": "from"}[de.Field], de.Named, de.Field, de.Recorded); err != nil {
+				return err
+			}
+			return refuse(de)
+		}
+		sender := firstNonEmpty(req.From, DefaultSender)
+		if _, err := t.Exec(`UPDATE audience_releases SET destination = ?, sender = ? WHERE id = ? AND destination = ''`,
+			dest, sender, rel.ReleaseID); err != nil {
+			return err
+		}
+		rel.Destination, rel.Sender = dest, sender
+		return t.event(req.Actor, "", "", EvDestinationBound, "",
+			"Release %s was approved before approvals named a destination; it is bound now to the destination of its first send, %s, from %s.",
+			rel.ReleaseID, dest, sender)
+	})
+	return rel, err
+}
+
+// ownRecords reaches the records of dest and of nothing else: an audience
+// run reconciles its recipients only where it sends.
+func ownRecords(dest Destination) LookerOpener {
+	return LookerOpenerFunc(func(ep Endpoint) (Looker, error) {
+		lk, ok := dest.(Looker)
+		if !ok || !sameEndpoint(ep, EndpointOf(dest)) {
+			return nil, nil
+		}
+		return lk, nil
+	})
+}
+
 func (l *Ledger) summaryAfter(ctx context.Context, releaseID string, cause error) (AudienceSummary, error) {
 	s, err := l.AudienceSummary(ctx, releaseID)
 	return s, errors.Join(cause, err)
@@ -160,13 +215,13 @@ func (l *Ledger) releaseBody(ctx context.Context, releaseID string) (string, err
 // that concern only this recipient (denied, held, in flight elsewhere) are
 // recorded and skipped; only a stop or an infrastructure error ends the run.
 func (l *Ledger) sendRecipient(ctx context.Context, req AudienceSend, rel AudienceSummary, body string, r AudienceRow,
-	dest Destination, looker Looker, dir Directory) error {
+	dest Destination, looker LookerOpener, dir Directory) error {
 	key := r.ActionKey
 	switch r.State {
 	case StateSent, StateExecuting, StateFailed, StateDenied, StateCancelled:
 		return nil
 	case StateUnknown, StateHeld:
-		a, err := l.Reconcile(ctx, key, req.Actor, looker)
+		a, err := l.Reconcile(ctx, ReconcileRequest{Key: key, Actor: req.Actor, Open: looker})
 		if err != nil && !errors.Is(err, ErrHeld) {
 			return err
 		}
@@ -202,8 +257,11 @@ func (l *Ledger) sendRecipient(ctx context.Context, req AudienceSend, rel Audien
 
 func (l *Ledger) proposeRecipient(ctx context.Context, req AudienceSend, rel AudienceSummary, body string, r AudienceRow) error {
 	p := Proposal{Task: TaskRef{ID: "release:" + req.ReleaseID}, Customer: r.CustomerID, Event: req.ReleaseID,
-		ActionType: rel.ActionType, Target: "audience", Recipient: r.Email, Subject: rel.Subject, Body: body, Actor: req.Actor}
-	if _, err := l.Propose(ctx, p); err != nil && !errors.Is(err, ErrDuplicate) && !errors.Is(err, ErrInFlight) {
+		ActionType: rel.ActionType, Target: "audience", Recipient: r.Email, Subject: rel.Subject, Body: body, Actor: req.Actor,
+		Destination: rel.Destination, Sender: rel.Sender}
+	if _, err := l.Propose(ctx, p); errors.Is(err, ErrCancelled) {
+		return nil // withdrawn meanwhile (removed from the release): Execute refuses it
+	} else if err != nil && !errors.Is(err, ErrDuplicate) && !errors.Is(err, ErrInFlight) {
 		return err
 	}
 	_, err := l.Approve(ctx, p.Key(), rel.ApprovedBy, []MaterialRead{{Source: "crm", Field: "consent", Value: "yes"}})

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"gatehouse/fakes"
 	"gatehouse/ledger"
 )
 
@@ -134,7 +135,7 @@ func TestAudienceSendOncePerEligibleRecipient(t *testing.T) {
 	if _, err := w.l.SendAudience(w.ctx, send, w.dest, testCRM()); !errors.Is(err, ledger.ErrApprovalStale) {
 		t.Fatalf("unapproved send: %v", err)
 	}
-	w.must(w.l.ApproveAudience(w.ctx, "rel-1", "lead"))
+	w.must(w.l.ApproveAudience(w.ctx, "rel-1", "lead", fakes.DefaultName, ""))
 	s, err := w.l.SendAudience(w.ctx, send, w.dest, testCRM())
 	w.must(err)
 	if s.Confirmed != 3 || s.Attempted != 3 || len(w.dest.Arrived()) != 3 {
@@ -154,7 +155,7 @@ func TestAudienceSendOncePerEligibleRecipient(t *testing.T) {
 	w.must(s.Check())
 	// A new release may send again.
 	importMessy(t, w, "rel-2")
-	w.must(w.l.ApproveAudience(w.ctx, "rel-2", "lead"))
+	w.must(w.l.ApproveAudience(w.ctx, "rel-2", "lead", fakes.DefaultName, ""))
 	_, err = w.l.SendAudience(w.ctx, ledger.AudienceSend{ReleaseID: "rel-2", Actor: "notice-bot"}, w.dest, testCRM())
 	w.must(err)
 	if w.dest.Calls() != 6 {
@@ -165,7 +166,7 @@ func TestAudienceSendOncePerEligibleRecipient(t *testing.T) {
 func TestAudienceConsentReReadBeforeEachSend(t *testing.T) {
 	w := newWorld(t)
 	importMessy(t, w, "rel-1")
-	w.must(w.l.ApproveAudience(w.ctx, "rel-1", "lead"))
+	w.must(w.l.ApproveAudience(w.ctx, "rel-1", "lead", fakes.DefaultName, ""))
 	dir := testCRM()
 	c := dir["c2"]
 	c.Consent = "withdrawn"
@@ -180,7 +181,7 @@ func TestAudienceConsentReReadBeforeEachSend(t *testing.T) {
 func TestAudienceSendResumesAfterCrashWithoutDuplicate(t *testing.T) {
 	w := newWorld(t)
 	importMessy(t, w, "rel-1")
-	w.must(w.l.ApproveAudience(w.ctx, "rel-1", "lead"))
+	w.must(w.l.ApproveAudience(w.ctx, "rel-1", "lead", fakes.DefaultName, ""))
 	// The first run dies mid-send: recipient 1 was accepted but not recorded,
 	// recipient 2 had its attempt recorded but nothing was handed over.
 	w.dest.Gate = nil
@@ -190,13 +191,14 @@ func TestAudienceSendResumesAfterCrashWithoutDuplicate(t *testing.T) {
 	w.must(err)
 	for i, r := range rows[:2] {
 		p := ledger.Proposal{Task: ledger.TaskRef{ID: "release:rel-1"}, Customer: r.CustomerID, Event: "rel-1", ActionType: "notice",
-			Target: "audience", Recipient: r.Email, Subject: "Opening hours change", Body: "Our opening hours change on 1 April.", Actor: "notice-bot"}
+			Target: "audience", Recipient: r.Email, Subject: "Opening hours change", Body: "Our opening hours change on 1 April.", Actor: "notice-bot",
+			Destination: fakes.DefaultName}
 		_, err := w.l.Propose(w.ctx, p)
 		w.must(err)
 		_, err = w.l.Approve(w.ctx, p.Key(), "lead", []ledger.MaterialRead{{Source: "crm", Field: "consent", Value: "yes"}})
 		w.must(err)
 		_, msg, err := w.l.BeginAttempt(w.ctx, ledger.ExecuteRequest{Key: p.Key(), Executor: "notice-bot",
-			Reread: []ledger.MaterialRead{{Source: "crm", Field: "consent", Value: "yes"}}})
+			Reread: []ledger.MaterialRead{{Source: "crm", Field: "consent", Value: "yes"}}, Endpoint: ledger.EndpointOf(w.dest)})
 		w.must(err)
 		if i == 0 {
 			w.dest.Send(w.ctx, msg)

@@ -10,34 +10,43 @@ import (
 // Message is what the gate hands a Destination for one attempt of one action.
 // Everything a destination needs to label the message (Message-ID, headers) is
 // derived from the action key and the attempt number, never from the subject.
+// From and To are the approved sender and recipient, never the caller's.
 type Message struct {
 	ActionKey   string // the business action's key (see Key)
 	Attempt     int    // 1-based attempt number
 	TransportID string // unique per attempt; SMTP destinations use it as Message-ID
-	From        string
-	To          string
+	From        string // bare address
+	To          string // bare address
+	ToName      string // display name for To ("" for none)
 	Subject     string
 	Body        string
 	Target      string // the business target the action acts on (part of the key), not the destination's address
 }
 
+// MessageID is the Message-ID the message carries, without angle brackets.
+func (m Message) MessageID() string { return m.TransportID }
+
 // Headers returns the gatehouse headers every destination that supports headers
 // must attach, so that the destination's own records can later be searched by
-// action key (see Looker).
+// action key and Message-ID (see Looker).
 func (m Message) Headers() map[string]string {
 	return map[string]string{
-		"Message-ID":            "<" + m.TransportID + ">",
-		HeaderActionKey:         m.ActionKey,
-		HeaderAttempt:           fmt.Sprint(m.Attempt),
-		"X-Gatehouse-Transport": m.TransportID,
+		"Message-ID":      "<" + m.MessageID() + ">",
+		HeaderActionKey:   m.ActionKey,
+		HeaderAttempt:     fmt.Sprint(m.Attempt),
+		HeaderTransportID: m.TransportID,
 	}
 }
 
 // Header names attached to every outgoing message.
 const (
-	HeaderActionKey = "X-Gatehouse-Action-Key"
-	HeaderAttempt   = "X-Gatehouse-Attempt"
+	HeaderActionKey   = "X-Gatehouse-Action-Key"
+	HeaderAttempt     = "X-Gatehouse-Attempt"
+	HeaderTransportID = "X-Gatehouse-Transport"
 )
+
+// DefaultSender is the From address of actions that name none.
+const DefaultSender = "gatehouse@localhost"
 
 // Receipt is what a destination reports after it accepted a message.
 type Receipt struct {
@@ -54,29 +63,90 @@ type Receipt struct {
 // that is not is treated as OutcomeUnknown, because the gate must not assume a
 // message was not delivered when it cannot tell.
 type Destination interface {
+	// Identity names where messages are handed over, without credentials
+	// or lookup parameters: "smtp://host:port", "file:///abs/dir",
+	// "fake://accept". Approvals bind it and attempts record it, so two
+	// values that differ are two destinations.
+	Identity() string
 	Send(ctx context.Context, msg Message) (Receipt, error)
 }
 
 // Looker is the optional capability of a destination to search its own
-// records by action key. Reconciliation uses it to establish an unknown
-// outcome without re-sending. Destinations without such records do not
-// implement it; the gate then keeps the action held for a person.
+// records. Reconciliation uses it to establish an unknown outcome without
+// re-sending. Destinations without such records do not implement it; the
+// gate then keeps the action held for a person.
 type Looker interface {
-	// Lookup reports every message the destination holds for the key.
-	// It returns ErrLookupUnavailable (possibly wrapped) when the records
-	// cannot be consulted right now.
-	Lookup(ctx context.Context, actionKey string) (LookupResult, error)
+	// Identity is the destination whose records are searched.
+	Identity() string
+	// LookupEndpoint names where the records are consulted when that is not
+	// implied by the identity (a test mailbox's HTTP API); "" otherwise.
+	// Attempts record it next to the identity.
+	LookupEndpoint() string
+	// Lookup reports every stored message that carries the query's action
+	// key or its Message-ID. It returns an error wrapping
+	// ErrLookupUnavailable whenever the records could not be consulted or
+	// their answer could not be read: only a lookup that really answered
+	// may report nothing found.
+	Lookup(ctx context.Context, q LookupQuery) (LookupResult, error)
 }
 
-// LookupResult is what a destination's records say about one action key.
+// LookupQuery is what reconciliation asks a destination's records about.
+type LookupQuery struct {
+	ActionKey string
+	MessageID string // without angle brackets
+}
+
+// LookupResult is what a destination's records hold for one query.
 type LookupResult struct {
-	Found      bool
-	Count      int      // how many messages carry the key
-	MessageIDs []string // their Message-IDs / transport ids, oldest first
+	Messages []FoundMessage
+}
+
+// FoundMessage is one stored message as the destination's records describe it.
+type FoundMessage struct {
+	MessageID  string   // without angle brackets
+	ActionKey  string   // its X-Gatehouse-Action-Key header ("" when absent)
+	Recipients []string // envelope (or To) recipients
 }
 
 // ErrLookupUnavailable means the destination's records cannot be consulted.
 var ErrLookupUnavailable = errors.New("destination lookup unavailable")
+
+// Endpoint is what an attempt recorded about where it went: the
+// destination's identity and the lookup endpoint of its records.
+type Endpoint struct {
+	Destination string
+	Lookup      string
+}
+
+// String shows the endpoint as one line.
+func (e Endpoint) String() string {
+	if e.Lookup == "" {
+		return e.Destination
+	}
+	return e.Destination + " (records at " + e.Lookup + ")"
+}
+
+// LookerOpener reaches the records of a recorded endpoint. It returns a nil
+// Looker (and no error) when that destination keeps no records the gate may
+// consult.
+type LookerOpener interface {
+	OpenLooker(ep Endpoint) (Looker, error)
+}
+
+// LookerOpenerFunc adapts a function to LookerOpener.
+type LookerOpenerFunc func(ep Endpoint) (Looker, error)
+
+// OpenLooker calls f.
+func (f LookerOpenerFunc) OpenLooker(ep Endpoint) (Looker, error) { return f(ep) }
+
+// endpointOf is the endpoint a destination is reached and searched through.
+func endpointOf(d Destination) Endpoint {
+	ep := Endpoint{Destination: d.Identity()}
+	if lk, ok := d.(Looker); ok {
+		ep.Lookup = lk.LookupEndpoint()
+	}
+	return ep
+}
 
 // Outcome is what the destination did with one attempt.
 type Outcome string

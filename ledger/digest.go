@@ -6,19 +6,47 @@ import (
 	"strings"
 )
 
-// Digest is the content digest an approval binds to. It covers recipient,
-// subject, body and target after normalising formatting: letter case of the
-// address, surrounding space, line endings and runs of white space. So a
-// re-wrapped paragraph keeps its approval, while any changed word, recipient
-// or target does not.
+// Digest is the content digest approvals recorded before destinations were
+// bound (schema version 3 and earlier). It covers recipient, subject, body
+// and target after normalising formatting: letter case of the address,
+// surrounding space, line endings and runs of white space. So a re-wrapped
+// paragraph keeps its approval, while any changed word, recipient or target
+// does not.
 func Digest(recipient, subject, body, target string) string {
+	return digestOf(strings.ToLower(strings.TrimSpace(recipient)), normalizeText(subject), normalizeText(body),
+		strings.TrimSpace(target))
+}
+
+// Content is everything an approval binds besides the owner and the
+// material snapshot.
+type Content struct {
+	Recipient     string
+	RecipientName string
+	Sender        string
+	Destination   string
+	Subject       string
+	Body          string
+	Target        string
+}
+
+// Digest is the approval digest of the content: recipient (and its display
+// name), sender, destination and content, with the same formatting
+// tolerance as the package-level Digest. Content without a destination is
+// a row recorded before destinations were bound and keeps that digest.
+func (c Content) Digest() string {
+	if c.Destination == "" && c.Sender == "" && c.RecipientName == "" {
+		return Digest(c.Recipient, c.Subject, c.Body, c.Target)
+	}
+	d := digestOf("v2",
+		strings.ToLower(strings.TrimSpace(c.Recipient)), normalizeText(c.RecipientName),
+		strings.ToLower(strings.TrimSpace(c.Sender)), strings.TrimSpace(c.Destination),
+		normalizeText(c.Subject), normalizeText(c.Body), strings.TrimSpace(c.Target))
+	return "sha256:v2:" + strings.TrimPrefix(d, "sha256:")
+}
+
+func digestOf(parts ...string) string {
 	h := sha256.New()
-	for _, part := range []string{
-		strings.ToLower(strings.TrimSpace(recipient)),
-		normalizeText(subject),
-		normalizeText(body),
-		strings.TrimSpace(target),
-	} {
+	for _, part := range parts {
 		h.Write([]byte(part))
 		h.Write([]byte{0})
 	}

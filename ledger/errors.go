@@ -45,7 +45,36 @@ var (
 	ErrNotReviewed = errors.New("a correction needs a reviewer other than its author")
 	// ErrWrongState: the operation does not apply in the action's state.
 	ErrWrongState = errors.New("not allowed in this state")
+	// ErrWrongDestination: the caller named another destination or sender
+	// than the one approved (for a send) or recorded (for a reconcile).
+	// Nothing changed but the history line saying so.
+	ErrWrongDestination = errors.New("not the approved destination")
+	// ErrNotRecorded: the ledger could not record the operation (a full
+	// disk, an I/O error); nothing of it was written.
+	ErrNotRecorded = errors.New("not recorded")
 )
+
+// DestinationError says what was approved or recorded and what the caller
+// named instead.
+type DestinationError struct {
+	Key      string
+	Field    string // "destination" or "sender"
+	Recorded string // what the approval bound or the attempt recorded
+	Named    string // what the caller named
+	Attempt  int    // for a reconcile: the attempt whose destination it is
+}
+
+func (e *DestinationError) Error() string {
+	if e.Attempt > 0 {
+		return fmt.Sprintf("%s: attempt %d went to %s, not %s; reconcile asks only the attempt's own destination (if it really moved, say so with --destination-moved and a reason)",
+			e.Key, e.Attempt, e.Recorded, e.Named)
+	}
+	return fmt.Sprintf("%s: the approved %s is %s, not %s; to change it, propose again with the new %s and have it approved",
+		e.Key, e.Field, e.Recorded, e.Named, e.Field)
+}
+
+// Unwrap makes errors.Is(err, ErrWrongDestination) true.
+func (e *DestinationError) Unwrap() error { return ErrWrongDestination }
 
 // DeniedError says which re-read material field differed from the approved
 // snapshot, and how.

@@ -2,8 +2,10 @@ package ledger
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // ExecuteRequest asks the gate to execute one approved action.
@@ -13,7 +15,12 @@ type ExecuteRequest struct {
 	// Reread holds the material fields the caller re-read from their sources
 	// immediately before this call. Each approved field must be present.
 	Reread []MaterialRead
-	From   string // optional sender; the destination's default when empty
+	// From, when set, must equal the approved sender: it is an assertion by
+	// the caller, never a way to change who a message is from.
+	From string
+	// Endpoint is where the attempt will be handed over. Execute fills it
+	// from the destination itself; callers of BeginAttempt use EndpointOf.
+	Endpoint Endpoint
 }
 
 // Result is what one execution produced.
@@ -24,35 +31,75 @@ type Result struct {
 	Receipt Receipt
 }
 
-// Execute runs the whole gate for one action: it decides and records the
-// attempt in one transaction (committed before the destination is called),
-// sends once through dest, and records the outcome in a second transaction.
-// A nil error means the destination confirmed acceptance. Every refusal is a
-// typed error (see errors.go); an unknown outcome returns ErrUnknownOutcome
-// and is never retried here.
+// Execute runs the whole gate for one action through its three shipped
+// steps: BeginAttempt decides and records the attempt durably, Deliver hands
+// the message to dest once within the attempt's lease, and RecordDelivery
+// records what dest did. A nil error means the destination confirmed
+// acceptance. Every refusal is a typed error (see errors.go); an unknown
+// outcome returns ErrUnknownOutcome and is never retried here.
 func (l *Ledger) Execute(ctx context.Context, req ExecuteRequest, dest Destination) (Result, error) {
+	req.Endpoint = EndpointOf(dest)
 	att, msg, err := l.BeginAttempt(ctx, req)
 	if err != nil {
 		return Result{Attempt: att}, err
 	}
-	// The send must end well inside the attempt's lease: once the lease runs
-	// out, recovery may declare the attempt unknown and a reconciliation that
-	// finds nothing yet would allow a retry while this send still lands.
+	return l.RecordDelivery(ctx, att, l.Deliver(ctx, att, msg, dest))
+}
+
+// EndpointOf is the endpoint a destination is reached and searched through:
+// its identity and, when it is a Looker, its lookup endpoint.
+func EndpointOf(d Destination) Endpoint { return endpointOf(d) }
+
+// Delivery is what one hand-over to a destination produced.
+type Delivery struct {
+	Outcome Outcome
+	Receipt Receipt
+	Err     error // the destination's error; nil when it accepted
+}
+
+// Deliver hands msg, the message BeginAttempt returned for att, to dest once
+// and classifies the result. It is the only caller of Destination.Send in
+// the gate. The send is bounded to three quarters of the attempt's lease:
+// once the lease runs out, recovery may declare the attempt unknown and a
+// reconciliation that finds nothing yet would allow a retry while this send
+// still lands. A destination other than the one the attempt recorded is not
+// called at all.
+func (l *Ledger) Deliver(ctx context.Context, att Attempt, msg Message, dest Destination) Delivery {
+	if id := dest.Identity(); id != att.Destination {
+		err := &DeliveryError{Outcome: OutcomeNotDelivered,
+			Err: fmt.Errorf("attempt %d of %s was recorded for %s, not %s; nothing was sent", att.Number, att.ActionKey, att.Destination, id)}
+		return Delivery{Outcome: OutcomeNotDelivered, Err: err}
+	}
 	sendCtx, cancel := context.WithTimeout(ctx, l.lease*3/4)
-	rcpt, sendErr := dest.Send(sendCtx, msg)
-	cancel()
-	outcome := ClassifyDelivery(sendErr)
-	response := rcpt.Response
-	if sendErr != nil {
-		response = sendErr.Error()
+	defer cancel()
+	rcpt, err := dest.Send(sendCtx, msg)
+	return Delivery{Outcome: ClassifyDelivery(err), Receipt: rcpt, Err: err}
+}
+
+// response is the destination's words for the history.
+func (d Delivery) response() string {
+	if d.Err != nil {
+		return d.Err.Error()
 	}
+	return d.Receipt.Response
+}
+
+// RecordDelivery records what Deliver reported for att and returns the
+// error that names the result. When the ledger cannot record it (a full
+// disk, say) the attempt stays in flight in the ledger and recovery will
+// mark it unknown: the error then wraps ErrNotRecorded and
+// ErrUnknownOutcome, whatever the destination said, because the ledger's
+// own state is what a retry would be judged on.
+func (l *Ledger) RecordDelivery(ctx context.Context, att Attempt, d Delivery) (Result, error) {
 	// The outcome must be recorded even if the caller's context is done.
-	a, recErr := l.RecordOutcome(context.WithoutCancel(ctx), msg.TransportID, outcome, response)
-	res := Result{Action: a, Attempt: att, Outcome: outcome, Receipt: rcpt}
+	a, recErr := l.RecordOutcome(context.WithoutCancel(ctx), att.TransportID, d.Outcome, d.response())
+	res := Result{Action: a, Attempt: att, Outcome: d.Outcome, Receipt: d.Receipt}
 	if recErr != nil {
-		return res, recErr
+		return res, fmt.Errorf("%w: %w", ErrNotRecorded, &StateError{Key: att.ActionKey, State: StateExecuting, Err: ErrUnknownOutcome,
+			Hint: fmt.Sprintf("the destination answered %s but the ledger could not record it (%v); the attempt stays in flight until recovery marks it unknown; reconcile, do not resend",
+				d.Outcome, recErr)})
 	}
-	return res, outcomeError(a, outcome, sendErr)
+	return res, outcomeError(a, d.Outcome, d.Err)
 }
 
 func outcomeError(a Action, o Outcome, sendErr error) error {
@@ -70,14 +117,24 @@ func outcomeError(a Action, o Outcome, sendErr error) error {
 	}
 }
 
-// BeginAttempt is the deciding half of Execute. In one BEGIN IMMEDIATE
-// transaction it checks the action's state, the stop switch, the approval,
-// the owner and the re-read material fields, and when all hold, records the
-// attempt (number, transport id, lease) and moves the action to executing.
-// The returned Message is what the destination must receive.
+// BeginAttempt is the deciding step of Execute. In one durable BEGIN
+// IMMEDIATE transaction it checks the action's state, the stop switch, the
+// approval, that the caller re-read every approved material field, the
+// destination and sender against the approved ones, the owner and the
+// re-read values, and when all hold, records the attempt (number, transport
+// id, lease, destination, Message-ID, recipient, sender) and moves the
+// action to executing. The returned Message is what the destination must
+// receive.
+//
+// A caller's slip (a forgotten material field, an empty executor) is a
+// usage error that records nothing; a wrong destination or sender is
+// refused with a history line and no change of state.
 func (l *Ledger) BeginAttempt(ctx context.Context, req ExecuteRequest) (Attempt, Message, error) {
 	if req.Executor == "" {
 		return Attempt{}, Message{}, invalidf("execute %s: executor is empty", req.Key)
+	}
+	if req.Endpoint.Destination == "" {
+		return Attempt{}, Message{}, invalidf("execute %s: no destination given", req.Key)
 	}
 	var att Attempt
 	var msg Message
@@ -86,7 +143,7 @@ func (l *Ledger) BeginAttempt(ctx context.Context, req ExecuteRequest) (Attempt,
 		if err != nil {
 			return err
 		}
-		if err := t.checkExecutable(&a, req.Executor); err != nil {
+		if err := t.refuseUnlessExecutable(&a, req.Executor); err != nil {
 			return err
 		}
 		tk, err := getTask(t, a.TaskID)
@@ -94,41 +151,75 @@ func (l *Ledger) BeginAttempt(ctx context.Context, req ExecuteRequest) (Attempt,
 			return err
 		}
 		if tk.Status == "completed" {
-			if err := t.event(req.Executor, a.TaskID, a.Key, EvApprovalStale, "",
-				"%s tried to send %s, but task %s is completed.", req.Executor, a.Key, tk.ID); err != nil {
-				return err
-			}
-			return refuse(&StateError{Key: a.Key, State: a.State, Err: ErrWrongState, Hint: "task " + tk.ID + " is completed"})
+			return t.refuseWith(&a, "", "", req.Executor, EvRefused,
+				&StateError{Key: a.Key, State: a.State, Err: ErrWrongState, Hint: "task " + tk.ID + " is completed"},
+				"%s tried to send %s, but task %s is completed.", req.Executor, a.Key, tk.ID)
 		}
-		ap, err := t.checkApproval(&a, req.Executor)
+		ap, err := t.validApprovalOrRefuse(&a, req.Executor)
 		if err != nil {
 			return err
 		}
-		if err := t.checkOwner(&a, tk, ap, req.Executor); err != nil {
+		if missing := missingMaterial(ap, req.Reread); len(missing) > 0 {
+			return invalidf("send %s: the approval rests on %s; re-read and pass every one (--material), nothing was recorded",
+				a.Key, strings.Join(missing, ", "))
+		}
+		if err := t.bindDestination(&a, &ap, req); err != nil {
 			return err
 		}
-		if err := t.checkMaterial(&a, ap, req); err != nil {
+		if err := t.refuseUnlessOwner(&a, tk, ap, req.Executor); err != nil {
 			return err
 		}
-		att, err = t.startAttempt(&a, req.Executor)
+		checks, err := t.compareMaterialOrRefuse(&a, ap, req)
+		if err != nil {
+			return err
+		}
+		att, err = t.startAttempt(&a, ap, req, checks)
 		if err != nil {
 			return err
 		}
 		msg = Message{ActionKey: a.Key, Attempt: att.Number, TransportID: att.TransportID,
-			From: req.From, To: a.Recipient, Subject: a.Subject, Body: a.Body, Target: a.Target}
+			From: att.Sender, To: att.Recipient, ToName: a.RecipientName, Subject: a.Subject, Body: a.Body, Target: a.Target}
 		return nil
 	})
 	return att, msg, err
 }
 
-// checkExecutable refuses by state and by the stop switch.
-func (t *wtx) checkExecutable(a *Action, executor string) error {
+// refuseWith records a refusal: an optional transition (to "" keeps the
+// state), the history line saying who tried what, and returns err to the
+// caller after committing both.
+func (t *wtx) refuseWith(a *Action, to State, cause HoldCause, actor string, kind EventKind, err error, format string, args ...any) error {
+	if to != "" {
+		if terr := t.transition(a, to, refusalReason(err), cause); terr != nil {
+			return terr
+		}
+		if se, ok := err.(*StateError); ok {
+			se.State = a.State
+		}
+	}
+	if eerr := t.event(actor, a.TaskID, a.Key, kind, "", format, args...); eerr != nil {
+		return eerr
+	}
+	return refuse(err)
+}
+
+// refusalReason is the reason a refusal leaves on the action.
+func refusalReason(err error) string {
+	var se *StateError
+	if errors.As(err, &se) && se.Hint != "" {
+		return se.Hint
+	}
+	return err.Error()
+}
+
+// refuseUnlessExecutable refuses by state and by the stop switch, recording
+// duplicate blocks and a stop's hold.
+func (t *wtx) refuseUnlessExecutable(a *Action, executor string) error {
 	switch a.State {
 	case StateApproved:
 	case StateSent, StateExecuting, StateUnknown:
 		return t.blockDuplicate(a, executor, "execution")
 	case StateHeld:
-		if a.HoldCause == HoldUnknownOutcome {
+		if a.HoldCause.outcomeOpen() {
 			return t.blockDuplicate(a, executor, "execution")
 		}
 		return &StateError{Key: a.Key, State: a.State, Err: ErrHeld, Hint: a.Reason}
@@ -139,11 +230,9 @@ func (t *wtx) checkExecutable(a *Action, executor string) error {
 	case StateFailed:
 		return &StateError{Key: a.Key, State: a.State, Err: ErrFailed, Hint: a.Reason}
 	default:
-		if err := t.event(executor, a.TaskID, a.Key, EvApprovalStale, "",
-			"%s tried to send %s, but it is not approved (%s).", executor, a.Key, a.State); err != nil {
-			return err
-		}
-		return refuse(&StateError{Key: a.Key, State: a.State, Err: ErrApprovalStale, Hint: "approve the current content first"})
+		return t.refuseWith(a, "", "", executor, EvApprovalStale,
+			&StateError{Key: a.Key, State: a.State, Err: ErrApprovalStale, Hint: "approve the current content first"},
+			"%s tried to send %s, but it is not approved (%s).", executor, a.Key, a.State)
 	}
 	sw, err := t.stopSwitch()
 	if err != nil {
@@ -151,20 +240,16 @@ func (t *wtx) checkExecutable(a *Action, executor string) error {
 	}
 	if sw.Stopped {
 		reason := fmt.Sprintf("execution is stopped (by %s: %s)", sw.Actor, sw.Reason)
-		if err := t.transition(a, StateHeld, reason, HoldStopped); err != nil {
-			return err
-		}
-		if err := t.event(executor, a.TaskID, a.Key, EvRefusedStopped, "",
-			"%s tried to send %s while %s; it waits, queued, until execution resumes.", executor, a.Key, reason); err != nil {
-			return err
-		}
-		return refuse(&StateError{Key: a.Key, State: a.State, Err: ErrStopped, Hint: reason})
+		return t.refuseWith(a, StateHeld, HoldStopped, executor, EvRefusedStopped,
+			&StateError{Key: a.Key, Err: ErrStopped, Hint: reason},
+			"%s tried to send %s while %s; it waits, queued, until execution resumes.", executor, a.Key, reason)
 	}
 	return nil
 }
 
-// checkApproval returns the valid approval bound to the current content.
-func (t *wtx) checkApproval(a *Action, executor string) (Approval, error) {
+// validApprovalOrRefuse returns the valid approval bound to the current
+// content, or sends the action back to awaiting approval and refuses.
+func (t *wtx) validApprovalOrRefuse(a *Action, executor string) (Approval, error) {
 	ap, ok, err := currentApproval(t, a.Key)
 	if err != nil {
 		return ap, err
@@ -182,46 +267,82 @@ func (t *wtx) checkApproval(a *Action, executor string) (Approval, error) {
 	default:
 		return ap, nil
 	}
-	if err := t.transition(a, StateAwaitingApproval, why, ""); err != nil {
-		return ap, err
-	}
-	if err := t.event(executor, a.TaskID, a.Key, EvApprovalStale, "",
-		"%s tried to send %s, but %s; it needs approval again.", executor, a.Key, why); err != nil {
-		return ap, err
-	}
-	return ap, refuse(&StateError{Key: a.Key, State: a.State, Err: ErrApprovalStale, Hint: why})
+	return ap, t.refuseWith(a, StateAwaitingApproval, "", executor, EvApprovalStale,
+		&StateError{Key: a.Key, Err: ErrApprovalStale, Hint: why},
+		"%s tried to send %s, but %s; it needs approval again.", executor, a.Key, why)
 }
 
-// checkOwner enforces that only the task's owner executes, and that the owner
-// is the one the approval was given under.
-func (t *wtx) checkOwner(a *Action, tk Task, ap Approval, executor string) error {
+// missingMaterial lists the approved material fields the caller did not
+// re-read: a slip of the caller, not a change of the data.
+func missingMaterial(ap Approval, reread []MaterialRead) []string {
+	got := map[string]bool{}
+	for _, m := range reread {
+		got[m.Name()] = true
+	}
+	var missing []string
+	for _, want := range sortMaterial(ap.Material) {
+		if !got[want.Name()] {
+			missing = append(missing, want.Name())
+		}
+	}
+	return missing
+}
+
+// bindDestination checks the destination and sender the caller is about to
+// use against the approved ones. An approval recorded before destinations
+// were bound is bound now, to this first send's destination, and the
+// history says so.
+func (t *wtx) bindDestination(a *Action, ap *Approval, req ExecuteRequest) error {
+	dest := req.Endpoint.Destination
+	if ap.Destination == "" {
+		sender := firstNonEmpty(ap.Sender, a.Sender, req.From, DefaultSender)
+		if _, err := t.Exec(`UPDATE approvals SET destination = ?, sender = ? WHERE id = ?`, dest, sender, ap.ID); err != nil {
+			return fmt.Errorf("bind approval of %s: %w", a.Key, err)
+		}
+		if _, err := t.Exec(`UPDATE actions SET destination = ?, sender = ? WHERE key = ?`, dest, sender, a.Key); err != nil {
+			return fmt.Errorf("bind %s: %w", a.Key, err)
+		}
+		ap.Destination, ap.Sender, a.Destination, a.Sender = dest, sender, dest, sender
+		return t.event(req.Executor, a.TaskID, a.Key, EvDestinationBound, "",
+			"The approval of %s was recorded before approvals named a destination; it is bound now to the destination of its first send, %s, from %s.",
+			a.Key, dest, sender)
+	}
+	var de *DestinationError
+	switch {
+	case dest != ap.Destination:
+		de = &DestinationError{Key: a.Key, Field: "destination", Recorded: ap.Destination, Named: dest}
+	case req.From != "" && !strings.EqualFold(req.From, ap.Sender):
+		de = &DestinationError{Key: a.Key, Field: "sender", Recorded: ap.Sender, Named: req.From}
+	default:
+		return nil
+	}
+	return t.refuseWith(a, "", "", req.Executor, EvWrongDestination, de,
+		"The gate refused %s's send of %s %s %s: the approved %s is %s; nothing was sent.",
+		req.Executor, a.Key, map[string]string{"destination": "to", "sender": "from"}[de.Field], de.Named, de.Field, de.Recorded)
+}
+
+// refuseUnlessOwner enforces that only the task's owner executes, and that
+// the owner is the one the approval was given under. A refusal holds,
+// cancels or denies the action as the case demands.
+func (t *wtx) refuseUnlessOwner(a *Action, tk Task, ap Approval, executor string) error {
 	switch {
 	case tk.Owner == "":
 		reason := fmt.Sprintf("task %s has no owner; a person must claim it", tk.ID)
-		if err := t.transition(a, StateHeld, reason, HoldOwnerMissing); err != nil {
-			return err
-		}
-		if err := t.event(executor, a.TaskID, a.Key, EvHeld, "",
-			"%s tried to send %s, but %s; the action is held.", executor, a.Key, reason); err != nil {
-			return err
-		}
-		return refuse(&StateError{Key: a.Key, State: a.State, Err: ErrHeld, Hint: reason})
+		return t.refuseWith(a, StateHeld, HoldOwnerMissing, executor, EvHeld,
+			&StateError{Key: a.Key, Err: ErrHeld, Hint: reason},
+			"%s tried to send %s, but %s; the action is held.", executor, a.Key, reason)
 	case tk.Owner != executor && ap.Owner != tk.Owner:
 		reason := fmt.Sprintf("owner changed from %s to %s after approval; %s's proposal was withdrawn", ownerName(ap.Owner), tk.Owner, executor)
 		if err := t.transition(a, StateCancelled, reason, ""); err != nil {
 			return err
 		}
-		if err := t.event(executor, a.TaskID, a.Key, EvOwnershipConflict, "",
-			"The gate stopped %s's send of %s: %s now owns task %s, so the proposal was cancelled.", executor, a.Key, tk.Owner, tk.ID); err != nil {
-			return err
-		}
-		return refuse(&OwnershipError{Task: tk.ID, Owner: tk.Owner, Actor: executor, Cancelled: true})
+		return t.refuseWith(a, "", "", executor, EvOwnershipConflict,
+			&OwnershipError{Task: tk.ID, Owner: tk.Owner, Actor: executor, Cancelled: true},
+			"The gate stopped %s's send of %s: %s now owns task %s, so the proposal was cancelled.", executor, a.Key, tk.Owner, tk.ID)
 	case tk.Owner != executor:
-		if err := t.event(executor, a.TaskID, a.Key, EvOwnershipConflict, "",
-			"The gate refused %s's send of %s: %s owns task %s.", executor, a.Key, tk.Owner, tk.ID); err != nil {
-			return err
-		}
-		return refuse(&OwnershipError{Task: tk.ID, Owner: tk.Owner, Actor: executor})
+		return t.refuseWith(a, "", "", executor, EvOwnershipConflict,
+			&OwnershipError{Task: tk.ID, Owner: tk.Owner, Actor: executor},
+			"The gate refused %s's send of %s: %s owns task %s.", executor, a.Key, tk.Owner, tk.ID)
 	case ap.Owner != tk.Owner:
 		d := &DeniedError{Key: a.Key, Source: "helpdesk", Field: "owner", Approved: ap.Owner, Current: tk.Owner}
 		return t.deny(a, executor, d, nil)
@@ -229,9 +350,11 @@ func (t *wtx) checkOwner(a *Action, tk Task, ap Approval, executor string) error
 	return nil
 }
 
-// checkMaterial compares the caller's re-read with the approved snapshot and
-// records every check.
-func (t *wtx) checkMaterial(a *Action, ap Approval, req ExecuteRequest) error {
+// compareMaterialOrRefuse compares the caller's re-read with the approved
+// snapshot. It returns the checks to record with the attempt; on a
+// difference it records them, denies (or holds, when a source could not be
+// read) and refuses.
+func (t *wtx) compareMaterialOrRefuse(a *Action, ap Approval, req ExecuteRequest) ([]MaterialCheck, error) {
 	reread := map[string]MaterialRead{}
 	for _, m := range req.Reread {
 		reread[m.Name()] = m
@@ -240,41 +363,33 @@ func (t *wtx) checkMaterial(a *Action, ap Approval, req ExecuteRequest) error {
 	var denial *DeniedError
 	var unavailable []string
 	for _, want := range sortMaterial(ap.Material) {
-		got, ok := reread[want.Name()]
+		got := reread[want.Name()] // present: missingMaterial ran first
 		c := MaterialCheck{ActionKey: a.Key, At: t.now, Source: want.Source, Field: want.Field,
 			Approved: want.Value, Read: got.Value, Unavailable: got.Unavailable}
-		c.Matched = ok && !got.Unavailable && got.Value == want.Value
+		c.Matched = !got.Unavailable && got.Value == want.Value
 		checks = append(checks, c)
 		switch {
-		case ok && got.Unavailable:
+		case got.Unavailable:
 			if !containsString(unavailable, want.Source) {
 				unavailable = append(unavailable, want.Source)
 			}
-		case !ok && denial == nil:
-			denial = &DeniedError{Key: a.Key, Source: want.Source, Field: want.Field, Approved: want.Value, Missing: true}
-		case ok && got.Value != want.Value && denial == nil:
+		case got.Value != want.Value && denial == nil:
 			denial = &DeniedError{Key: a.Key, Source: want.Source, Field: want.Field, Approved: want.Value, Current: got.Value}
 		}
 	}
 	if len(unavailable) > 0 {
 		if err := t.recordChecks(checks, 0); err != nil {
-			return err
+			return nil, err
 		}
 		reason := fmt.Sprintf("source %s unavailable at send time; material state could not be re-read", strings.Join(unavailable, ", "))
-		if err := t.transition(a, StateHeld, reason, HoldSourceUnavailable); err != nil {
-			return err
-		}
-		if err := t.event(req.Executor, a.TaskID, a.Key, EvHeld, "",
-			"%s tried to send %s, but %s; the action is held.", req.Executor, a.Key, reason); err != nil {
-			return err
-		}
-		return refuse(&StateError{Key: a.Key, State: a.State, Err: ErrHeld, Hint: reason})
+		return nil, t.refuseWith(a, StateHeld, HoldSourceUnavailable, req.Executor, EvHeld,
+			&StateError{Key: a.Key, Err: ErrHeld, Hint: reason},
+			"%s tried to send %s, but %s; the action is held.", req.Executor, a.Key, reason)
 	}
 	if denial != nil {
-		return t.deny(a, req.Executor, denial, checks)
+		return nil, t.deny(a, req.Executor, denial, checks)
 	}
-	t.pendingChecks = checks
-	return nil
+	return checks, nil
 }
 
 func (t *wtx) deny(a *Action, executor string, d *DeniedError, checks []MaterialCheck) error {
@@ -284,16 +399,8 @@ func (t *wtx) deny(a *Action, executor string, d *DeniedError, checks []Material
 	if err := t.transition(a, StateDenied, d.Error(), ""); err != nil {
 		return err
 	}
-	var msg string
-	if d.Missing {
-		msg = fmt.Sprintf("The gate denied %s's send of %s: %s.%s was not re-read before execution.", executor, a.Key, d.Source, d.Field)
-	} else {
-		msg = fmt.Sprintf("The gate denied %s's send of %s: %s.%s changed since approval, from %q to %q.", executor, a.Key, d.Source, d.Field, d.Approved, d.Current)
-	}
-	if err := t.event(executor, a.TaskID, a.Key, EvDenied, "", "%s", msg); err != nil {
-		return err
-	}
-	return refuse(d)
+	return t.refuseWith(a, "", "", executor, EvDenied, d,
+		"The gate denied %s's send of %s: %s.%s changed since approval, from %q to %q.", executor, a.Key, d.Source, d.Field, d.Approved, d.Current)
 }
 
 func (t *wtx) recordChecks(checks []MaterialCheck, attempt int) error {
@@ -307,28 +414,40 @@ func (t *wtx) recordChecks(checks []MaterialCheck, attempt int) error {
 	return nil
 }
 
-func (t *wtx) startAttempt(a *Action, executor string) (Attempt, error) {
+// startAttempt records the attempt's intent: what goes where, under which
+// Message-ID. It is committed durably (the transaction is write's) before
+// anything is sent.
+func (t *wtx) startAttempt(a *Action, ap Approval, req ExecuteRequest, checks []MaterialCheck) (Attempt, error) {
 	var n int
 	if err := t.QueryRow(`SELECT COALESCE(max(number), 0) FROM attempts WHERE action_key = ?`, a.Key).Scan(&n); err != nil {
 		return Attempt{}, err
 	}
-	att := Attempt{ActionKey: a.Key, Number: n + 1, TransportID: TransportID(a.Key, n+1), Executor: executor,
-		Holder: t.l.holder, StartedAt: t.now, LeaseUntil: t.now.Add(t.l.lease)}
-	err := t.QueryRow(`INSERT INTO attempts (action_key, number, transport_id, executor, holder, started_at, lease_until)
-		VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id`, att.ActionKey, att.Number, att.TransportID, att.Executor, att.Holder,
-		ns(att.StartedAt), ns(att.LeaseUntil)).Scan(&att.ID)
+	att := Attempt{ActionKey: a.Key, Number: n + 1, TransportID: TransportID(a.Key, n+1), Executor: req.Executor,
+		Holder: t.l.holder, StartedAt: t.now, LeaseUntil: t.now.Add(t.l.lease),
+		Destination: ap.Destination, Lookup: req.Endpoint.Lookup, Recipient: a.Recipient,
+		Sender: firstNonEmpty(ap.Sender, DefaultSender)}
+	att.MessageID = att.TransportID
+	err := t.QueryRow(`INSERT INTO attempts (action_key, number, transport_id, executor, holder, started_at, lease_until,
+		destination, lookup, message_id, recipient, sender)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`, att.ActionKey, att.Number, att.TransportID, att.Executor, att.Holder,
+		ns(att.StartedAt), ns(att.LeaseUntil), att.Destination, att.Lookup, att.MessageID, att.Recipient, att.Sender).Scan(&att.ID)
 	if err != nil {
 		return Attempt{}, fmt.Errorf("record attempt %d of %s: %w", att.Number, a.Key, err)
 	}
-	if err := t.recordChecks(t.pendingChecks, att.Number); err != nil {
+	if err := t.recordChecks(checks, att.Number); err != nil {
 		return Attempt{}, err
 	}
 	if err := t.transition(a, StateExecuting, fmt.Sprintf("attempt %d in flight", att.Number), ""); err != nil {
 		return Attempt{}, err
 	}
-	return att, t.event(executor, a.TaskID, a.Key, EvAttemptStarted, "",
-		"%s started attempt %d of %s to %s (transport id %s); the intent is recorded before anything is sent.",
-		executor, att.Number, a.Key, a.Recipient, att.TransportID)
+	return att, t.event(req.Executor, a.TaskID, a.Key, EvAttemptStarted, "",
+		"%s started attempt %d of %s to %s from %s via %s (Message-ID %s); the intent is recorded before anything is sent.",
+		req.Executor, att.Number, a.Key, att.Recipient, att.Sender, att.Endpoint(), att.MessageID)
+}
+
+// Endpoint is where the attempt recorded it went.
+func (at Attempt) Endpoint() Endpoint {
+	return Endpoint{Destination: at.Destination, Lookup: at.Lookup}
 }
 
 // RecordOutcome is the recording half of Execute: it stores what the
@@ -387,14 +506,15 @@ func (t *wtx) applyOutcome(a *Action, att Attempt, o Outcome, response string, r
 		if err := t.transition(a, StateSent, fmt.Sprintf("sent by attempt %d: %s", att.Number, how), ""); err != nil {
 			return err
 		}
-		return t.event(actor, a.TaskID, a.Key, EvSent, "", "Attempt %d of %s was accepted: %s (%s).", att.Number, a.Key, how, truncate(response, 200))
+		return t.event(actor, a.TaskID, a.Key, EvSent, "", "Attempt %d of %s was accepted by %s: %s (%s).", att.Number, a.Key,
+			orDash(att.Destination), how, truncate(response, 200))
 	case OutcomeUnknown:
 		if err := t.transition(a, StateUnknown, fmt.Sprintf("attempt %d outcome unknown: %s", att.Number, truncate(response, 200)), ""); err != nil {
 			return err
 		}
 		return t.event(actor, a.TaskID, a.Key, EvUnknown, "",
-			"Attempt %d of %s has an unknown outcome (%s): the message may have arrived, so it will not be re-sent; reconcile it.",
-			att.Number, a.Key, truncate(response, 200))
+			"Attempt %d of %s to %s has an unknown outcome (%s): the message may have arrived, so it will not be re-sent; reconcile it.",
+			att.Number, a.Key, orDash(att.Destination), truncate(response, 200))
 	case OutcomeRejectedPermanent:
 		if err := t.transition(a, StateFailed, "rejected permanently: "+truncate(response, 200), ""); err != nil {
 			return err
@@ -409,16 +529,23 @@ func (t *wtx) applyOutcome(a *Action, att Attempt, o Outcome, response string, r
 	}
 }
 
-const attemptCols = `id, action_key, number, transport_id, executor, holder, started_at, lease_until, outcome, outcome_at, response, reconciled`
+const attemptCols = `id, action_key, number, transport_id, executor, holder, started_at, lease_until, outcome, outcome_at, response, reconciled,
+	destination, lookup, message_id, recipient, sender`
 
 func scanAttempt(s interface{ Scan(...any) error }) (Attempt, error) {
 	var at Attempt
 	var st, lu, oa int64
 	var o string
 	var rec int
-	err := s.Scan(&at.ID, &at.ActionKey, &at.Number, &at.TransportID, &at.Executor, &at.Holder, &st, &lu, &o, &oa, &at.Response, &rec)
+	err := s.Scan(&at.ID, &at.ActionKey, &at.Number, &at.TransportID, &at.Executor, &at.Holder, &st, &lu, &o, &oa, &at.Response, &rec,
+		&at.Destination, &at.Lookup, &at.MessageID, &at.Recipient, &at.Sender)
 	at.StartedAt, at.LeaseUntil, at.OutcomeAt = fromNS(st), fromNS(lu), fromNS(oa)
 	at.Outcome, at.Reconciled = Outcome(o), rec == 1
+	if at.MessageID == "" {
+		// Attempts recorded before Message-IDs were stored carried their
+		// transport id as Message-ID.
+		at.MessageID = at.TransportID
+	}
 	return at, err
 }
 
@@ -437,9 +564,13 @@ func boolInt(b bool) int {
 	return 0
 }
 
+// truncate cuts s to at most n bytes on a rune boundary, marking the cut.
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
 	return s[:n] + "…"
 }

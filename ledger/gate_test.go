@@ -105,13 +105,28 @@ func TestChangedMaterialStateDenies(t *testing.T) {
 	}
 }
 
-func TestMaterialFieldNotRereadDenies(t *testing.T) {
+// TestForgottenMaterialFieldIsASlip: a send that omits a field the approval
+// rests on is the caller's mistake, not changed data. Nothing is recorded,
+// the action stays approved, and the full send then goes out.
+func TestForgottenMaterialFieldIsASlip(t *testing.T) {
 	w := newWorld(t)
 	a := w.approved("wf-ack")
-	_, err := w.execute(a.Key, "wf-ack", nil)
-	var d *ledger.DeniedError
-	if !errors.As(err, &d) || !d.Missing || d.Field != "consent" {
-		t.Fatalf("err = %v", err)
+	_, err := w.l.Approve(w.ctx, a.Key, "lead", []ledger.MaterialRead{{Source: "crm", Field: "consent", Value: "yes"},
+		{Source: "helpdesk", Field: "status", Value: "open"}})
+	w.must(err)
+	before, err := w.l.History(w.ctx, ledger.HistoryFilter{ActionKey: a.Key})
+	w.must(err)
+	_, err = w.execute(a.Key, "wf-ack", consentYes)
+	if !errors.Is(err, ledger.ErrInvalid) || !strings.Contains(err.Error(), "helpdesk.status") {
+		t.Fatalf("err = %v, want a usage error naming helpdesk.status", err)
+	}
+	after, err := w.l.History(w.ctx, ledger.HistoryFilter{ActionKey: a.Key})
+	w.must(err)
+	if st := w.state(a.Key); st != ledger.StateApproved || len(after) != len(before) || w.dest.Calls() != 0 {
+		t.Fatalf("after the slip: state %s, history %d → %d, sends %d", st, len(before), len(after), w.dest.Calls())
+	}
+	if _, err := w.execute(a.Key, "wf-ack", append(consentYes, ledger.MaterialRead{Source: "helpdesk", Field: "status", Value: "open"})); err != nil {
+		t.Fatalf("full send: %v", err)
 	}
 }
 
@@ -242,7 +257,21 @@ func TestMissingOwnerHoldsWhileDraftingWorks(t *testing.T) {
 	if a, err = w.l.Propose(w.ctx, p); err != nil || a.State != ledger.StateDrafting {
 		t.Fatalf("drafting without owner: %v %s", err, a.State)
 	}
+	// An approval under nobody could never be sent: it is refused, with
+	// nothing recorded.
+	if _, err = w.l.Approve(w.ctx, a.Key, "lead", consentYes); !errors.Is(err, ledger.ErrInvalid) ||
+		!strings.Contains(err.Error(), "claim the task first") {
+		t.Fatalf("approve without owner: %v", err)
+	}
+	if st := w.state(a.Key); st != ledger.StateDrafting {
+		t.Fatalf("state after refused approval = %s", st)
+	}
+	_, err = w.l.Claim(w.ctx, ledger.TaskRef{ID: "task-7"}, "wf-ack")
+	w.must(err)
 	_, err = w.l.Approve(w.ctx, a.Key, "lead", consentYes)
+	w.must(err)
+	// The owner lets go before sending: the send is held, not denied.
+	_, err = w.l.Release(w.ctx, "task-7", "wf-ack", "end of shift")
 	w.must(err)
 	_, err = w.execute(a.Key, "wf-ack", consentYes)
 	if !errors.Is(err, ledger.ErrHeld) {
@@ -251,6 +280,15 @@ func TestMissingOwnerHoldsWhileDraftingWorks(t *testing.T) {
 	got, _ := w.l.Action(w.ctx, a.Key)
 	if got.HoldCause != ledger.HoldOwnerMissing {
 		t.Fatalf("hold cause = %s", got.HoldCause)
+	}
+	// The way out: the same owner claims again, a person releases the
+	// hold, and the send goes out under the approval it had.
+	_, err = w.l.Claim(w.ctx, ledger.TaskRef{ID: "task-7"}, "wf-ack")
+	w.must(err)
+	_, err = w.l.ReleaseHold(w.ctx, a.Key, "ops", "owner back")
+	w.must(err)
+	if _, err := w.execute(a.Key, "wf-ack", consentYes); err != nil {
+		t.Fatalf("send after claim and release: %v", err)
 	}
 }
 
@@ -383,15 +421,15 @@ func TestReconcile(t *testing.T) {
 	tests := []struct {
 		Name      string
 		Arrived   bool
-		Looker    func(d *fakes.Destination) ledger.Looker
+		Looker    func(d *fakes.Destination) ledger.LookerOpener
 		State     ledger.State
 		Cause     ledger.HoldCause
 		ReleaseOK bool
 	}{
-		{"FoundAtDestination", true, func(d *fakes.Destination) ledger.Looker { return d }, ledger.StateSent, "", false},
-		{"ProvablyAbsent", false, func(d *fakes.Destination) ledger.Looker { return d }, ledger.StateHeld, ledger.HoldSafeToRetry, true},
-		{"NoLookup", true, func(*fakes.Destination) ledger.Looker { return nil }, ledger.StateHeld, ledger.HoldUnknownOutcome, false},
-		{"LookupDown", true, func(d *fakes.Destination) ledger.Looker { d.SetLookupDown(true); return d }, ledger.StateHeld, ledger.HoldUnknownOutcome, false},
+		{"FoundAtDestination", true, func(d *fakes.Destination) ledger.LookerOpener { return records(d) }, ledger.StateSent, "", false},
+		{"ProvablyAbsent", false, func(d *fakes.Destination) ledger.LookerOpener { return records(d) }, ledger.StateHeld, ledger.HoldSafeToRetry, true},
+		{"NoLookup", true, func(*fakes.Destination) ledger.LookerOpener { return nil }, ledger.StateHeld, ledger.HoldUnknownOutcome, false},
+		{"LookupDown", true, func(d *fakes.Destination) ledger.LookerOpener { d.SetLookupDown(true); return records(d) }, ledger.StateHeld, ledger.HoldUnknownOutcome, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.Name, func(t *testing.T) {
@@ -402,12 +440,12 @@ func TestReconcile(t *testing.T) {
 			} else {
 				w.dest.Script(ledger.OutcomeRejectedTemporary)
 			}
-			_, msg, err := w.l.BeginAttempt(w.ctx, ledger.ExecuteRequest{Key: a.Key, Executor: "wf-ack", Reread: consentYes})
+			_, msg, err := w.l.BeginAttempt(w.ctx, ledger.ExecuteRequest{Key: a.Key, Executor: "wf-ack", Reread: consentYes, Endpoint: ledger.EndpointOf(w.dest)})
 			w.must(err)
 			w.dest.Send(w.ctx, msg)
 			_, err = w.l.RecordOutcome(w.ctx, msg.TransportID, ledger.OutcomeUnknown, "timeout after data")
 			w.must(err)
-			got, err := w.l.Reconcile(w.ctx, a.Key, "ops", tc.Looker(w.dest))
+			got, err := w.l.Reconcile(w.ctx, ledger.ReconcileRequest{Key: a.Key, Actor: "ops", Open: tc.Looker(w.dest)})
 			if tc.State == ledger.StateSent && err != nil {
 				t.Fatal(err)
 			}

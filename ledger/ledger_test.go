@@ -52,9 +52,28 @@ func ackProposal(actor string) ledger.Proposal {
 	return ledger.Proposal{
 		Task:     ledger.TaskRef{ID: "task-7", Customer: "cust-42", Subject: "Where is my order?"},
 		Customer: "cust-42", Event: "enquiry-1001", ActionType: "reply_ack", Target: "task-7",
-		Recipient: "ada@example.com", Subject: "We received your enquiry",
+		Recipient: "ada@example.com", Subject: "We received your enquiry", Destination: fakes.DefaultName,
 		Body: "Hello Ada,\n\nthank you for writing. We will answer within a day.", Actor: actor,
 	}
+}
+
+// records reaches the given destinations' records by their identity, as a
+// workflow's configuration would.
+func records(dests ...ledger.Destination) ledger.LookerOpener {
+	return ledger.LookerOpenerFunc(func(ep ledger.Endpoint) (ledger.Looker, error) {
+		for _, d := range dests {
+			if d.Identity() == ep.Destination {
+				lk, _ := d.(ledger.Looker)
+				return lk, nil
+			}
+		}
+		return nil, nil
+	})
+}
+
+// reconcile asks the world's destination's records.
+func (w *world) reconcile(key, actor string) (ledger.Action, error) {
+	return w.l.Reconcile(w.ctx, ledger.ReconcileRequest{Key: key, Actor: actor, Open: records(w.dest)})
 }
 
 var consentYes = []ledger.MaterialRead{{Source: "crm", Field: "consent", Value: "yes"}}

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"testing"
 
+	"gatehouse/fakes"
 	"gatehouse/ledger"
 )
 
@@ -29,6 +30,9 @@ func TestMain(m *testing.M) {
 // appendDestination "delivers" by appending one line per message to a file
 // shared by all processes, so arrivals can be counted across processes.
 type appendDestination struct{ path string }
+
+// Identity is the one the test proposals name.
+func (appendDestination) Identity() string { return fakes.DefaultName }
 
 func (d appendDestination) Send(_ context.Context, m ledger.Message) (ledger.Receipt, error) {
 	f, err := os.OpenFile(d.path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
@@ -66,6 +70,7 @@ func playRole(role, path, key, out string) int {
 			return 1
 		}
 	case "crash-after-begin":
+		req.Endpoint = ledger.EndpointOf(appendDestination{out})
 		_, _, err := l.BeginAttempt(context.Background(), req)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -166,7 +171,7 @@ func TestKilledExecutorLeavesUnknownUntilReconciled(t *testing.T) {
 		t.Fatal("recovery re-sent")
 	}
 	// Nothing arrived: reconcile proves it, and a reviewed retry sends once.
-	got, err := w.l.Reconcile(w.ctx, a.Key, "ops", w.dest)
+	got, err := w.reconcile(a.Key, "ops")
 	w.must(err)
 	if got.State != ledger.StateHeld || got.HoldCause != ledger.HoldSafeToRetry {
 		t.Fatalf("after reconcile: %s/%s", got.State, got.HoldCause)
@@ -187,7 +192,7 @@ func TestKilledExecutorLeavesUnknownUntilReconciled(t *testing.T) {
 func TestLeaseExpiryMarksUnknown(t *testing.T) {
 	w := newWorld(t)
 	a := w.approved("wf-ack")
-	_, _, err := w.l.BeginAttempt(w.ctx, ledger.ExecuteRequest{Key: a.Key, Executor: "wf-ack", Reread: consentYes})
+	_, _, err := w.l.BeginAttempt(w.ctx, ledger.ExecuteRequest{Key: a.Key, Executor: "wf-ack", Reread: consentYes, Endpoint: ledger.EndpointOf(w.dest)})
 	w.must(err)
 	marked, err := w.l.Recover(w.ctx)
 	w.must(err)

@@ -7,14 +7,47 @@ import (
 	"strings"
 )
 
+// ReconcileRequest asks the gate to establish an unknown outcome.
+type ReconcileRequest struct {
+	Key   string
+	Actor string
+	// Open reaches the records of the attempt's recorded destination; nil
+	// means no records can be consulted (the action is then held).
+	Open LookerOpener
+	// Named is the destination the caller named, if any. It must be the
+	// attempt's own (a named lookup endpoint must match too) unless Moved.
+	Named *Endpoint
+	// Moved says the attempt's destination now answers at Named (a test
+	// mailbox restarted on another port, say): a person's recorded
+	// override, which needs a Reason.
+	Moved  bool
+	Reason string
+}
+
 // Reconcile establishes the outcome of an action whose outcome is unknown
-// from the destination's own records, never by re-sending:
-//   - found at the destination → sent (confirmed by reconciliation);
-//   - provably absent → held, safe to retry after review;
-//   - no Looker (looker nil) or the lookup failed → held for a person.
+// from the records of the destination its last attempt recorded, never by
+// re-sending, and counting only that attempt's own message:
+//   - the attempt's Message-ID stored for its recipient, and nothing else
+//     carrying the key → sent (confirmed by reconciliation);
+//   - a lookup that answered and holds nothing for the key or the
+//     Message-ID → held, safe to retry after review;
+//   - anything else the records hold for the key (another Message-ID, the
+//     right Message-ID for another recipient) → held as a contradiction for
+//     a person, named in the reason; never proof of delivery or absence;
+//   - no records to consult, or a lookup that failed or answered
+//     unreadably → held for a person.
 //
-// Reconciling an action that is not unknown changes nothing and returns it.
-func (l *Ledger) Reconcile(ctx context.Context, key, actor string, looker Looker) (Action, error) {
+// Naming a destination other than the recorded one is refused unless the
+// request says it moved, with a reason. Reconciling an action whose outcome
+// is not open changes nothing and returns it.
+func (l *Ledger) Reconcile(ctx context.Context, req ReconcileRequest) (Action, error) {
+	key, actor := req.Key, req.Actor
+	if req.Moved && strings.TrimSpace(req.Reason) == "" {
+		return Action{}, invalidf("reconcile %s: a moved destination needs a reason", key)
+	}
+	if req.Moved && req.Named == nil {
+		return Action{}, invalidf("reconcile %s: say where the destination moved to", key)
+	}
 	a, err := l.Action(ctx, key)
 	if err != nil {
 		return a, err
@@ -29,13 +62,14 @@ func (l *Ledger) Reconcile(ctx context.Context, key, actor string, looker Looker
 	}); err != nil {
 		return a, err
 	}
-	var res LookupResult
-	var lookErr error
-	if looker == nil {
-		lookErr = errors.New("the destination offers no lookup")
-	} else {
-		res, lookErr = looker.Lookup(ctx, key)
+	if asked.Recipient == "" {
+		asked.Recipient = a.Recipient // recorded before attempts stored it
 	}
+	ep, note, refusal := reconcileEndpoint(asked, req)
+	if refusal != nil {
+		return l.refuseReconcile(ctx, a, actor, refusal)
+	}
+	res, lookErr := lookUp(ctx, req.Open, ep, LookupQuery{ActionKey: key, MessageID: asked.MessageID})
 	var out Action
 	err = l.writeRelaxed(ctx, func(t *wtx) error {
 		cur, err := getAction(t, key)
@@ -53,27 +87,144 @@ func (l *Ledger) Reconcile(ctx context.Context, key, actor string, looker Looker
 		if asked.ID != att.ID || cur.Version != a.Version {
 			return nil // the action moved on while the destination was asked; its answer is stale
 		}
-		switch {
-		case lookErr != nil:
+		if note != "" {
+			kind := EvDestinationMoved
+			if err := t.event(actor, cur.TaskID, key, kind, req.Reason, "%s", note); err != nil {
+				return err
+			}
+		}
+		if lookErr != nil {
 			reason := fmt.Sprintf("outcome of attempt %d unknown and could not be checked (%v); a person must look at the destination", att.Number, lookErr)
-			if cur.State != StateHeld {
+			if cur.State != StateHeld || cur.HoldCause != HoldUnknownOutcome {
 				if err := t.transition(&out, StateHeld, reason, HoldUnknownOutcome); err != nil {
 					return err
 				}
 			}
-			if err := t.event(actor, cur.TaskID, key, EvHeld, "",
-				"%s tried to reconcile %s, but %v; it stays held and will not be re-sent.", actor, key, lookErr); err != nil {
-				return err
-			}
-			return refuse(&StateError{Key: key, State: out.State, Err: ErrHeld, Hint: reason})
-		case res.Found:
+			return t.refuseWith(&out, "", "", actor, EvHeld,
+				&StateError{Key: key, State: out.State, Err: ErrHeld, Hint: reason},
+				"%s tried to reconcile %s at %s, but %v; it stays held and will not be re-sent.", actor, key, ep, lookErr)
+		}
+		v := judge(asked, res)
+		switch {
+		case len(v.contradictions) > 0:
+			return t.holdContradiction(&out, att, actor, ep, v)
+		case v.own > 0:
 			return t.settleReconciled(&out, att, actor, OutcomeAccepted,
-				fmt.Sprintf("reconciliation found %d message(s) at the destination (%s)", res.Count, strings.Join(res.MessageIDs, ", ")))
+				fmt.Sprintf("reconciliation found its message %s for %s at %s", att.MessageID, asked.Recipient, ep.Destination))
 		default:
-			return t.settleReconciled(&out, att, actor, OutcomeNotDelivered, "reconciliation found no message at the destination")
+			return t.settleReconciled(&out, att, actor, OutcomeNotDelivered,
+				fmt.Sprintf("reconciliation found no message %s and nothing else for the key at %s", att.MessageID, ep.Destination))
 		}
 	})
 	return out, err
+}
+
+// reconcileEndpoint decides which records to ask: the attempt's own, or
+// the ones a person said it moved to. It returns a history note for an
+// override, or the refusal of a wrong destination.
+func reconcileEndpoint(asked Attempt, req ReconcileRequest) (Endpoint, string, *DestinationError) {
+	rec := asked.Endpoint()
+	named := req.Named
+	switch {
+	case rec.Destination == "" && named != nil:
+		return *named, fmt.Sprintf("%s reconciles attempt %d of %s at %s, which %s named: the attempt was recorded before attempts stored their destination.",
+			req.Actor, asked.Number, asked.ActionKey, named, req.Actor), nil
+	case named == nil || sameEndpoint(rec, *named):
+		return rec, "", nil
+	case req.Moved:
+		return *named, fmt.Sprintf("%s said the destination of attempt %d of %s moved from %s to %s because: %s.",
+			req.Actor, asked.Number, asked.ActionKey, rec, named, req.Reason), nil
+	}
+	return rec, "", &DestinationError{Key: asked.ActionKey, Field: "destination", Recorded: rec.String(), Named: named.String(), Attempt: asked.Number}
+}
+
+// sameEndpoint: a named endpoint matches the recorded one when it names the
+// same destination and, if it names a lookup endpoint, the same one.
+func sameEndpoint(rec, named Endpoint) bool {
+	return rec.Destination == named.Destination && (named.Lookup == "" || named.Lookup == rec.Lookup)
+}
+
+// refuseReconcile records that a reconcile named the wrong destination and
+// refuses it; the action does not change.
+func (l *Ledger) refuseReconcile(ctx context.Context, a Action, actor string, de *DestinationError) (Action, error) {
+	return l.onAction(ctx, a.Key, false, func(t *wtx, cur *Action) error {
+		return t.refuseWith(cur, "", "", actor, EvWrongDestination, de,
+			"The gate refused %s's reconcile of %s against %s: attempt %d went to %s; only its own destination may be asked.",
+			actor, a.Key, de.Named, de.Attempt, de.Recorded)
+	})
+}
+
+// lookUp asks the endpoint's records, checking that the opener reached the
+// destination it was asked for.
+func lookUp(ctx context.Context, open LookerOpener, ep Endpoint, q LookupQuery) (LookupResult, error) {
+	if ep.Destination == "" {
+		return LookupResult{}, errors.New("the attempt was recorded before attempts stored their destination; name the destination it was sent to")
+	}
+	if open == nil {
+		return LookupResult{}, fmt.Errorf("no way to reach the records of %s was given", ep)
+	}
+	lk, err := open.OpenLooker(ep)
+	if err != nil {
+		return LookupResult{}, fmt.Errorf("open the records of %s: %w", ep, err)
+	}
+	if lk == nil {
+		return LookupResult{}, fmt.Errorf("%s keeps no records the gate can consult", ep)
+	}
+	if lk.Identity() != ep.Destination {
+		return LookupResult{}, fmt.Errorf("asked for the records of %s but reached %s", ep.Destination, lk.Identity())
+	}
+	return lk.Lookup(ctx, q)
+}
+
+// verdict is what a destination's records say about one attempt.
+type verdict struct {
+	own            int      // stored copies of the attempt's message for its recipient
+	contradictions []string // everything else found, in plain words
+}
+
+// judge counts the attempt's own message (its Message-ID, its recipient)
+// and names everything else as a contradiction.
+func judge(att Attempt, res LookupResult) verdict {
+	var v verdict
+	for _, m := range res.Messages {
+		switch {
+		case m.MessageID != att.MessageID:
+			v.contradictions = append(v.contradictions, fmt.Sprintf("message %s carries the key but is not attempt %d's (to %s)",
+				orDash(m.MessageID), att.Number, strings.Join(m.Recipients, ", ")))
+		case !containsFold(m.Recipients, att.Recipient):
+			v.contradictions = append(v.contradictions, fmt.Sprintf("message %s arrived for %s, not for %s",
+				m.MessageID, strings.Join(m.Recipients, ", "), att.Recipient))
+		default:
+			v.own++
+		}
+	}
+	return v
+}
+
+func containsFold(list []string, s string) bool {
+	for _, x := range list {
+		if strings.EqualFold(strings.TrimSpace(x), strings.TrimSpace(s)) {
+			return true
+		}
+	}
+	return false
+}
+
+// holdContradiction parks the action for a person: the records hold
+// something that is neither this attempt's message nor its absence.
+func (t *wtx) holdContradiction(a *Action, att Attempt, actor string, ep Endpoint, v verdict) error {
+	found := "its own message was not found"
+	if v.own > 0 {
+		found = "its own message was found too"
+	}
+	reason := truncate(fmt.Sprintf("contradiction at %s for attempt %d: %s; %s. A person must check the destination (gate resolve)",
+		ep.Destination, att.Number, strings.Join(v.contradictions, "; "), found), 1000)
+	if err := t.transition(a, StateHeld, reason, HoldContradiction); err != nil {
+		return err
+	}
+	return t.event(actor, a.TaskID, a.Key, EvContradiction, "",
+		"%s reconciled %s, but the records of %s contradict attempt %d: %s; %s. It is held for a person and will not be re-sent.",
+		actor, a.Key, ep.Destination, att.Number, strings.Join(v.contradictions, "; "), found)
 }
 
 // ResolveUnknown records an outcome a person established by checking the
@@ -99,7 +250,7 @@ func (l *Ledger) ResolveUnknown(ctx context.Context, key, actor string, delivere
 }
 
 func needsReconcile(a Action) bool {
-	return a.State == StateUnknown || (a.State == StateHeld && a.HoldCause == HoldUnknownOutcome)
+	return a.State == StateUnknown || (a.State == StateHeld && a.HoldCause.outcomeOpen())
 }
 
 func (t *wtx) settleReconciled(a *Action, att Attempt, actor string, o Outcome, note string) error {
@@ -168,7 +319,7 @@ func (l *Ledger) ReleaseHold(ctx context.Context, key, actor, reason string) (Ac
 		if a.State != StateHeld {
 			return &StateError{Key: key, State: a.State, Err: ErrWrongState, Hint: "it is not held"}
 		}
-		if a.HoldCause == HoldUnknownOutcome {
+		if a.HoldCause.outcomeOpen() {
 			return &StateError{Key: key, State: a.State, Err: ErrUnknownOutcome,
 				Hint: "the message may have arrived; reconcile or resolve the outcome before releasing"}
 		}

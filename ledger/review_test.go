@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"gatehouse/fakes"
 	"gatehouse/ledger"
 )
 
@@ -18,7 +19,7 @@ func TestRemovedRecipientIsNeverSent(t *testing.T) {
 	t.Run("ApprovedBeforeRemoval", func(t *testing.T) {
 		w := newWorld(t)
 		importMessy(t, w, "rel-1")
-		w.must(w.l.ApproveAudience(w.ctx, "rel-1", "lead"))
+		w.must(w.l.ApproveAudience(w.ctx, "rel-1", "lead", fakes.DefaultName, ""))
 		w.dest.Script(ledger.OutcomeRejectedTemporary, ledger.OutcomeRejectedTemporary, ledger.OutcomeRejectedTemporary)
 		_, err := w.l.SendAudience(w.ctx, ledger.AudienceSend{ReleaseID: "rel-1", Actor: "notice-bot"}, w.dest, testCRM())
 		w.must(err)
@@ -34,7 +35,7 @@ func TestRemovedRecipientIsNeverSent(t *testing.T) {
 	t.Run("RemovedWhileASendReadsItsPage", func(t *testing.T) {
 		w := newWorld(t)
 		importMessy(t, w, "rel-1")
-		w.must(w.l.ApproveAudience(w.ctx, "rel-1", "lead"))
+		w.must(w.l.ApproveAudience(w.ctx, "rel-1", "lead", fakes.DefaultName, ""))
 		w.must(w.l.RemoveRecipient(w.ctx, "rel-1", "c1", "ops", "asked not to be contacted"))
 		// What a run that read c1 as eligible before the removal does next.
 		key := ledger.Key("c1", "rel-1", "notice", "audience", 0)
@@ -42,7 +43,7 @@ func TestRemovedRecipientIsNeverSent(t *testing.T) {
 		w.must(err)
 		_, err = w.l.Propose(w.ctx, ledger.Proposal{Task: ledger.TaskRef{ID: "release:rel-1"}, Customer: "c1", Event: "rel-1",
 			ActionType: "notice", Target: "audience", Recipient: "ada@example.org", Subject: "Opening hours change",
-			Body: "Our opening hours change on 1 April.", Actor: "notice-bot"})
+			Body: "Our opening hours change on 1 April.", Actor: "notice-bot", Destination: fakes.DefaultName})
 		w.must(err)
 		w.l.Approve(w.ctx, key, "lead", []ledger.MaterialRead{{Source: "crm", Field: "consent", Value: "yes"}})
 		if err := send(w, key); !errors.Is(err, ledger.ErrCancelled) {
@@ -106,11 +107,11 @@ func TestCompletedTaskTakesNoNewWork(t *testing.T) {
 func TestLateAcceptanceAfterSettlingIsFlagged(t *testing.T) {
 	w := newWorld(t)
 	a := w.approved("wf-ack")
-	_, msg, err := w.l.BeginAttempt(w.ctx, ledger.ExecuteRequest{Key: a.Key, Executor: "wf-ack", Reread: consentYes})
+	_, msg, err := w.l.BeginAttempt(w.ctx, ledger.ExecuteRequest{Key: a.Key, Executor: "wf-ack", Reread: consentYes, Endpoint: ledger.EndpointOf(w.dest)})
 	w.must(err)
 	_, err = w.l.RecordOutcome(w.ctx, msg.TransportID, ledger.OutcomeUnknown, "timeout")
 	w.must(err)
-	got, err := w.l.Reconcile(w.ctx, a.Key, "ops", w.dest) // nothing there yet
+	got, err := w.reconcile(a.Key, "ops") // nothing there yet
 	w.must(err)
 	if got.HoldCause != ledger.HoldSafeToRetry {
 		t.Fatalf("hold cause %s", got.HoldCause)
@@ -155,7 +156,7 @@ func TestRemovalDuringASendSkipsNobodyElse(t *testing.T) {
 	_, err := w.l.ImportAudience(w.ctx, ledger.AudienceImport{ReleaseID: "big", Source: strings.NewReader(file.String()),
 		ActionType: "notice", Subject: "Notice", Body: "Hello.", Actor: "ops"}, dir)
 	w.must(err)
-	w.must(w.l.ApproveAudience(w.ctx, "big", "lead"))
+	w.must(w.l.ApproveAudience(w.ctx, "big", "lead", fakes.DefaultName, ""))
 	d := &removingDirectory{crm: dir, remove: func() {
 		w.must(w.l.RemoveRecipient(w.ctx, "big", "c005", "ops", "asked not to be contacted"))
 	}}

@@ -391,15 +391,35 @@ func (l *Ledger) tryWrite(ctx context.Context, durable bool, fn func(*wtx) error
 	var keep *committedRefusal
 	if err != nil && !errors.As(err, &keep) {
 		tx.Rollback()
-		return err
+		if isBusy(err) || errors.Is(err, errNeedsDurable) || isDomain(err) {
+			return err
+		}
+		return fmt.Errorf("%w: %w", ErrNotRecorded, err)
 	}
 	if cerr := tx.Commit(); cerr != nil {
-		return cerr
+		if isBusy(cerr) {
+			return cerr
+		}
+		return fmt.Errorf("%w: commit: %w", ErrNotRecorded, cerr)
 	}
 	if keep != nil {
 		return keep.err
 	}
 	return nil
+}
+
+// isDomain reports whether err is the gate's own answer (a refusal, a bad
+// request, a missing record) rather than a failure of the storage.
+func isDomain(err error) bool {
+	for _, s := range []error{ErrNotFound, ErrDuplicate, ErrInFlight, ErrDenied, ErrHeld, ErrStopped,
+		ErrOwnershipConflict, ErrApprovalStale, ErrUnknownOutcome, ErrCancelled, ErrFailed, ErrNotDelivered,
+		ErrIncomplete, ErrInvalid, ErrNotReviewed, ErrWrongState, ErrWrongDestination, ErrNotLedger, ErrTooNew,
+		ErrReleaseExists, context.Canceled, context.DeadlineExceeded} {
+		if errors.Is(err, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // committedRefusal is a refusal whose history (the event saying what was

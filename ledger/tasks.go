@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -60,7 +61,12 @@ func (l *Ledger) TakeOver(ctx context.Context, ref TaskRef, actor, reason string
 	}
 	var out Task
 	err := l.write(ctx, func(t *wtx) error {
-		tk, err := t.ensureTask(ref.ID, ref.Customer, ref.Subject, actor)
+		// A takeover changes who owns known work; a typo must not create a
+		// phantom task with an owner. Claim creates tasks.
+		tk, err := getTask(t, ref.ID)
+		if errors.Is(err, ErrNotFound) {
+			return invalidf("take over %s: the ledger has no such task; check the id, or claim it to open it", ref.ID)
+		}
 		if err != nil {
 			return err
 		}

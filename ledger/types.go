@@ -45,7 +45,15 @@ const (
 	HoldStopped           HoldCause = "stopped"            // the stop switch was on at execution
 	HoldUnknownOutcome    HoldCause = "unknown_outcome"    // outcome unknown and not reconciled
 	HoldSafeToRetry       HoldCause = "safe_to_retry"      // reconciliation proved nothing arrived
+	HoldContradiction     HoldCause = "contradiction"      // the destination's records contradict the attempt
 )
+
+// outcomeOpen reports whether the hold sits on an attempt whose outcome is
+// not established: the message may have arrived, so nothing may start again
+// until reconciliation or a person settles it.
+func (c HoldCause) outcomeOpen() bool {
+	return c == HoldUnknownOutcome || c == HoldContradiction
+}
 
 // Task is the helpdesk conversation actions belong to, with its
 // authoritative owner.
@@ -78,6 +86,17 @@ type Action struct {
 	Target     string
 	Revision   int
 	Recipient  string
+	// RecipientName is the display name shown with the recipient ("" for none).
+	RecipientName string
+	// Destination is where the message is handed over, without credentials
+	// (see Destination.Identity); "" only on actions recorded before
+	// destinations were bound.
+	Destination string
+	// Lookup is where the destination's records are consulted (a test
+	// mailbox API); not approved, since it changes nothing about where the
+	// message goes. A send that names no destination reaches it with it.
+	Lookup     string
+	Sender     string // the From address the approval binds
 	Subject    string
 	Body       string
 	Digest     string
@@ -111,6 +130,8 @@ type Approval struct {
 	Digest      string
 	Recipient   string
 	Target      string
+	Destination string // "" on approvals recorded before destinations were bound
+	Sender      string
 	Owner       string
 	Material    []MaterialRead
 	At          time.Time
@@ -125,7 +146,14 @@ type Attempt struct {
 	Number      int
 	TransportID string
 	Executor    string
-	Holder      string // host:pid of the executing process
+	Holder      string // host/boot/pid-namespace:pid of the executing process (see processHolder)
+	// What the durable intent recorded about where the message went and what
+	// it was: the only evidence reconciliation may use.
+	Destination string // destination identity, without credentials
+	Lookup      string // where the destination's records are consulted ("" for none)
+	MessageID   string // the Message-ID the message carries, without angle brackets
+	Recipient   string
+	Sender      string
 	StartedAt   time.Time
 	LeaseUntil  time.Time
 	Outcome     Outcome // "" while in flight
@@ -199,6 +227,11 @@ const (
 	EvLateOutcome        EventKind = "late_outcome"
 	EvAudienceImported   EventKind = "audience_imported"
 	EvAudienceRemoved    EventKind = "audience_removed"
+	EvDestinationBound   EventKind = "destination_bound"
+	EvWrongDestination   EventKind = "wrong_destination"
+	EvDestinationMoved   EventKind = "destination_moved"
+	EvContradiction      EventKind = "contradiction"
+	EvRefused            EventKind = "refused"
 )
 
 // Notification is a message to a person, e.g. the previous owner after a

@@ -21,3 +21,10 @@ func containsString(list []string, s string) bool {
 	}
 	return false
 }
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

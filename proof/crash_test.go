@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"gatehouse/ledger"
+	"gatehouse/ledger/smtpdest"
 	"gatehouse/proof"
 	"gatehouse/testmailbox"
 )
@@ -39,6 +40,13 @@ func (w *world) env(extra ...string) []string {
 		"PROOF_KEYS=" + strings.Join(w.keys, ","), "PROOF_TASK=" + w.task, "PROOF_RELEASE=" + w.releas}, extra...)
 }
 
+// destination is the identity of the mailbox every send goes to.
+func (w *world) destination() string {
+	d, err := smtpdest.New(w.mb.Target())
+	must(w.t, err)
+	return d.Identity()
+}
+
 func (w *world) open() *ledger.Ledger {
 	l, err := ledger.Open(w.path)
 	must(w.t, err)
@@ -56,7 +64,8 @@ func (w *world) approvedActions(owner string, n int) {
 	for i := 1; i <= n; i++ {
 		p := ledger.Proposal{Task: ledger.TaskRef{ID: w.task}, Customer: fmt.Sprintf("c%d", i), Event: "enq-1",
 			ActionType: "reply_ack", Target: w.task, Recipient: fmt.Sprintf("c%d@example.org", i),
-			Subject: "We received your enquiry", Body: "We will answer within a day.", Actor: owner}
+			Destination: w.destination(),
+			Subject:     "We received your enquiry", Body: "We will answer within a day.", Actor: owner}
 		a, err := l.Propose(w.ctx, p)
 		must(w.t, err)
 		_, err = l.Approve(w.ctx, a.Key, "lead", consentYes)
@@ -82,7 +91,7 @@ func (w *world) audienceRelease(n int) {
 		Source: strings.NewReader(csv), ActionType: "notice", Subject: "Opening hours change",
 		Body: "Our opening hours change on 1 April.", Actor: "ops"}, l.Customers())
 	must(w.t, err)
-	must(w.t, l.ApproveAudience(w.ctx, w.releas, "lead"))
+	must(w.t, l.ApproveAudience(w.ctx, w.releas, "lead", w.destination(), ""))
 	rows, err := l.AudienceRows(w.ctx, w.releas, ledger.RowEligible, 0, 0)
 	must(w.t, err)
 	for _, r := range rows {

@@ -6,11 +6,13 @@ import (
 	"fmt"
 
 	"gatehouse/ledger"
+	"gatehouse/ledger/destinations"
 )
 
-// playSend executes keys one by one exactly as ledger.Execute does
-// (BeginAttempt, Destination.Send, RecordOutcome), with a boundary mark
-// between the steps so the crash matrix can kill the process between any two.
+// playSend executes keys one by one through the gate's own steps, which
+// ledger.Execute composes (BeginAttempt, Deliver, RecordDelivery), with a
+// boundary mark between them so the crash matrix can kill the process
+// between any two.
 func playSend(ctx context.Context, l *ledger.Ledger, dest ledger.Destination, actor string, keys []string, mk *marker) error {
 	for i, k := range keys {
 		if err := sendSteps(ctx, l, dest, actor, fmt.Sprintf("a%d", i+1), k, mk); err != nil {
@@ -21,19 +23,15 @@ func playSend(ctx context.Context, l *ledger.Ledger, dest ledger.Destination, ac
 }
 
 func sendSteps(ctx context.Context, l *ledger.Ledger, dest ledger.Destination, actor, tag, key string, mk *marker) error {
-	_, msg, err := l.BeginAttempt(ctx, ledger.ExecuteRequest{Key: key, Executor: actor, Reread: consentYes})
+	att, msg, err := l.BeginAttempt(ctx, ledger.ExecuteRequest{Key: key, Executor: actor, Reread: consentYes,
+		Endpoint: ledger.EndpointOf(dest)})
 	if err != nil {
 		return fmt.Errorf("begin %s: %w", key, err)
 	}
 	mk.mark(tag + "/attempt-recorded")
-	rcpt, sendErr := dest.Send(ctx, msg)
-	o := ledger.ClassifyDelivery(sendErr)
-	response := rcpt.Response
-	if sendErr != nil {
-		response = sendErr.Error()
-	}
-	mk.mark(tag + "/handed-over:" + string(o))
-	if _, err := l.RecordOutcome(ctx, msg.TransportID, o, response); err != nil {
+	d := l.Deliver(ctx, att, msg, dest)
+	mk.mark(tag + "/handed-over:" + string(d.Outcome))
+	if _, err := l.RecordDelivery(ctx, att, d); errors.Is(err, ledger.ErrNotRecorded) {
 		return fmt.Errorf("record %s: %w", key, err)
 	}
 	mk.mark(tag + "/outcome-recorded")
@@ -46,7 +44,6 @@ func sendSteps(ctx context.Context, l *ledger.Ledger, dest ledger.Destination, a
 // records, re-approves the rest under their ownership (the old approvals were
 // bound to the old owner) and sends them.
 func playTakeover(ctx context.Context, l *ledger.Ledger, dest ledger.Destination, actor, task string, keys []string, mk *marker) error {
-	looker, _ := dest.(ledger.Looker)
 	mk.mark("opened-and-recovered")
 	if _, err := l.TakeOver(ctx, ledger.TaskRef{ID: task}, actor, "the workflow's executor died mid-send"); err != nil {
 		return err
@@ -59,7 +56,7 @@ func playTakeover(ctx context.Context, l *ledger.Ledger, dest ledger.Destination
 			return err
 		}
 		if needsReconcile(a) {
-			if a, err = l.Reconcile(ctx, k, actor, looker); err != nil {
+			if a, err = l.Reconcile(ctx, ledger.ReconcileRequest{Key: k, Actor: actor, Open: destinations.Records()}); err != nil {
 				return err
 			}
 			mk.mark(tag + "/reconciled:" + string(a.State))
@@ -98,7 +95,6 @@ func playAudience(ctx context.Context, l *ledger.Ledger, dest ledger.Destination
 // releases holds that reconciliation proved safe, re-approves what a change
 // of owner made stale, and executes the rest. Every loop is bounded.
 func playFinish(ctx context.Context, l *ledger.Ledger, dest ledger.Destination, actor string, keys []string) error {
-	looker, _ := dest.(ledger.Looker)
 	for _, k := range keys {
 		a, err := l.Action(ctx, k)
 		if err != nil {
@@ -113,14 +109,14 @@ func playFinish(ctx context.Context, l *ledger.Ledger, dest ledger.Destination, 
 				return err
 			}
 		}
-		if err := finishOne(ctx, l, dest, looker, actor, k); err != nil {
+		if err := finishOne(ctx, l, dest, actor, k); err != nil {
 			return fmt.Errorf("finish %s: %w", k, err)
 		}
 	}
 	return nil
 }
 
-func finishOne(ctx context.Context, l *ledger.Ledger, dest ledger.Destination, looker ledger.Looker, actor, key string) error {
+func finishOne(ctx context.Context, l *ledger.Ledger, dest ledger.Destination, actor, key string) error {
 	for range 8 {
 		a, err := l.Action(ctx, key)
 		if err != nil {
@@ -128,7 +124,7 @@ func finishOne(ctx context.Context, l *ledger.Ledger, dest ledger.Destination, l
 		}
 		switch {
 		case needsReconcile(a):
-			_, err = l.Reconcile(ctx, key, actor, looker)
+			_, err = l.Reconcile(ctx, ledger.ReconcileRequest{Key: key, Actor: actor, Open: destinations.Records()})
 		case a.State == ledger.StateHeld && a.HoldCause == ledger.HoldSafeToRetry:
 			_, err = l.ReleaseHold(ctx, key, actor, "reconciliation proved nothing arrived")
 		case a.State == ledger.StateApproved:
@@ -149,7 +145,8 @@ func finishOne(ctx context.Context, l *ledger.Ledger, dest ledger.Destination, l
 }
 
 func needsReconcile(a ledger.Action) bool {
-	return a.State == ledger.StateUnknown || (a.State == ledger.StateHeld && a.HoldCause == ledger.HoldUnknownOutcome)
+	return a.State == ledger.StateUnknown || (a.State == ledger.StateHeld &&
+		(a.HoldCause == ledger.HoldUnknownOutcome || a.HoldCause == ledger.HoldContradiction))
 }
 
 // expectedRefusal reports whether err is one of the gate's typed answers
@@ -181,9 +178,21 @@ func (d markingDest) Send(ctx context.Context, m ledger.Message) (ledger.Receipt
 	return r, err
 }
 
-func (d markingDest) Lookup(ctx context.Context, key string) (ledger.LookupResult, error) {
+// Identity is the wrapped destination's: the marks change nothing about
+// where messages go.
+func (d markingDest) Identity() string { return d.dest.Identity() }
+
+// LookupEndpoint is the wrapped destination's.
+func (d markingDest) LookupEndpoint() string {
 	if lk, ok := d.dest.(ledger.Looker); ok {
-		return lk.Lookup(ctx, key)
+		return lk.LookupEndpoint()
+	}
+	return ""
+}
+
+func (d markingDest) Lookup(ctx context.Context, q ledger.LookupQuery) (ledger.LookupResult, error) {
+	if lk, ok := d.dest.(ledger.Looker); ok {
+		return lk.Lookup(ctx, q)
 	}
 	return ledger.LookupResult{}, ledger.ErrLookupUnavailable
 }
@@ -216,7 +225,7 @@ func wrapDouble(dest ledger.Destination, kind string) ledger.Destination {
 	case "twice":
 		return sendTwice{dest}
 	case "claim":
-		return claimOnly{}
+		return claimOnly{dest.Identity()}
 	}
 	return dest
 }
@@ -230,7 +239,9 @@ func (d sendTwice) Send(ctx context.Context, m ledger.Message) (ledger.Receipt, 
 	return d.Destination.Send(ctx, m)
 }
 
-type claimOnly struct{}
+type claimOnly struct{ identity string }
+
+func (c claimOnly) Identity() string { return c.identity }
 
 func (claimOnly) Send(_ context.Context, m ledger.Message) (ledger.Receipt, error) {
 	return ledger.Receipt{TransportID: m.TransportID, Response: "250 pretended"}, nil

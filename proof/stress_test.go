@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"gatehouse/ledger"
+	"gatehouse/ledger/destinations"
 	"gatehouse/ledger/smtpdest"
 	"gatehouse/proof"
 )
@@ -81,6 +82,7 @@ func playStress(ctx context.Context, l *ledger.Ledger, dest ledger.Destination) 
 	}
 	for i := range n {
 		p := stressProposal(w, i)
+		p.Destination = dest.Identity()
 		st.Actions++
 		a, err := l.Propose(ctx, p)
 		if err != nil {
@@ -200,11 +202,10 @@ func TestStress(t *testing.T) {
 	defer l.Close()
 	dest, err := smtpdest.New(mb.Target())
 	must(t, err)
-	looker := dest.(ledger.Looker)
 	_, unknown, err := l.ListActions(ctx, ledger.ActionFilter{States: []ledger.State{ledger.StateUnknown}, Limit: 100000})
 	must(t, err)
 	for _, a := range unknown {
-		if _, err := l.Reconcile(ctx, a.Key, "ops", looker); err != nil {
+		if _, err := l.Reconcile(ctx, ledger.ReconcileRequest{Key: a.Key, Actor: "ops", Open: destinations.Records()}); err != nil {
 			t.Errorf("reconcile %s: %v", a.Key, err)
 		}
 	}

@@ -60,11 +60,11 @@ func (r *Run) doRemoveRecipient(ctx context.Context, s *Step, _ barrier) (outcom
 }
 
 func (r *Run) doApproveAudience(ctx context.Context, s *Step, _ barrier) (outcome, error) {
-	return fromErr(r.env.l.ApproveAudience(ctx, s.Release, s.Actor), ClassOK)
+	return fromErr(r.env.l.ApproveAudience(ctx, s.Release, s.Actor, r.env.dest.Identity(), sender), ClassOK)
 }
 
 func (r *Run) doSendAudience(ctx context.Context, s *Step, _ barrier) (outcome, error) {
-	sum, err := r.env.l.SendAudience(ctx, ledger.AudienceSend{ReleaseID: s.Release, Actor: s.Actor, From: sender}, r.env.dest, r.directory())
+	sum, err := r.env.l.SendAudience(ctx, ledger.AudienceSend{ReleaseID: s.Release, Actor: s.Actor}, r.env.dest, r.directory())
 	if err != nil {
 		return fromErr(err, ClassOK)
 	}

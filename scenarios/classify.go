@@ -37,6 +37,7 @@ func classify(err error) (string, bool) {
 		{ledger.ErrInvalid, ClassRefused},
 		{ledger.ErrNotReviewed, ClassRefused},
 		{ledger.ErrNotFound, ClassRefused},
+		{ledger.ErrWrongDestination, ClassRefused},
 		{fakes.ErrSourceDown, ClassRefused},
 	} {
 		if errors.Is(err, c.target) {

@@ -42,6 +42,7 @@ type env struct {
 	mb      *testmailbox.Mailbox
 	dest    ledger.Destination
 	looker  ledger.Looker
+	names   *strings.Replacer // the mailbox's addresses → stable names
 	l       *ledger.Ledger
 	path    string
 	tmpDir  string
@@ -93,7 +94,35 @@ func (e *env) startMailbox(ctx context.Context) error {
 		return errors.New("connect to test mailbox: the destination offers no lookup")
 	}
 	e.dest, e.looker = dest, lk
+	// Reports must read the same on every run, but the mailbox listens on
+	// a new port each time: its addresses are shown by name.
+	e.names = strings.NewReplacer(dest.Identity(), MailboxName, lk.LookupEndpoint(), MailboxAPIName)
 	return nil
+}
+
+// Names under which reports show the rehearsal mailbox's addresses.
+const (
+	MailboxName    = "smtp://rehearsal-mailbox"
+	MailboxAPIName = "http://rehearsal-mailbox-api"
+)
+
+// stable replaces the run's changing addresses in text for a report.
+func (e *env) stable(s string) string {
+	if e.names == nil {
+		return s
+	}
+	return e.names.Replace(s)
+}
+
+// records reaches the rehearsal mailbox's records, and nothing else: the
+// only destination a rehearsal sends to.
+func (e *env) records() ledger.LookerOpener {
+	return ledger.LookerOpenerFunc(func(ep ledger.Endpoint) (ledger.Looker, error) {
+		if ep.Destination != e.dest.Identity() {
+			return nil, nil
+		}
+		return e.looker, nil
+	})
 }
 
 // seed fills the fake sources and mirrors task ownership into the ledger.

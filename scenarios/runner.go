@@ -147,6 +147,7 @@ func (r *Run) runOne(ctx context.Context, s *Step, wait barrier) (StepResult, er
 	if err != nil {
 		return res, err
 	}
+	out.detail = r.env.stable(out.detail)
 	res.Class, res.Detail = out.class, out.detail
 	if s.Expect != "" {
 		res.Verdicts = append(res.Verdicts, Verdict{Name: "(" + res.Label + ") expect", Pos: s.KeyPos["expect"],

@@ -128,7 +128,7 @@ func (r *Run) Snapshot(ctx context.Context) (Snapshot, error) {
 		return snap, fmt.Errorf("snapshot: history: %w", err)
 	}
 	for _, e := range events {
-		snap.History = append(snap.History, e.At.Format("15:04:05")+"  "+e.Message)
+		snap.History = append(snap.History, e.At.Format("15:04:05")+"  "+r.env.stable(e.Message))
 	}
 	return snap, nil
 }
@@ -186,7 +186,7 @@ func (r *Run) actionRow(ctx context.Context, a ledger.Action, name string) (*Row
 	if name == "" && strings.HasPrefix(a.TaskID, "release:") {
 		name = a.Customer // one recipient of an audience release
 	}
-	row := &Row{Key: a.Key, Name: name, State: string(a.State), Owner: tk.Owner, Reason: a.Reason}
+	row := &Row{Key: a.Key, Name: name, State: string(a.State), Owner: tk.Owner, Reason: r.env.stable(a.Reason)}
 	for _, at := range atts {
 		o := string(at.Outcome)
 		if o == "" {

@@ -29,11 +29,12 @@ type actionState struct {
 	body     string
 }
 
-func (a *actionState) proposal(task Task, actor string) ledger.Proposal {
+func (a *actionState) proposal(task Task, actor, destination string) ledger.Proposal {
 	return ledger.Proposal{
 		Task:     ledger.TaskRef{ID: a.taskID, Customer: a.customer, Subject: task.Subject},
 		Customer: a.customer, Event: a.event, ActionType: a.typ, Target: a.target, Revision: a.revision,
 		Recipient: a.to, Subject: a.subject, Body: a.body, Actor: actor,
+		Destination: destination, Sender: sender,
 	}
 }
 
@@ -68,7 +69,7 @@ func (r *Run) doPropose(ctx context.Context, s *Step, _ barrier) (outcome, error
 	a := r.action(s.Action)
 	r.mu.Lock()
 	a.to, a.subject, a.body = or(s.To, a.to), or(s.Subject, a.subject), or(s.Body, a.body)
-	p := a.proposal(r.tasks[a.taskID], s.Actor)
+	p := a.proposal(r.tasks[a.taskID], s.Actor, r.env.dest.Identity())
 	r.mu.Unlock()
 	_, err := r.env.l.Propose(ctx, p)
 	return fromErr(err, ClassOK)
@@ -80,26 +81,25 @@ func (r *Run) doApprove(ctx context.Context, s *Step, _ barrier) (outcome, error
 	return fromErr(err, ClassOK)
 }
 
+// doSend runs the gate's own send path (BeginAttempt, Deliver,
+// RecordDelivery, which Execute composes); the only addition is the barrier
+// between deciding and delivering.
 func (r *Run) doSend(ctx context.Context, s *Step, wait barrier) (outcome, error) {
 	a := r.action(s.Action)
-	req := ledger.ExecuteRequest{Key: a.key, Executor: s.Actor, Reread: r.readMaterial(a), From: sender}
-	_, msg, err := r.env.l.BeginAttempt(ctx, req)
+	req := ledger.ExecuteRequest{Key: a.key, Executor: s.Actor, Reread: r.readMaterial(a),
+		Endpoint: ledger.EndpointOf(r.env.dest)}
+	att, msg, err := r.env.l.BeginAttempt(ctx, req)
 	wait()
 	if err != nil {
 		return fromErr(err, ClassOK)
 	}
-	rcpt, sendErr := r.env.dest.Send(ctx, msg)
-	o := ledger.ClassifyDelivery(sendErr)
-	resp := rcpt.Response
-	if sendErr != nil {
-		resp = sendErr.Error()
-	}
-	if _, err := r.env.l.RecordOutcome(context.WithoutCancel(ctx), msg.TransportID, o, resp); err != nil {
+	d := r.env.l.Deliver(ctx, att, msg, r.env.dest)
+	if _, err := r.env.l.RecordDelivery(ctx, att, d); errors.Is(err, ledger.ErrNotRecorded) {
 		return outcome{}, fmt.Errorf("record outcome of %s: %w", a.key, err)
 	}
-	out := outcome{class: outcomeClass(o)}
-	if sendErr != nil {
-		out.detail = fmt.Sprintf("attempt %d: %s", msg.Attempt, o)
+	out := outcome{class: outcomeClass(d.Outcome)}
+	if d.Err != nil {
+		out.detail = fmt.Sprintf("attempt %d: %s", msg.Attempt, d.Outcome)
 	}
 	return out, nil
 }
@@ -199,12 +199,15 @@ func (r *Run) doFault(_ context.Context, s *Step, _ barrier) (outcome, error) {
 // ledger is left with an attempt in flight.
 func (r *Run) doCrash(ctx context.Context, s *Step, wait barrier) (outcome, error) {
 	a := r.action(s.Action)
-	req := ledger.ExecuteRequest{Key: a.key, Executor: s.Actor, Reread: r.readMaterial(a), From: sender}
+	req := ledger.ExecuteRequest{Key: a.key, Executor: s.Actor, Reread: r.readMaterial(a),
+		Endpoint: ledger.EndpointOf(r.env.dest)}
 	att, msg, err := r.env.l.BeginAttempt(ctx, req)
 	wait()
 	if err != nil {
 		return fromErr(err, ClassOK)
 	}
+	// The executor dies between the gate's own steps: it delivers (or not)
+	// and never records.
 	switch s.Point {
 	case "after_accept":
 		// The mailbox stores the message and drops the connection before
@@ -213,10 +216,10 @@ func (r *Run) doCrash(ctx context.Context, s *Step, wait barrier) (outcome, erro
 		if err := r.env.mb.AddFault(f); err != nil {
 			return outcome{}, fmt.Errorf("crash after accept: %w", err)
 		}
-		r.env.dest.Send(ctx, msg) //nolint:errcheck // the executor is dead; nobody reads the reply
+		r.env.l.Deliver(ctx, att, msg, r.env.dest) // the executor is dead; nobody reads the reply
 	case "before_record":
-		if _, err := r.env.dest.Send(ctx, msg); err != nil {
-			return outcome{}, fmt.Errorf("crash before record: the send itself failed: %w", err)
+		if d := r.env.l.Deliver(ctx, att, msg, r.env.dest); d.Err != nil {
+			return outcome{}, fmt.Errorf("crash before record: the send itself failed: %w", d.Err)
 		}
 	}
 	return outcome{class: ClassOK, detail: fmt.Sprintf("executor %s died %s during attempt %d", s.Actor, strings.ReplaceAll(s.Point, "_", " "), att.Number)}, nil
@@ -234,7 +237,7 @@ func (r *Run) doRestart(ctx context.Context, _ *Step, _ barrier) (outcome, error
 }
 
 func (r *Run) doReconcile(ctx context.Context, s *Step, _ barrier) (outcome, error) {
-	a, err := r.env.l.Reconcile(ctx, r.action(s.Action).key, s.Actor, r.env.looker)
+	a, err := r.env.l.Reconcile(ctx, ledger.ReconcileRequest{Key: r.action(s.Action).key, Actor: s.Actor, Open: r.env.records()})
 	if err != nil {
 		return fromErr(err, ClassOK)
 	}

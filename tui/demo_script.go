@@ -80,7 +80,8 @@ func (e demoEnv) approvedReply(ctx context.Context, actor, actionType string) er
 		"reply_personal": "About your damaged parcel"}[actionType]
 	a, err := e.l.Propose(ctx, ledger.Proposal{Task: demoRef, Customer: demoCustomer, Event: "enquiry-4711",
 		ActionType: actionType, Target: demoTask, Recipient: "ada@example.com", Subject: subject,
-		Body: "Hello Ada,\n\nthank you for writing to us.", Actor: actor})
+		Body: "Hello Ada,\n\nthank you for writing to us.", Actor: actor,
+		Destination: e.dest.Identity(), Lookup: ledger.EndpointOf(e.dest).Lookup})
 	if err != nil {
 		return err
 	}

@@ -41,7 +41,7 @@ func proposeApproved(t testing.TB, l *ledger.Ledger, task, customer, actor strin
 	}
 	a, err := l.Propose(ctx, ledger.Proposal{Task: ref, Customer: customer, Event: "enquiry-" + task,
 		ActionType: "reply_ack", Target: task, Recipient: customer + "@example.test",
-		Subject: "We have your enquiry", Body: "Hello, we are on it.", Actor: actor})
+		Subject: "We have your enquiry", Body: "Hello, we are on it.", Actor: actor, Destination: fakes.DefaultName})
 	if err != nil {
 		t.Fatal(err)
 	}

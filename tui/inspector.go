@@ -20,9 +20,10 @@ const DefaultPoll = 300 * time.Millisecond
 // InspectorConfig configures a ledger inspector.
 type InspectorConfig struct {
 	Ledger *ledger.Ledger
-	// Looker establishes unknown outcomes on reconcile; nil means the gate
-	// holds the action for a person instead.
-	Looker ledger.Looker
+	// Records reaches the records of the destination each attempt
+	// recorded, for reconcile; nil means the gate holds the action for a
+	// person instead.
+	Records ledger.LookerOpener
 	// Actor is who the operator is; every operation is recorded under it.
 	Actor string
 	// Poll overrides DefaultPoll; a negative Poll does not follow the

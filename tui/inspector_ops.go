@@ -162,14 +162,14 @@ func opResolve(arrived bool) operation {
 // opReconcile asks the destination's records, never re-sends. Reconcile
 // records the evidence it found, so it asks for confirmation only.
 func (in *Inspector) opReconcile() operation {
-	explain := "Looks the key up in the mailbox: found → sent; absent → held, safe to retry after review."
-	looker := in.cfg.Looker
-	if looker == nil {
-		explain = "No mailbox API was given (--mailbox-api): the gate will hold the action for a person."
+	explain := "Asks the records of the destination the last attempt went to for its own message: found → sent; absent → held, safe to retry after review; anything else → held for a person."
+	records := in.cfg.Records
+	if records == nil {
+		explain = "No destination records can be reached from here: the gate will hold the action for a person."
 	}
 	return operation{verb: "Reconcile", explain: explain,
 		run: func(ctx context.Context, l *ledger.Ledger, actor, key, _ string) error {
-			_, err := l.Reconcile(ctx, key, actor, looker)
+			_, err := l.Reconcile(ctx, ledger.ReconcileRequest{Key: key, Actor: actor, Open: records})
 			return err
 		}}
 }

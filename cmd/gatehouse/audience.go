@@ -68,15 +68,31 @@ func audienceReconcileVerb() verbSpec {
 }
 
 func audienceApproveVerb() verbSpec {
-	var release string
-	return verbSpec{name: "approve", short: "Approve sending a release's content", actor: true,
-		flags: func(fs *pflag.FlagSet) { releaseFlag(fs, &release) },
+	var release, destination, from string
+	return verbSpec{name: "approve", short: "Approve sending a release's content to one destination from one sender", actor: true,
+		flags: func(fs *pflag.FlagSet) {
+			releaseFlag(fs, &release)
+			fs.StringVar(&destination, "destination", "", destinationUsage+" (bound by the approval)")
+			fs.StringVar(&from, "from", "", "sender: one bare address (default "+ledger.DefaultSender+"; bound by the approval)")
+		},
 		run: func(ctx context.Context, g *gateRun) (output, error) {
-			l, err := g.open(required("audience approve", "release", release))
+			const verb = "audience approve"
+			var ep ledger.Endpoint
+			parse := func() (err error) { ep, err = parseDestination(verb, destination); return err }
+			checkFrom := func() error {
+				if from == "" {
+					return nil
+				}
+				if err := ledger.ValidateAddress("sender", from); err != nil {
+					return usageErr("%s: --from: %v", verb, err)
+				}
+				return nil
+			}
+			l, err := g.open(required(verb, "release", release), required(verb, "destination", destination), parse, checkFrom)
 			if err != nil {
 				return nil, err
 			}
-			if err := l.ApproveAudience(ctx, release, g.actor); err != nil {
+			if err := l.ApproveAudience(ctx, release, g.actor, ep.Destination, from); err != nil {
 				return nil, err
 			}
 			s, err := l.AudienceSummary(ctx, release)
@@ -113,24 +129,22 @@ func audienceRemoveVerb() verbSpec {
 }
 
 func audienceSendVerb() verbSpec {
-	var release, target, from, customers string
+	var release, destination, from, customers string
 	return verbSpec{name: "send", short: "Send a release once to every eligible recipient", actor: true,
 		flags: func(fs *pflag.FlagSet) {
 			releaseFlag(fs, &release)
-			fs.StringVar(&target, "target", "", "destination: smtp://host:port[?api=URL] or file://DIR")
-			fs.StringVar(&from, "from", "", "sender address (the destination's default when empty)")
+			fs.StringVar(&destination, "destination", "", destinationUsage+" (must be the approved one; add ?api= for its records)")
+			fs.StringVar(&from, "from", "", "sender address; must be the approved one (an assertion, not a change)")
 			customersFlag(fs, &customers)
 		},
 		run: func(ctx context.Context, g *gateRun) (output, error) {
 			const verb = "audience send"
 			var dest ledger.Destination
 			openDest := func() (err error) {
-				if dest, err = openDestination(target); err != nil {
-					return usageErr("%s: %v", verb, err)
-				}
-				return nil
+				dest, err = openDestination(verb, destination)
+				return err
 			}
-			l, err := g.open(required(verb, "release", release), required(verb, "target", target), openDest)
+			l, err := g.open(required(verb, "release", release), required(verb, "destination", destination), openDest)
 			if err != nil {
 				return nil, err
 			}
@@ -142,6 +156,14 @@ func audienceSendVerb() verbSpec {
 				return nil, err
 			}
 			s, err := l.SendAudience(ctx, ledger.AudienceSend{ReleaseID: release, Actor: g.actor, From: from}, dest, l.Customers())
+			if errors.Is(err, ledger.ErrWrongDestination) {
+				return nil, err
+			}
+			if err == nil && s.Held > 0 {
+				// Recipients wait for a person: a workflow must not read
+				// exit 0 as "all done".
+				err = fmt.Errorf("%w: %d recipient(s) of release %s wait for a person (gate list --state held)", ledger.ErrHeld, s.Held, release)
+			}
 			out, oerr := releaseOutput(ctx, l, s, "", nil, 0)
 			if v, ok := out.(releaseView); ok {
 				sent := s.Confirmed - before.Confirmed

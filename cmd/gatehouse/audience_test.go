@@ -83,16 +83,31 @@ func TestAudienceReconcileSendOnceAndRerun(t *testing.T) {
 	if len(v.Rows) != 1 || v.Rows[0].Line != 7 || !strings.Contains(v.Rows[0].Reason, "not an address") {
 		t.Fatalf("error rows = %+v", v.Rows)
 	}
-	wantExit(t, e.run("send", "--release", "spring", "--target", mb.Target(), "--as", "notice-bot"), exitDenied, "no send approval")
-	e.view("approve", "--release", "spring", "--as", "lead")
-	v = e.view("send", "--release", "spring", "--target", mb.Target(), "--as", "notice-bot")
+	wantExit(t, e.run("send", "--release", "spring", "--destination", mb.Target(), "--as", "notice-bot"), exitDenied, "no send approval")
+	e.view("approve", "--release", "spring", "--as", "lead", "--destination", mb.Target())
+	v = e.view("send", "--release", "spring", "--destination", mb.Target(), "--as", "notice-bot")
 	if v.Confirmed != 3 || v.Attempted != 3 {
 		t.Fatalf("after send: %+v", v)
 	}
-	v = e.view("send", "--release", "spring", "--target", mb.Target(), "--as", "notice-bot")
+	v = e.view("send", "--release", "spring", "--destination", mb.Target(), "--as", "notice-bot")
 	if v.SentThisRun == nil || *v.SentThisRun != 0 {
 		t.Fatalf("a re-run reports %v sent by this run, want 0", v.SentThisRun)
 	}
+	// A re-run against another destination is refused before anyone is
+	// touched: the release was approved for the mailbox.
+	other, err := testmailbox.Start(ctx, testmailbox.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	wantExit(t, e.run("send", "--release", "spring", "--destination", other.Target(), "--as", "notice-bot"),
+		exitWrongDestination, "the approved destination is "+strings.Split(mb.Target(), "?")[0])
+	if n, _ := other.Count(ctx, testmailbox.Filter{}); n != 0 {
+		t.Fatalf("the other destination received %d messages", n)
+	}
+	// So is another sender.
+	wantExit(t, e.run("send", "--release", "spring", "--destination", mb.Target(), "--from", "security@bank.example", "--as", "notice-bot"),
+		exitWrongDestination, "the approved sender is gatehouse@localhost")
 	v = e.view("show", "--release", "spring", "--mailbox-api", mb.APIURL(), "--rows", "eligible")
 	if v.Arrived == nil || *v.Arrived != 3 || v.Confirmed != v.Eligible {
 		t.Fatalf("delivered %v, confirmed %d, eligible %d", v.Arrived, v.Confirmed, v.Eligible)
@@ -131,7 +146,7 @@ func TestAudienceErrors(t *testing.T) {
 		{"UnusableFile", []string{"reconcile", "--release", "r", "--file", bad, "--as", "ops", "--subject", "s"}, exitOther, "bad.csv"},
 		{"BadCustomers", []string{"reconcile", "--release", "r", "--file", e.file, "--customers", badCustomers, "--as", "ops", "--subject", "s"}, exitOther, "line 2: suppressed \"maybe\""},
 		{"BadRowStatus", []string{"show", "--release", "r", "--rows", "lost"}, exitUsage, "not a row status (want error,"},
-		{"UnknownRelease", []string{"send", "--release", "nope", "--target", "file:///tmp/x", "--as", "bot"}, exitOther, "release nope: not found"},
+		{"UnknownRelease", []string{"send", "--release", "nope", "--destination", "file:///tmp/x", "--as", "bot"}, exitOther, "release nope: not found"},
 		{"UnknownVerb", []string{"publish"}, exitUsage, "unknown verb \"publish\" for audience"},
 	}
 	for _, tc := range tests {

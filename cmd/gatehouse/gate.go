@@ -26,12 +26,14 @@ func init() { subcommands = append(subcommands, newGateCmd) }
 // name the refusal so that a workflow in any language can branch on it; see
 // docs/cli.md.
 const (
-	exitDuplicate = 10 // already sent
-	exitInFlight  = 11 // another executor holds an attempt right now
-	exitDenied    = 12 // stale state, not the owner, approval stale, cancelled
-	exitHeld      = 13 // waits for a person
-	exitUnknown   = 14 // outcome unknown: reconcile, never resend
-	exitStopped   = 15 // the stop switch is on
+	exitDuplicate        = 10 // already sent
+	exitInFlight         = 11 // another executor holds an attempt right now
+	exitDenied           = 12 // stale state, not the owner, approval stale, cancelled
+	exitHeld             = 13 // waits for a person
+	exitUnknown          = 14 // outcome unknown: reconcile, never resend
+	exitStopped          = 15 // the stop switch is on
+	exitFailed           = 16 // rejected permanently: retrying cannot help
+	exitWrongDestination = 17 // not the approved (or recorded) destination or sender
 )
 
 // ledgerEnv names the ledger when --ledger is not given.
@@ -173,6 +175,9 @@ func runVerb(cmd *cobra.Command, opts gateOpts, spec verbSpec) error {
 	if err != nil {
 		code = exitCode(err)
 		err = &exitError{code: code, err: err}
+		if errors.Is(err, ledger.ErrNotRecorded) && code != exitUnknown {
+			out = nil // nothing was recorded: there is no state to show
+		}
 	}
 	if perr := g.print(out, err, code); perr != nil {
 		return errors.Join(err, perr)
@@ -230,6 +235,14 @@ func exitCode(err error) int {
 	switch {
 	case errors.As(err, &ee):
 		return ee.code
+	case errors.Is(err, ledger.ErrUnknownOutcome) && errors.Is(err, ledger.ErrNotRecorded):
+		return exitUnknown // the destination may have it; the ledger says executing
+	case errors.Is(err, ledger.ErrNotRecorded):
+		return exitOther
+	case errors.Is(err, ledger.ErrWrongDestination):
+		return exitWrongDestination
+	case errors.Is(err, ledger.ErrFailed):
+		return exitFailed
 	case errors.Is(err, ledger.ErrDuplicate):
 		return exitDuplicate
 	case errors.Is(err, ledger.ErrInFlight):

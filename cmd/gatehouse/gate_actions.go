@@ -2,10 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"strings"
 
 	"github.com/spf13/pflag"
 
 	"gatehouse/ledger"
+	"gatehouse/ledger/destinations"
 )
 
 // actionOutput shows the action a ledger operation returned; the ledger
@@ -20,6 +24,7 @@ func actionOutput(a ledger.Action) output {
 func proposeVerb() verbSpec {
 	var (
 		task, taskSubject string
+		destination, from string
 		k                 keyFlags
 		c                 contentFlags
 	)
@@ -27,23 +32,44 @@ func proposeVerb() verbSpec {
 		flags: func(fs *pflag.FlagSet) {
 			taskFlag(fs, &task)
 			fs.StringVar(&taskSubject, "task-subject", "", "the task's subject, when the ledger sees the task first")
-			k.registerFacts(fs, "target")
+			k.registerFacts(fs)
 			c.register(fs)
+			fs.StringVar(&destination, "destination", "", destinationUsage+" (approved with the content)")
+			fs.StringVar(&from, "from", "", "sender: one bare address (default "+ledger.DefaultSender+"; approved with the content)")
 		},
 		run: func(ctx context.Context, g *gateRun) (output, error) {
-			var body string
+			var (
+				body string
+				p    ledger.Proposal
+			)
 			// propose builds the key from the facts; it has no --key.
 			facts := func() error { _, err := k.requireFacts("propose"); return err }
-			l, err := g.open(facts, required("propose", "task", task),
-				required("propose", "to", c.to), c.readInto("propose", g.in, &body))
+			build := func() error {
+				ep, err := parseDestination("propose", destination)
+				if err != nil {
+					return err
+				}
+				f := k.facts
+				p = ledger.Proposal{Task: ledger.TaskRef{ID: task, Customer: f.Customer, Subject: taskSubject},
+					Customer: f.Customer, Event: f.Event, ActionType: f.ActionType, Target: f.Target, Revision: f.Revision,
+					Recipient: c.to, RecipientName: c.toName, Destination: ep.Destination, Lookup: ep.Lookup, Sender: from,
+					Subject: c.subject, Body: body, Actor: g.actor}
+				// Refused at the door: nothing is opened or written.
+				if err := p.Validate(); err != nil {
+					return usageErr("gate propose: %v", err)
+				}
+				return nil
+			}
+			l, err := g.open(facts, required("propose", "task", task), required("propose", "to", c.to),
+				required("propose", "destination", destination), c.readInto("propose", g.in, &body), build)
 			if err != nil {
 				return nil, err
 			}
-			f := k.facts
-			a, err := l.Propose(ctx, ledger.Proposal{Task: ledger.TaskRef{ID: task, Customer: f.Customer, Subject: taskSubject},
-				Customer: f.Customer, Event: f.Event, ActionType: f.ActionType, Target: f.Target, Revision: f.Revision,
-				Recipient: c.to, Subject: c.subject, Body: body, Actor: g.actor})
-			return keyOutput(a), err
+			a, err := l.Propose(ctx, p)
+			if err != nil {
+				return nil, err // a refused proposal prints no key
+			}
+			return keyOutput(a), nil
 		}}
 }
 
@@ -61,7 +87,7 @@ func approveVerb() verbSpec {
 	)
 	return verbSpec{name: "approve", short: "Approve the current content on the material values you saw", actor: true,
 		flags: func(fs *pflag.FlagSet) {
-			k.register(fs, "target")
+			k.register(fs)
 			mat.register(fs, "material value the approval rests on")
 		},
 		run: func(ctx context.Context, g *gateRun) (output, error) {
@@ -77,45 +103,75 @@ func approveVerb() verbSpec {
 
 func sendVerb() verbSpec {
 	var (
-		k            keyFlags
-		mat          materialList
-		target, from string
+		k                 keyFlags
+		mat               materialList
+		destination, from string
 	)
 	return verbSpec{name: "send", short: "Execute an approved action once (exit code names the result)", actor: true,
 		flags: func(fs *pflag.FlagSet) {
-			k.register(fs, "action-target")
+			k.register(fs)
 			mat.register(fs, "material value re-read just now")
-			fs.StringVar(&target, "target", "", "destination: file://DIR, smtp://host:port[?api=URL] or fake://OUTCOME")
-			fs.StringVar(&from, "from", "", "sender address (the destination's default when empty)")
+			fs.StringVar(&destination, "destination", "", destinationUsage+" (default: the approved one; another is refused)")
+			fs.StringVar(&from, "from", "", "sender address; must be the approved one (an assertion, not a change)")
 		},
 		run: func(ctx context.Context, g *gateRun) (output, error) {
 			var (
 				key  string
 				dest ledger.Destination
 			)
-			l, err := g.open(k.resolveInto("send", &key), required("send", "target", target),
-				func() (err error) { dest, err = openDestination(target); return err })
+			openNamed := func() (err error) {
+				if destination != "" {
+					dest, err = openDestination("send", destination)
+				}
+				return err
+			}
+			l, err := g.open(k.resolveInto("send", &key), openNamed)
 			if err != nil {
 				return nil, err
 			}
+			if dest == nil {
+				if dest, err = approvedDestination(ctx, l, key); err != nil {
+					return nil, err
+				}
+			}
 			res, err := l.Execute(ctx, ledger.ExecuteRequest{Key: key, Executor: g.actor, Reread: mat, From: from}, dest)
-			return sendOutput(ctx, l, key, res), err
+			return sendOutput(ctx, l, key, res, err), err
 		}}
 }
 
+// approvedDestination opens the destination the action was approved for,
+// with the records API it was proposed with; credentials come from the
+// environment.
+func approvedDestination(ctx context.Context, l *ledger.Ledger, key string) (ledger.Destination, error) {
+	a, err := l.Action(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	if a.Destination == "" {
+		return nil, usageErr("gate send %s: the action was proposed before approvals named a destination; name it with --destination (the first send binds it)", key)
+	}
+	d, err := destinations.OpenEndpoint(ledger.Endpoint{Destination: a.Destination, Lookup: a.Lookup})
+	if err != nil {
+		return nil, fmt.Errorf("gate send %s: the approved destination: %w", key, err)
+	}
+	return d, nil
+}
+
 // sendOutput describes the send. A refusal before any attempt returns no
-// action, so the state the refusal left is read back.
-func sendOutput(ctx context.Context, l *ledger.Ledger, key string, res ledger.Result) output {
+// action, so the state the refusal left is read back; a send whose outcome
+// could not be recorded shows the attempt, not a state the ledger lacks.
+func sendOutput(ctx context.Context, l *ledger.Ledger, key string, res ledger.Result, err error) output {
 	a := res.Action
-	if a.Key == "" {
-		var err error
-		if a, err = l.Action(ctx, key); err != nil {
+	if a.Key == "" || errors.Is(err, ledger.ErrNotRecorded) {
+		var rerr error
+		if a, rerr = l.Action(ctx, key); rerr != nil {
 			return nil
 		}
 	}
 	v := sendView{Key: a.Key, State: string(a.State), Reason: a.Reason}
 	if res.Attempt.Number > 0 {
 		v.Attempt, v.TransportID = res.Attempt.Number, res.Attempt.TransportID
+		v.MessageID, v.Destination = res.Attempt.MessageID, res.Attempt.Destination
 		v.Outcome, v.Response = string(res.Outcome), res.Receipt.Response
 	}
 	return v
@@ -129,20 +185,34 @@ func correctVerb() verbSpec {
 	)
 	return verbSpec{name: "correct", short: "Draft a deliberate second message for a sent action", actor: true,
 		flags: func(fs *pflag.FlagSet) {
-			k.register(fs, "target")
+			k.register(fs)
 			c.register(fs)
 			reasonFlag(fs, &reason)
 		},
 		run: func(ctx context.Context, g *gateRun) (output, error) {
 			var key, body string
+			checkContent := func() error {
+				for _, err := range []error{
+					validateIf(c.to != "", func() error { return ledger.ValidateAddress("recipient", c.to) }),
+					ledger.ValidateDisplayName("recipient name", c.toName),
+					ledger.ValidateHeaderText("subject", c.subject), ledger.ValidateBody("body", body)} {
+					if err != nil {
+						return usageErr("gate correct: %v", err)
+					}
+				}
+				return nil
+			}
 			l, err := g.open(k.resolveInto("correct", &key), required("correct", "reason", reason),
-				c.readInto("correct", g.in, &body))
+				c.readInto("correct", g.in, &body), checkContent)
 			if err != nil {
 				return nil, err
 			}
 			a, err := l.Correct(ctx, ledger.Correction{Original: key, Actor: g.actor, Reason: reason,
-				Recipient: c.to, Subject: c.subject, Body: body})
-			return keyOutput(a), err
+				Recipient: c.to, RecipientName: c.toName, Subject: c.subject, Body: body})
+			if err != nil {
+				return nil, err
+			}
+			return keyOutput(a), nil
 		}}
 }
 
@@ -150,8 +220,8 @@ func correctVerb() verbSpec {
 // cancel, hold, release-hold, reconcile, resolve.
 type keyedSpec struct {
 	name, short string
-	reason      bool   // --reason is required
-	factTarget  string // the target fact's flag; "target" unless --target names a destination
+	reason      bool // --reason is required
+	optReason   bool // --reason is accepted (check says when it is needed)
 	extra       func(fs *pflag.FlagSet)
 	check       func() error // validates the extra flags before the ledger is opened
 	// op takes the ledger first so that method expressions such as
@@ -164,13 +234,10 @@ func keyedVerb(s keyedSpec) verbSpec {
 		k      keyFlags
 		reason string
 	)
-	if s.factTarget == "" {
-		s.factTarget = "target"
-	}
 	return verbSpec{name: s.name, short: s.short, actor: true,
 		flags: func(fs *pflag.FlagSet) {
-			k.register(fs, s.factTarget)
-			if s.reason {
+			k.register(fs)
+			if s.reason || s.optReason {
 				reasonFlag(fs, &reason)
 			}
 			if s.extra != nil {
@@ -212,23 +279,36 @@ func releaseHoldVerb() verbSpec {
 
 func reconcileVerb() verbSpec {
 	var (
-		target string
-		looker ledger.Looker
+		destination string
+		moved       bool
+		named       *ledger.Endpoint
 	)
-	return keyedVerb(keyedSpec{name: "reconcile", short: "Establish an unknown outcome from the destination's records",
-		factTarget: "action-target",
+	return keyedVerb(keyedSpec{name: "reconcile", short: "Establish an unknown outcome from the records of the attempt's own destination",
+		optReason: true,
 		extra: func(fs *pflag.FlagSet) {
-			fs.StringVar(&target, "target", "", "destination whose records to search (none: the action is held)")
+			fs.StringVar(&destination, "destination", "", "the destination the attempt went to, if you want to name it (another is refused)")
+			fs.BoolVar(&moved, "destination-moved", false, "the attempt's destination now answers at --destination (needs --reason; recorded)")
 		},
-		check: func() (err error) {
-			looker, err = openLooker(target)
+		check: func() error {
+			if moved && destination == "" {
+				return usageErr("gate reconcile: --destination-moved needs --destination, where it moved to")
+			}
+			if destination == "" {
+				return nil
+			}
+			ep, err := parseDestination("reconcile", destination)
+			named = &ep
 			return err
 		},
-		op: func(l *ledger.Ledger, ctx context.Context, key, actor, _ string) (ledger.Action, error) {
-			a, err := l.Reconcile(ctx, key, actor, looker)
+		op: func(l *ledger.Ledger, ctx context.Context, key, actor, reason string) (ledger.Action, error) {
+			if moved && strings.TrimSpace(reason) == "" {
+				return ledger.Action{}, usageErr("gate reconcile: --destination-moved needs --reason")
+			}
+			a, err := l.Reconcile(ctx, ledger.ReconcileRequest{Key: key, Actor: actor, Open: destinations.Records(),
+				Named: named, Moved: moved, Reason: reason})
 			if err == nil && a.State == ledger.StateHeld {
-				// Proven absent: the ledger holds it for a reviewed retry. A
-				// workflow must not read exit 0 as "done".
+				// Proven absent, or contradicted: the ledger holds it for a
+				// person. A workflow must not read exit 0 as "done".
 				err = &ledger.StateError{Key: key, State: a.State, Err: ledger.ErrHeld, Hint: a.Reason}
 			}
 			return a, err
@@ -250,4 +330,12 @@ func resolveVerb() verbSpec {
 		op: func(l *ledger.Ledger, ctx context.Context, key, actor, reason string) (ledger.Action, error) {
 			return l.ResolveUnknown(ctx, key, actor, outcome == "delivered", reason)
 		}})
+}
+
+// validateIf runs check only when need holds.
+func validateIf(need bool, check func() error) error {
+	if !need {
+		return nil
+	}
+	return check()
 }

@@ -12,26 +12,24 @@ import (
 )
 
 // keyFlags address an action: --key, or the business facts the key is built
-// from. targetFlag is "target", except on verbs whose --target names the
-// destination (send, reconcile), where the fact is --action-target.
+// from. --target is always the business target (part of the key); where a
+// message goes is --destination.
 type keyFlags struct {
-	key        string
-	facts      ledger.KeyParts
-	targetFlag string
+	key   string
+	facts ledger.KeyParts
 }
 
-func (k *keyFlags) registerFacts(fs *pflag.FlagSet, targetFlag string) {
-	k.targetFlag = targetFlag
+func (k *keyFlags) registerFacts(fs *pflag.FlagSet) {
 	fs.StringVar(&k.facts.Customer, "customer", "", "customer the action is for")
 	fs.StringVar(&k.facts.Event, "event", "", "business event, e.g. the enquiry or webhook id")
 	fs.StringVar(&k.facts.ActionType, "type", "", "action type, e.g. reply_ack")
-	fs.StringVar(&k.facts.Target, targetFlag, "", "what the action acts on, e.g. the task or order")
+	fs.StringVar(&k.facts.Target, "target", "", "business target the action acts on, e.g. the task or order (part of the key)")
 	fs.IntVar(&k.facts.Revision, "revision", 0, "0 for the first message; corrections use the next")
 }
 
-func (k *keyFlags) register(fs *pflag.FlagSet, targetFlag string) {
+func (k *keyFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&k.key, "key", "", "action key (or give the facts it is built from)")
-	k.registerFacts(fs, targetFlag)
+	k.registerFacts(fs)
 }
 
 // anyFact reports whether any business fact was given.
@@ -45,7 +43,7 @@ func (k *keyFlags) requireFacts(verb string) (string, error) {
 	f := k.facts
 	var missing []string
 	for _, m := range []struct{ flag, v string }{{"--customer", f.Customer}, {"--event", f.Event},
-		{"--type", f.ActionType}, {"--" + k.targetFlag, f.Target}} {
+		{"--type", f.ActionType}, {"--target", f.Target}} {
 		if strings.TrimSpace(m.v) == "" {
 			missing = append(missing, m.flag)
 		}
@@ -55,6 +53,12 @@ func (k *keyFlags) requireFacts(verb string) (string, error) {
 	}
 	if f.Revision < 0 {
 		return "", usageErr("%s: --revision %d is negative", verbTitle(verb), f.Revision)
+	}
+	for _, m := range []struct{ flag, v string }{{"--customer", f.Customer}, {"--event", f.Event},
+		{"--type", f.ActionType}, {"--target", f.Target}} {
+		if err := ledger.ValidateKeyFact(m.flag, m.v); err != nil {
+			return "", usageErr("%s: %v", verbTitle(verb), err)
+		}
 	}
 	return f.Key(), nil
 }
@@ -70,7 +74,7 @@ func (k *keyFlags) resolve(verb string) (string, error) {
 		}
 		return k.key, nil
 	case !k.anyFact():
-		return "", usageErr("%s needs --key KEY (or --customer, --event, --type, --%s)", verbTitle(verb), k.targetFlag)
+		return "", usageErr("%s needs --key KEY (or --customer, --event, --type, --target)", verbTitle(verb))
 	}
 	return k.requireFacts(verb)
 }
@@ -114,17 +118,20 @@ func (m *materialList) register(fs *pflag.FlagSet, usage string) {
 
 // contentFlags are the message content of propose and correct.
 type contentFlags struct {
-	to, subject, body, bodyFile string
+	to, toName, subject, body, bodyFile string
 }
 
 func (c *contentFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&c.to, "to", "", "recipient address")
+	fs.StringVar(&c.to, "to", "", "recipient: one bare address, e.g. ada@example.com")
+	fs.StringVar(&c.toName, "to-name", "", "recipient's display name (no @, < or >)")
 	fs.StringVar(&c.subject, "subject", "", "message subject")
-	fs.StringVar(&c.body, "body", "", "message body")
+	fs.StringVar(&c.body, "body", "", "message body (UTF-8, at most 10 MiB)")
 	fs.StringVar(&c.bodyFile, "body-file", "", "read the body from PATH, or stdin for -")
 }
 
-// readBody returns the body from --body or --body-file.
+// readBody returns the body from --body or --body-file, reading at most one
+// byte past the limit so a huge file is refused without being held in
+// memory.
 func (c *contentFlags) readBody(verb string, stdin io.Reader) (string, error) {
 	if c.bodyFile == "" {
 		return c.body, nil
@@ -132,15 +139,21 @@ func (c *contentFlags) readBody(verb string, stdin io.Reader) (string, error) {
 	if c.body != "" {
 		return "", usageErr("%s: give --body or --body-file, not both", verbTitle(verb))
 	}
-	var b []byte
-	var err error
-	if c.bodyFile == "-" {
-		b, err = io.ReadAll(stdin)
-	} else {
-		b, err = os.ReadFile(c.bodyFile)
+	src := stdin
+	if c.bodyFile != "-" {
+		f, err := os.Open(c.bodyFile)
+		if err != nil {
+			return "", usageErr("%s: --body-file: %v", verbTitle(verb), err)
+		}
+		defer f.Close()
+		src = f
 	}
+	b, err := io.ReadAll(io.LimitReader(src, ledger.MaxBodyBytes+1))
 	if err != nil {
 		return "", fmt.Errorf("read body: %w", err)
+	}
+	if len(b) > ledger.MaxBodyBytes {
+		return "", usageErr("%s: --body-file %s is over the limit of %d bytes (10 MiB)", verbTitle(verb), c.bodyFile, ledger.MaxBodyBytes)
 	}
 	return string(b), nil
 }

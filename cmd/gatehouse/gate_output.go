@@ -31,28 +31,33 @@ func orDash(s string) string {
 
 // actionView is one business action.
 type actionView struct {
-	Key        string    `json:"key"`
-	Task       string    `json:"task"`
-	State      string    `json:"state"`
-	Reason     string    `json:"reason"`
-	HoldCause  string    `json:"hold_cause,omitempty"`
-	Customer   string    `json:"customer"`
-	Event      string    `json:"event"`
-	ActionType string    `json:"action_type"`
-	Target     string    `json:"target"`
-	Revision   int       `json:"revision"`
-	Recipient  string    `json:"recipient"`
-	Subject    string    `json:"subject"`
-	Digest     string    `json:"digest"`
-	ProposedBy string    `json:"proposed_by"`
-	Corrects   string    `json:"corrects,omitempty"`
-	UpdatedAt  time.Time `json:"updated_at"`
+	Key           string    `json:"key"`
+	Task          string    `json:"task"`
+	State         string    `json:"state"`
+	Reason        string    `json:"reason"`
+	HoldCause     string    `json:"hold_cause,omitempty"`
+	Customer      string    `json:"customer"`
+	Event         string    `json:"event"`
+	ActionType    string    `json:"action_type"`
+	Target        string    `json:"target"`
+	Revision      int       `json:"revision"`
+	Recipient     string    `json:"recipient"`
+	RecipientName string    `json:"recipient_name,omitempty"`
+	Sender        string    `json:"sender"`
+	Destination   string    `json:"destination"`
+	Lookup        string    `json:"lookup,omitempty"`
+	Subject       string    `json:"subject"`
+	Digest        string    `json:"digest"`
+	ProposedBy    string    `json:"proposed_by"`
+	Corrects      string    `json:"corrects,omitempty"`
+	UpdatedAt     time.Time `json:"updated_at"`
 }
 
 func newActionView(a ledger.Action) actionView {
 	return actionView{Key: a.Key, Task: a.TaskID, State: string(a.State), Reason: a.Reason,
 		HoldCause: string(a.HoldCause), Customer: a.Customer, Event: a.Event, ActionType: a.ActionType,
-		Target: a.Target, Revision: a.Revision, Recipient: a.Recipient, Subject: a.Subject,
+		Target: a.Target, Revision: a.Revision, Recipient: a.Recipient, RecipientName: a.RecipientName,
+		Sender: a.Sender, Destination: a.Destination, Lookup: a.Lookup, Subject: a.Subject,
 		Digest: a.Digest, ProposedBy: a.ProposedBy, Corrects: a.Corrects, UpdatedAt: a.UpdatedAt}
 }
 
@@ -61,7 +66,12 @@ func (a actionView) text(w io.Writer) {
 	if a.HoldCause != "" {
 		rows = append(rows, [2]string{"hold cause", a.HoldCause})
 	}
-	rows = append(rows, [][2]string{{"recipient", a.Recipient}, {"subject", orDash(a.Subject)},
+	recipient := a.Recipient
+	if a.RecipientName != "" {
+		recipient = fmt.Sprintf("%s (%s)", a.Recipient, a.RecipientName)
+	}
+	rows = append(rows, [][2]string{{"recipient", recipient}, {"sender", orDash(a.Sender)},
+		{"destination", orDash(a.Destination)}, {"subject", orDash(a.Subject)},
 		{"proposed by", a.ProposedBy}, {"updated", fmtTime(a.UpdatedAt)}}...)
 	if a.Corrects != "" {
 		rows = append(rows, [2]string{"corrects", a.Corrects})
@@ -102,13 +112,15 @@ type sendView struct {
 	Outcome     string `json:"outcome,omitempty"`
 	Attempt     int    `json:"attempt,omitempty"`
 	TransportID string `json:"transport_id,omitempty"`
+	MessageID   string `json:"message_id,omitempty"`
+	Destination string `json:"destination,omitempty"`
 	Response    string `json:"response,omitempty"`
 }
 
 func (s sendView) text(w io.Writer) {
 	fmt.Fprintf(w, "key:\t%s\nstate:\t%s\nreason:\t%s\n", s.Key, s.State, orDash(s.Reason))
 	if s.Attempt > 0 {
-		fmt.Fprintf(w, "attempt:\t%d\ntransport id:\t%s\noutcome:\t%s\n", s.Attempt, s.TransportID, orDash(s.Outcome))
+		fmt.Fprintf(w, "attempt:\t%d\ndestination:\t%s\nmessage id:\t%s\noutcome:\t%s\n", s.Attempt, s.Destination, s.MessageID, orDash(s.Outcome))
 	}
 }
 
@@ -117,6 +129,8 @@ type approvalView struct {
 	Approver    string         `json:"approver"`
 	At          time.Time      `json:"at"`
 	Recipient   string         `json:"recipient"`
+	Sender      string         `json:"sender"`
+	Destination string         `json:"destination"`
 	Owner       string         `json:"owner"`
 	Valid       bool           `json:"valid"`
 	Invalidated string         `json:"invalidated,omitempty"`
@@ -133,6 +147,11 @@ type materialView struct {
 type attemptView struct {
 	Number      int       `json:"number"`
 	TransportID string    `json:"transport_id"`
+	MessageID   string    `json:"message_id"`
+	Destination string    `json:"destination"`
+	Lookup      string    `json:"lookup,omitempty"`
+	Recipient   string    `json:"recipient"`
+	Sender      string    `json:"sender"`
 	Executor    string    `json:"executor"`
 	StartedAt   time.Time `json:"started_at"`
 	Outcome     string    `json:"outcome"`

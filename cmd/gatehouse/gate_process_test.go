@@ -84,7 +84,7 @@ func TestGateSendFromEightProcessesSendsOnce(t *testing.T) {
 		t.Run(tc.Name, func(t *testing.T) {
 			e := newGateEnv(t)
 			target, arrivals := tc.Target(t, e)
-			key := e.approved("enq-race", "alice", "crm.consent=yes")
+			key := e.approvedTo(target, "enq-race", "alice", "crm.consent=yes")
 			exits := raceSend(t, 8, e, key, target)
 			sent := 0
 			var codes []int
@@ -128,7 +128,7 @@ func raceSend(t *testing.T, n int, e *gateEnv, key, target string) []procExit {
 		go func() {
 			defer wg.Done()
 			cmd := exec.Command(bin, "gate", "send", "--ledger", e.ledger, "--key", key, "--as", "alice",
-				"--material", "crm.consent=yes", "--target", target)
+				"--material", "crm.consent=yes", "--destination", target)
 			var errOut bytes.Buffer
 			cmd.Stderr = &errOut
 			<-start
@@ -160,17 +160,17 @@ func (e *gateEnv) unknownOutcome(key string, delivered bool) {
 		e.t.Fatal(err)
 	}
 	defer l.Close()
-	_, msg, err := l.BeginAttempt(ctx, ledger.ExecuteRequest{Key: key, Executor: "alice"})
+	d, err := filedest.New(e.outbox)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	att, msg, err := l.BeginAttempt(ctx, ledger.ExecuteRequest{Key: key, Executor: "alice", Endpoint: ledger.EndpointOf(d)})
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	if delivered {
-		d, err := filedest.New(e.outbox)
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		if _, err := d.Send(ctx, msg); err != nil {
-			e.t.Fatal(err)
+		if dl := l.Deliver(ctx, att, msg, d); dl.Err != nil {
+			e.t.Fatal(dl.Err)
 		}
 	}
 	if _, err := l.RecordOutcome(ctx, msg.TransportID, ledger.OutcomeUnknown, "connection lost after DATA"); err != nil {
@@ -178,27 +178,51 @@ func (e *gateEnv) unknownOutcome(key string, delivered bool) {
 	}
 }
 
+// TestGateReconcile: reconcile asks only the records of the destination
+// the attempt recorded; naming another is refused unless a person says it
+// moved, with a reason.
 func TestGateReconcile(t *testing.T) {
 	tests := []struct {
 		name      string
 		delivered bool
-		target    func(e *gateEnv) []string
+		setup     func(e *gateEnv)
+		args      func(e *gateEnv) []string
 		code      int
 		state     ledger.State
 		cause     ledger.HoldCause
 	}{
-		{name: "FoundAtFileDestinationIsSent", delivered: true,
-			target: func(e *gateEnv) []string { return []string{"--target", e.target()} },
-			code:   exitOK, state: ledger.StateSent},
+		{name: "FoundAtItsOwnDestinationIsSent", delivered: true,
+			code: exitOK, state: ledger.StateSent},
+		{name: "NamingItsOwnDestinationIsSent", delivered: true,
+			args: func(e *gateEnv) []string { return []string{"--destination", e.target()} },
+			code: exitOK, state: ledger.StateSent},
 		{name: "AbsentIsHeldSafeToRetry", delivered: false,
-			target: func(e *gateEnv) []string { return []string{"--target", e.target()} },
-			code:   exitHeld, state: ledger.StateHeld, cause: ledger.HoldSafeToRetry},
-		{name: "NoTargetIsHeldUnknown", delivered: true,
-			target: func(*gateEnv) []string { return nil },
-			code:   exitHeld, state: ledger.StateHeld, cause: ledger.HoldUnknownOutcome},
+			code: exitHeld, state: ledger.StateHeld, cause: ledger.HoldSafeToRetry},
+		{name: "AnotherDestinationIsRefused", delivered: true,
+			args: func(e *gateEnv) []string { return []string{"--destination", "file://" + e.t.TempDir()} },
+			code: exitWrongDestination, state: ledger.StateUnknown},
+		{name: "MovedNeedsAReason", delivered: true,
+			args: func(e *gateEnv) []string {
+				return []string{"--destination", "file://" + e.t.TempDir(), "--destination-moved"}
+			},
+			code: exitUsage, state: ledger.StateUnknown},
+		{name: "MovedWithAReasonIsAsked", delivered: true,
+			setup: func(e *gateEnv) {
+				if err := os.Rename(e.outbox, e.outbox+"-moved"); err != nil {
+					e.t.Fatal(err)
+				}
+			},
+			args: func(e *gateEnv) []string {
+				return []string{"--destination", "file://" + e.outbox + "-moved", "--destination-moved", "--reason", "the outbox was moved"}
+			},
+			code: exitOK, state: ledger.StateSent},
 		{name: "MissingDirectoryIsHeldUnknown", delivered: false,
-			target: func(e *gateEnv) []string { return []string{"--target", "file://" + filepath.Join(e.outbox, "typo")} },
-			code:   exitHeld, state: ledger.StateHeld, cause: ledger.HoldUnknownOutcome},
+			setup: func(e *gateEnv) {
+				if err := os.RemoveAll(e.outbox); err != nil {
+					e.t.Fatal(err)
+				}
+			},
+			code: exitHeld, state: ledger.StateHeld, cause: ledger.HoldUnknownOutcome},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -206,7 +230,13 @@ func TestGateReconcile(t *testing.T) {
 			key := e.approved("enq-unknown", "alice")
 			e.unknownOutcome(key, tt.delivered)
 			wantExit(t, e.send(key, "alice"), exitUnknown, "reconcile")
-			args := append([]string{"reconcile", "--key", key, "--as", "ops"}, tt.target(e)...)
+			if tt.setup != nil {
+				tt.setup(e)
+			}
+			args := []string{"reconcile", "--key", key, "--as", "ops"}
+			if tt.args != nil {
+				args = append(args, tt.args(e)...)
+			}
 			wantExit(t, e.gate(args...), tt.code)
 			l, err := ledger.Open(e.ledger)
 			if err != nil {

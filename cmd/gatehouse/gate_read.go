@@ -28,7 +28,7 @@ func newShowView(d ledger.ActionDetail) showView {
 		Attempts: []attemptView{}, Checks: []checkView{}, History: newEventViews(d.Events),
 		Corrections: append([]string{}, d.Correction...)}
 	for _, ap := range d.Approvals {
-		av := approvalView{Approver: ap.Approver, At: ap.At, Recipient: ap.Recipient, Owner: ap.Owner,
+		av := approvalView{Approver: ap.Approver, At: ap.At, Recipient: ap.Recipient, Sender: ap.Sender, Destination: ap.Destination, Owner: ap.Owner,
 			Valid: ap.Valid, Invalidated: ap.Invalidated, Material: []materialView{}}
 		for _, m := range ap.Material {
 			av.Material = append(av.Material, materialView{Name: m.Name(), Value: m.Value})
@@ -36,7 +36,8 @@ func newShowView(d ledger.ActionDetail) showView {
 		v.Approvals = append(v.Approvals, av)
 	}
 	for _, at := range d.Attempts {
-		v.Attempts = append(v.Attempts, attemptView{Number: at.Number, TransportID: at.TransportID, Executor: at.Executor,
+		v.Attempts = append(v.Attempts, attemptView{Number: at.Number, TransportID: at.TransportID, MessageID: at.MessageID,
+			Destination: at.Destination, Lookup: at.Lookup, Recipient: at.Recipient, Sender: at.Sender, Executor: at.Executor,
 			StartedAt: at.StartedAt, Outcome: string(at.Outcome), Response: at.Response, Reconciled: at.Reconciled})
 	}
 	for _, c := range d.Checks {
@@ -62,7 +63,8 @@ func (s showView) text(w io.Writer) {
 		for _, m := range ap.Material {
 			mat = append(mat, m.Name+"="+m.Value)
 		}
-		fmt.Fprintf(w, "  %s\t%s\towner %s\t%s\t%s\n", fmtTime(ap.At), ap.Approver, orDash(ap.Owner), joinOrDash(mat), status)
+		fmt.Fprintf(w, "  %s\t%s\tto %s from %s via %s\towner %s\t%s\t%s\n", fmtTime(ap.At), ap.Approver, ap.Recipient,
+			orDash(ap.Sender), orDash(ap.Destination), orDash(ap.Owner), joinOrDash(mat), status)
 	}
 	fmt.Fprintf(w, "\nattempts (%d):\n", len(s.Attempts))
 	for _, at := range s.Attempts {
@@ -70,7 +72,7 @@ func (s showView) text(w io.Writer) {
 		if at.Reconciled {
 			outcome += " (reconciled)"
 		}
-		fmt.Fprintf(w, "  #%d\t%s\t%s\t%s\t%s\n", at.Number, at.TransportID, at.Executor, outcome, at.Response)
+		fmt.Fprintf(w, "  #%d\t%s\tvia %s\t%s\t%s\t%s\n", at.Number, at.MessageID, orDash(at.Destination), at.Executor, outcome, at.Response)
 	}
 	fmt.Fprintf(w, "\nmaterial checks (%d):\n", len(s.Checks))
 	for _, c := range s.Checks {
@@ -94,7 +96,7 @@ func showVerb() verbSpec {
 	var k keyFlags
 	return verbSpec{name: "show", short: "Show an action: state, approvals, attempts, material checks, history",
 		existing: true,
-		flags:    func(fs *pflag.FlagSet) { k.register(fs, "target") },
+		flags:    func(fs *pflag.FlagSet) { k.register(fs) },
 		run: func(ctx context.Context, g *gateRun) (output, error) {
 			var key string
 			l, err := g.open(k.resolveInto("show", &key))
@@ -218,7 +220,7 @@ func historyVerb() verbSpec {
 	return verbSpec{name: "history", short: "Print the history in plain sentences, oldest first", existing: true,
 		flags: func(fs *pflag.FlagSet) {
 			taskFlag(fs, &f.TaskID)
-			k.register(fs, "target")
+			k.register(fs)
 			fs.IntVar(&f.Limit, "limit", 50, "only the newest N events")
 		},
 		run: func(ctx context.Context, g *gateRun) (output, error) {

@@ -53,28 +53,41 @@ func (e *gateEnv) must(args ...string) result {
 
 func (e *gateEnv) target() string { return "file://" + e.outbox }
 
-// approved sets up task, proposal and approval for one enquiry and returns
-// the action key. owner "" leaves the task unowned.
+// approved sets up task, proposal and approval for one enquiry, to the
+// env's file destination, and returns the action key. owner "" leaves the
+// task unowned after approval (it was owned, then released).
 func (e *gateEnv) approved(enquiry, owner string, material ...string) string {
 	e.t.Helper()
+	return e.approvedTo(e.target(), enquiry, owner, material...)
+}
+
+// approvedTo is approved with the destination named.
+func (e *gateEnv) approvedTo(destination, enquiry, owner string, material ...string) string {
+	e.t.Helper()
 	task := "task-" + enquiry
-	if owner != "" {
-		e.must("claim", "--task", task, "--customer", "cust-42", "--as", owner)
+	claimer := owner
+	if owner == "" {
+		claimer = "nobody-yet"
 	}
+	e.must("claim", "--task", task, "--customer", "cust-42", "--as", claimer)
 	key := strings.TrimSpace(e.must("propose", "--as", "ack-workflow", "--task", task,
 		"--customer", "cust-42", "--event", enquiry, "--type", "reply_ack", "--target", task,
-		"--to", "ada@example.com", "--subject", "We received your enquiry", "--body", "Hello Ada,\nthanks.").stdout)
+		"--to", "ada@example.com", "--subject", "We received your enquiry", "--body", "Hello Ada,\nthanks.",
+		"--destination", destination).stdout)
 	args := []string{"approve", "--key", key, "--as", "bob"}
 	for _, m := range material {
 		args = append(args, "--material", m)
 	}
 	e.must(args...)
+	if owner == "" {
+		e.must("release", "--task", task, "--as", claimer)
+	}
 	return key
 }
 
 func (e *gateEnv) send(key, as string, material ...string) result {
 	e.t.Helper()
-	args := []string{"send", "--key", key, "--as", as, "--target", e.target()}
+	args := []string{"send", "--key", key, "--as", as, "--destination", e.target()}
 	for _, m := range material {
 		args = append(args, "--material", m)
 	}
@@ -175,14 +188,14 @@ func TestGateSendReportsDestinationOutcome(t *testing.T) {
 		{"fake://accept", exitOK, "sent", ""},
 		{"fake://not-delivered", exitOther, "approved", "may be retried"},
 		{"fake://rejected-temporary", exitOther, "approved", "may be retried"},
-		{"fake://rejected-permanent", exitOther, "failed", "failed permanently"},
+		{"fake://rejected-permanent", exitFailed, "failed", "failed permanently"},
 		{"fake://unknown", exitUnknown, "unknown", "do not resend"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.TrimPrefix(tt.target, "fake://"), func(t *testing.T) {
 			e := newGateEnv(t)
-			key := e.approved("enq-fake", "alice")
-			r := e.gate("send", "--key", key, "--as", "alice", "--target", tt.target, "--json")
+			key := e.approvedTo(tt.target, "enq-fake", "alice")
+			r := e.gate("send", "--key", key, "--as", "alice", "--json")
 			wantExit(t, r, tt.code, tt.stderrHas)
 			var v struct {
 				State    string `json:"state"`
@@ -206,7 +219,7 @@ func TestGateJSONOutputParses(t *testing.T) {
 		Attempt  int    `json:"attempt"`
 		ExitCode int    `json:"exit_code"`
 	}
-	r := e.gate("send", "--key", key, "--as", "alice", "--target", e.target(), "--json")
+	r := e.gate("send", "--key", key, "--as", "alice", "--destination", e.target(), "--json")
 	decodeOne(t, r.stdout, &sent)
 	if sent.Key != key || sent.State != "sent" || sent.Outcome != "accepted" || sent.Attempt != 1 || sent.ExitCode != 0 {
 		t.Fatalf("send --json = %+v", sent)
@@ -216,7 +229,7 @@ func TestGateJSONOutputParses(t *testing.T) {
 		ExitCode int    `json:"exit_code"`
 		Error    string `json:"error"`
 	}
-	r = e.gate("send", "--key", key, "--as", "alice", "--target", e.target(), "--json")
+	r = e.gate("send", "--key", key, "--as", "alice", "--destination", e.target(), "--json")
 	decodeOne(t, r.stdout, &dup)
 	if r.code != exitDuplicate || dup.ExitCode != exitDuplicate || dup.State != "sent" || dup.Error == "" {
 		t.Fatalf("duplicate send --json = %+v (exit %d)", dup, r.code)
@@ -284,7 +297,7 @@ func TestGateUsageErrors(t *testing.T) {
 		{"UnknownVerb", []string{"gate", "frobnicate", "--ledger", db}},
 		{"UnknownFlag", []string{"gate", "show", "--ledger", db, "--key", key, "--colour"}},
 		{"MissingLedger", []string{"gate", "show", "--key", key}},
-		{"MissingActor", []string{"gate", "send", "--ledger", db, "--key", key, "--target", "file://" + dir}},
+		{"MissingActor", []string{"gate", "send", "--ledger", db, "--key", key, "--destination", "file://" + dir}},
 		{"MissingKey", []string{"gate", "approve", "--ledger", db, "--as", "bob"}},
 		{"KeyAndFacts", []string{"gate", "approve", "--ledger", db, "--as", "bob", "--key", key, "--customer", "c"}},
 		{"BadKey", []string{"gate", "show", "--ledger", db, "--key", "not-a-key"}},
@@ -296,8 +309,10 @@ func TestGateUsageErrors(t *testing.T) {
 		{"ProposeMissingFacts", []string{"gate", "propose", "--ledger", db, "--as", "wf", "--task", "t", "--to", "a@b"}},
 		{"BodyAndBodyFile", []string{"gate", "propose", "--ledger", db, "--as", "wf", "--task", "t", "--customer", "c",
 			"--event", "e", "--type", "x", "--target", "t", "--to", "a@b", "--body", "x", "--body-file", "-"}},
-		{"SendWithoutTarget", []string{"gate", "send", "--ledger", db, "--as", "alice", "--key", key}},
-		{"SendBadTargetScheme", []string{"gate", "send", "--ledger", db, "--as", "alice", "--key", key, "--target", "ftp://x"}},
+		{"ProposeWithoutDestination", []string{"gate", "propose", "--ledger", db, "--as", "wf", "--task", "t", "--customer", "c",
+			"--event", "e", "--type", "x", "--target", "t", "--to", "a@example.com"}},
+		{"SendBadDestinationScheme", []string{"gate", "send", "--ledger", db, "--as", "alice", "--key", key, "--destination", "ftp://x"}},
+		{"ReconcileMovedWithoutDestination", []string{"gate", "reconcile", "--ledger", db, "--as", "ops", "--key", key, "--destination-moved"}},
 		{"HoldWithoutReason", []string{"gate", "hold", "--ledger", db, "--as", "ops", "--key", key}},
 		{"StopWithoutReason", []string{"gate", "stop", "--ledger", db, "--as", "ops"}},
 		{"BadState", []string{"gate", "list", "--ledger", db, "--state", "lost"}},
@@ -305,7 +320,6 @@ func TestGateUsageErrors(t *testing.T) {
 		{"PositionalArgument", []string{"gate", "show", "--ledger", db, key}},
 		{"ResolveWithoutOutcome", []string{"gate", "resolve", "--ledger", db, "--as", "ops", "--key", key, "--reason", "checked"}},
 		{"ClaimWithoutTask", []string{"gate", "claim", "--ledger", db, "--as", "alice"}},
-		{"JSONStillUsage", []string{"gate", "cancel", "--ledger", db, "--as", "wf", "--key", key, "--json"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

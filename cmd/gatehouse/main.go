@@ -3,6 +3,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -63,21 +64,54 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// run executes the command line and maps errors to exit codes.
+// run executes the command line and maps errors to exit codes. With
+// --json anywhere on the command line, an error that printed nothing on
+// stdout (a usage error, say) is still one JSON object there.
 func run(args []string, stdout, stderr io.Writer) int {
-	root := newRootCmd(stdout, stderr)
+	out := &countingWriter{w: stdout}
+	root := newRootCmd(out, stderr)
 	root.SetArgs(args)
 	err := root.Execute()
 	if err == nil {
 		return exitOK
 	}
 	fmt.Fprintln(stderr, "gatehouse:", err)
+	code := exitOther
 	var ee *exitError
-	if errors.As(err, &ee) {
-		return ee.code
+	switch {
+	case errors.As(err, &ee):
+		code = ee.code
+	case isCobraUsage(err):
+		code = exitUsage
 	}
-	if isCobraUsage(err) {
-		return exitUsage
+	if wantsJSON(args) && out.n == 0 {
+		b, _ := json.Marshal(map[string]any{"error": err.Error(), "exit_code": code})
+		fmt.Fprintf(stdout, "%s\n", b)
 	}
-	return exitOther
+	return code
+}
+
+// wantsJSON reports whether --json was asked for anywhere in args.
+func wantsJSON(args []string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		if a == "--json" || a == "--json=true" {
+			return true
+		}
+	}
+	return false
+}
+
+// countingWriter counts what a command wrote.
+type countingWriter struct {
+	w io.Writer
+	n int
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += n
+	return n, err
 }

@@ -39,6 +39,19 @@ var (
 	_ ledger.Looker      = (*Destination)(nil)
 )
 
+// Identity implements ledger.Destination: file:// and the directory's
+// absolute path.
+func (d *Destination) Identity() string {
+	dir, err := filepath.Abs(d.Dir)
+	if err != nil {
+		dir = filepath.Clean(d.Dir)
+	}
+	return "file://" + dir
+}
+
+// LookupEndpoint implements ledger.Looker: the directory is its own record.
+func (d *Destination) LookupEndpoint() string { return "" }
+
 // New returns a destination writing into dir, creating it if needed.
 func New(dir string) (*Destination, error) {
 	if dir == "" {
@@ -47,7 +60,11 @@ func New(dir string) (*Destination, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("file destination %s: %w", dir, err)
 	}
-	return &Destination{Dir: dir}, nil
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("file destination %s: %w", dir, err)
+	}
+	return &Destination{Dir: abs}, nil
 }
 
 // FileName is the name of the file that holds the message of one attempt.
@@ -150,7 +167,7 @@ func render(msg ledger.Message, now time.Time) []byte {
 	var b strings.Builder
 	head := func(k, v string) { b.WriteString(k + ": " + v + "\r\n") }
 	head("From", from)
-	head("To", msg.To)
+	head("To", (&mail.Address{Name: msg.ToName, Address: msg.To}).String())
 	head("Subject", mime.QEncoding.Encode("utf-8", subject))
 	head("Date", now.Format(time.RFC1123Z))
 	hs := msg.Headers()
@@ -169,10 +186,11 @@ func render(msg ledger.Message, now time.Time) []byte {
 	return []byte(b.String())
 }
 
-// Lookup reports every message in Dir that carries actionKey in its
-// X-Gatehouse-Action-Key header, oldest attempt first. A directory that
-// cannot be read makes the lookup unavailable, never "absent".
-func (d *Destination) Lookup(ctx context.Context, actionKey string) (ledger.LookupResult, error) {
+// Lookup reports every message in Dir that carries the query's action key
+// in its X-Gatehouse-Action-Key header or its Message-ID, oldest attempt
+// first. A directory or file that cannot be read makes the lookup
+// unavailable, never "absent".
+func (d *Destination) Lookup(ctx context.Context, q ledger.LookupQuery) (ledger.LookupResult, error) {
 	entries, err := os.ReadDir(d.Dir)
 	if err != nil {
 		return ledger.LookupResult{}, fmt.Errorf("%w: read %s: %v", ledger.ErrLookupUnavailable, d.Dir, err)
@@ -189,7 +207,7 @@ func (d *Destination) Lookup(ctx context.Context, actionKey string) (ledger.Look
 		if err != nil {
 			return ledger.LookupResult{}, fmt.Errorf("%w: %v", ledger.ErrLookupUnavailable, err)
 		}
-		if s.key == actionKey {
+		if s.key == q.ActionKey || (q.MessageID != "" && s.messageID == q.MessageID) {
 			found = append(found, s)
 		}
 	}
@@ -199,9 +217,9 @@ func (d *Destination) Lookup(ctx context.Context, actionKey string) (ledger.Look
 		}
 		return found[i].messageID < found[j].messageID
 	})
-	res := ledger.LookupResult{Found: len(found) > 0, Count: len(found)}
+	var res ledger.LookupResult
 	for _, s := range found {
-		res.MessageIDs = append(res.MessageIDs, s.messageID)
+		res.Messages = append(res.Messages, ledger.FoundMessage{MessageID: s.messageID, ActionKey: s.key, Recipients: s.to})
 	}
 	return res, nil
 }
@@ -209,7 +227,8 @@ func (d *Destination) Lookup(ctx context.Context, actionKey string) (ledger.Look
 // stored is what Lookup needs from one file.
 type stored struct {
 	key       string
-	messageID string
+	messageID string // without angle brackets
+	to        []string
 	attempt   int
 }
 
@@ -224,5 +243,12 @@ func readHeaders(path string) (stored, error) {
 		return stored{}, fmt.Errorf("read %s: %w", path, err)
 	}
 	n, _ := strconv.Atoi(m.Header.Get(ledger.HeaderAttempt))
-	return stored{key: m.Header.Get(ledger.HeaderActionKey), messageID: m.Header.Get("Message-ID"), attempt: n}, nil
+	s := stored{key: m.Header.Get(ledger.HeaderActionKey), attempt: n,
+		messageID: strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(m.Header.Get("Message-ID")), "<"), ">")}
+	if to, err := m.Header.AddressList("To"); err == nil {
+		for _, a := range to {
+			s.to = append(s.to, a.Address)
+		}
+	}
+	return s, nil
 }

@@ -31,13 +31,25 @@ func TestSendWritesOneFileAndLookupFindsIt(t *testing.T) {
 	if _, err := d.Send(ctx, message(ledger.Key("cust-2", "enq-1", "reply_ack", "task-2", 0), 1)); err != nil {
 		t.Fatal(err)
 	}
-	res, err := d.Lookup(ctx, key)
+	res, err := d.Lookup(ctx, ledger.LookupQuery{ActionKey: key})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"<" + ledger.TransportID(key, 1) + ">", "<" + ledger.TransportID(key, 2) + ">"}
-	if !res.Found || res.Count != 2 || strings.Join(res.MessageIDs, " ") != strings.Join(want, " ") {
+	var got []string
+	for _, m := range res.Messages {
+		got = append(got, m.MessageID)
+	}
+	want := []string{ledger.TransportID(key, 1), ledger.TransportID(key, 2)}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Fatalf("lookup = %+v, want the two attempts oldest first", res)
+	}
+	// By Message-ID alone: the file of that attempt, with its recipient.
+	res, err = d.Lookup(ctx, ledger.LookupQuery{MessageID: ledger.TransportID(key, 2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Messages) != 1 || res.Messages[0].ActionKey != key || len(res.Messages[0].Recipients) != 1 {
+		t.Fatalf("lookup by Message-ID = %+v", res)
 	}
 	raw, err := os.ReadFile(filepath.Join(d.Dir, FileName(ledger.TransportID(key, 1))))
 	if err != nil {
@@ -63,11 +75,11 @@ func TestLookup(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d := &Destination{Dir: tt.dir(t)}
-			res, err := d.Lookup(ctx, "gh1:c:e:t:x:r0")
+			res, err := d.Lookup(ctx, ledger.LookupQuery{ActionKey: "gh1:c:e:t:x:r0", MessageID: "m1"})
 			if got := errors.Is(err, ledger.ErrLookupUnavailable); got != tt.unavailable {
 				t.Fatalf("unavailable = %v (err %v), want %v", got, err, tt.unavailable)
 			}
-			if res.Found {
+			if len(res.Messages) > 0 {
 				t.Fatalf("found %+v in an empty destination", res)
 			}
 		})

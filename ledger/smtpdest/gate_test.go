@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"gatehouse/ledger"
+	"gatehouse/ledger/destinations"
 	"gatehouse/ledger/smtpdest"
 	"gatehouse/testmailbox"
 )
@@ -56,7 +57,7 @@ func TestGateAgainstMailboxFaults(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer l.Close()
-			key := approvedAction(t, l, mb.Target())
+			key := approvedAction(t, l, dest.Identity())
 			count := func() int {
 				n, err := mb.Count(ctx, testmailbox.Filter{ActionKey: key})
 				if err != nil {
@@ -86,11 +87,10 @@ func TestGateAgainstMailboxFaults(t *testing.T) {
 				}
 			}
 			if tc.Reconcile != "" {
-				looker, ok := dest.(ledger.Looker)
-				if !ok {
+				if _, ok := dest.(ledger.Looker); !ok {
 					t.Fatal("the mailbox target offers no lookup")
 				}
-				a, err := l.Reconcile(ctx, key, "ops", looker)
+				a, err := l.Reconcile(ctx, ledger.ReconcileRequest{Key: key, Actor: "ops", Open: destinations.Records()})
 				if err != nil || a.State != tc.Reconcile {
 					t.Fatalf("reconcile: %s, %v", a.State, err)
 				}
@@ -122,14 +122,14 @@ func TestGateAgainstMailboxFaults(t *testing.T) {
 	}
 }
 
-func approvedAction(t *testing.T, l *ledger.Ledger, target string) string {
+func approvedAction(t *testing.T, l *ledger.Ledger, destination string) string {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := l.Claim(ctx, ledger.TaskRef{ID: "task-7"}, "wf-ack"); err != nil {
 		t.Fatal(err)
 	}
 	a, err := l.Propose(ctx, ledger.Proposal{Task: ledger.TaskRef{ID: "task-7"}, Customer: "cust-42", Event: "enquiry-1001",
-		ActionType: "reply_ack", Target: target, Recipient: "ada@example.com", Subject: "We received your enquiry",
+		ActionType: "reply_ack", Target: "task-7", Destination: destination, Recipient: "ada@example.com", Subject: "We received your enquiry",
 		Body: "Hello Ada, thank you for writing.", Actor: "wf-ack"})
 	if err != nil {
 		t.Fatal(err)

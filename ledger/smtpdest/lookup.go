@@ -3,6 +3,7 @@ package smtpdest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -10,6 +11,7 @@ import (
 	"net/mail"
 	"net/url"
 	"strconv"
+	"strings"
 
 	"gatehouse/ledger"
 )
@@ -20,45 +22,77 @@ const lookupPage = 1000
 
 // mailboxPage is the part of the test mailbox's GET /api/v1/messages reply
 // that Lookup needs. Declared here so the destination does not depend on the
-// mailbox package, only on its HTTP contract.
+// mailbox package, only on its HTTP contract. Pointers tell a missing field
+// from a zero: a reply without total or messages was not an answer.
 type mailboxPage struct {
-	Total    int `json:"total"`
-	Messages []struct {
-		MessageID string `json:"message_id"`
+	Total    *int `json:"total"`
+	Messages *[]struct {
+		MessageID *string  `json:"message_id"`
+		ActionKey string   `json:"action_key"`
+		To        []string `json:"to"`
 	} `json:"messages"`
 }
 
-// Lookup asks the test mailbox which messages carry actionKey, oldest first.
-// Any failure to consult it (connection, status, malformed reply) wraps
+// Lookup asks the test mailbox for every message that carries the query's
+// action key or its Message-ID. Any failure to consult it (connection,
+// status, a reply without its total or its messages) wraps
 // ledger.ErrLookupUnavailable, so that reconciliation holds the action
 // instead of guessing.
-func (d *LookingDestination) Lookup(ctx context.Context, actionKey string) (ledger.LookupResult, error) {
+func (d *LookingDestination) Lookup(ctx context.Context, q ledger.LookupQuery) (ledger.LookupResult, error) {
+	seen := map[string]bool{}
 	var res ledger.LookupResult
-	for {
-		page, err := d.fetch(ctx, actionKey, len(res.MessageIDs))
+	for _, filter := range []url.Values{{"action_key": {q.ActionKey}}, {"message_id": {q.MessageID}}} {
+		if filter.Get("action_key") == "" && filter.Get("message_id") == "" {
+			continue
+		}
+		found, err := d.lookupAll(ctx, filter)
 		if err != nil {
-			return ledger.LookupResult{}, fmt.Errorf("%w: look up %q at %s: %w", ledger.ErrLookupUnavailable, actionKey, d.api, err)
+			return ledger.LookupResult{}, fmt.Errorf("%w: look up %s at %s: %w", ledger.ErrLookupUnavailable, filter.Encode(), d.api, err)
 		}
-		res.Count = page.Total
-		for _, m := range page.Messages {
-			res.MessageIDs = append(res.MessageIDs, m.MessageID)
-		}
-		if len(res.MessageIDs) >= page.Total || len(page.Messages) == 0 {
-			break
+		for _, m := range found {
+			// The mailbox's own record id would be better, but the
+			// Message-ID and recipients identify a stored copy well enough
+			// to merge the two queries.
+			id := m.MessageID + "\x00" + m.ActionKey + "\x00" + strings.Join(m.Recipients, ",")
+			if !seen[id] {
+				seen[id] = true
+				res.Messages = append(res.Messages, m)
+			}
 		}
 	}
-	res.Found = res.Count > 0
 	return res, nil
 }
 
-func (d *LookingDestination) fetch(ctx context.Context, key string, offset int) (mailboxPage, error) {
+func (d *LookingDestination) lookupAll(ctx context.Context, filter url.Values) ([]ledger.FoundMessage, error) {
+	var out []ledger.FoundMessage
+	for {
+		page, err := d.fetch(ctx, filter, len(out))
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range *page.Messages {
+			if m.MessageID == nil {
+				return nil, errors.New("reply lists a message without message_id")
+			}
+			out = append(out, ledger.FoundMessage{MessageID: *m.MessageID, ActionKey: m.ActionKey, Recipients: m.To})
+		}
+		if len(out) >= *page.Total {
+			return out, nil
+		}
+		if len(*page.Messages) == 0 {
+			return nil, fmt.Errorf("reply says %d messages but the pages ended after %d", *page.Total, len(out))
+		}
+	}
+}
+
+func (d *LookingDestination) fetch(ctx context.Context, filter url.Values, offset int) (mailboxPage, error) {
 	u := *d.api
 	u.Path = "/api/v1/messages"
-	u.RawQuery = url.Values{
-		"action_key": {key},
-		"limit":      {strconv.Itoa(lookupPage)},
-		"offset":     {strconv.Itoa(offset)},
-	}.Encode()
+	q := url.Values{"limit": {strconv.Itoa(lookupPage)}, "offset": {strconv.Itoa(offset)}}
+	for k, v := range filter {
+		q[k] = v
+	}
+	u.RawQuery = q.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return mailboxPage{}, err
@@ -73,8 +107,14 @@ func (d *LookingDestination) fetch(ctx context.Context, key string, offset int) 
 		return mailboxPage{}, fmt.Errorf("%s: %s", resp.Status, b)
 	}
 	var page mailboxPage
-	if err := json.NewDecoder(resp.Body).Decode(&page); err != nil {
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&page); err != nil {
 		return mailboxPage{}, fmt.Errorf("decode reply: %w", err)
+	}
+	if page.Total == nil || page.Messages == nil {
+		return mailboxPage{}, errors.New("the reply has no total or no messages: not a test mailbox answer")
+	}
+	if *page.Total < 0 {
+		return mailboxPage{}, fmt.Errorf("the reply says total %d", *page.Total)
 	}
 	return page, nil
 }

@@ -26,6 +26,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"sort"
 	"strings"
 	"time"
@@ -94,15 +95,44 @@ func WithNow(now func() time.Time) Option { return func(c *config) { c.now = now
 // otherwise DefaultLookupTimeout applies).
 func WithHTTPClient(hc *http.Client) Option { return func(c *config) { c.httpClient = hc } }
 
+// Environment variables that supply credentials when the destination URL
+// carries none.
+const (
+	UserEnv     = "GATEHOUSE_SMTP_USER"
+	PasswordEnv = "GATEHOUSE_SMTP_PASSWORD"
+)
+
 // Destination sends over SMTP to one server. It does not implement
 // ledger.Looker: its server offers no records to consult.
 type Destination struct {
-	target string
-	addr   string // host:port
-	user   string // AUTH PLAIN when set
-	pass   string
-	cfg    config
+	target   string // as given, password redacted
+	identity string // smtp://host:port
+	addr     string // host:port
+	user     string // AUTH PLAIN when set
+	pass     string
+	cfg      config
 }
+
+// redact hides a password in a destination URL.
+func redact(target string) string {
+	u, err := url.Parse(target)
+	if err != nil || u.User == nil {
+		if i := strings.Index(target, "@"); err != nil && i >= 0 {
+			if j := strings.Index(target, "://"); j >= 0 && j < i {
+				return target[:j+3] + "xxxxx" + target[i:]
+			}
+		}
+		return target
+	}
+	return u.Redacted()
+}
+
+// Identity implements ledger.Destination: smtp://host:port, without
+// credentials or the lookup API.
+func (d *Destination) Identity() string { return d.identity }
+
+// LookupEndpoint implements ledger.Looker: the test mailbox API.
+func (d *LookingDestination) LookupEndpoint() string { return d.api.String() }
 
 // LookingDestination is a Destination whose server is a gatehouse test
 // mailbox with a query API; it implements ledger.Looker through that API.
@@ -131,15 +161,17 @@ func New(target string, opts ...Option) (ledger.Destination, error) {
 }
 
 func parse(target string, opts []Option) (*Destination, *url.URL, error) {
+	shown := redact(target)
 	bad := func(format string, a ...any) error {
-		return fmt.Errorf("smtp target %q: %s", target, fmt.Sprintf(format, a...))
+		return fmt.Errorf("smtp destination %q: %s", shown, fmt.Sprintf(format, a...))
 	}
 	if !strings.Contains(target, "://") {
 		return nil, nil, bad("scheme must be smtp, as in smtp://host:port")
 	}
 	u, err := url.Parse(target)
 	if err != nil {
-		return nil, nil, bad("%v", err)
+		// url's own error quotes the whole URL, password included.
+		return nil, nil, bad("not a URL")
 	}
 	if u.Scheme != "smtp" {
 		return nil, nil, bad("scheme must be smtp, as in smtp://host:port")
@@ -176,7 +208,7 @@ func parse(target string, opts []Option) (*Destination, *url.URL, error) {
 			return nil, nil, bad("%v", err)
 		}
 	}
-	d := &Destination{target: target, addr: u.Host, cfg: config{
+	d := &Destination{target: shown, addr: u.Host, identity: "smtp://" + strings.ToLower(u.Host), cfg: config{
 		connectTimeout: DefaultConnectTimeout,
 		commandTimeout: DefaultCommandTimeout,
 		dataTimeout:    DefaultDataTimeout,
@@ -187,6 +219,11 @@ func parse(target string, opts []Option) (*Destination, *url.URL, error) {
 	if u.User != nil {
 		d.user = u.User.Username()
 		d.pass, _ = u.User.Password()
+	}
+	if d.user == "" {
+		// Credentials are never part of what is stored or approved: they
+		// may come from the environment at send time instead.
+		d.user, d.pass = os.Getenv(UserEnv), os.Getenv(PasswordEnv)
 	}
 	for _, o := range opts {
 		o(&d.cfg)
@@ -215,7 +252,7 @@ func parseAPI(s string) (*url.URL, error) {
 	return u, nil
 }
 
-// Target returns the target the destination was made from.
+// Target returns the URL the destination was made from, password redacted.
 func (d *Destination) Target() string { return d.target }
 
 // Addr returns the SMTP server's host:port.
@@ -249,7 +286,9 @@ func replyOutcome(err error) ledger.Outcome {
 func (d *Destination) Send(ctx context.Context, msg ledger.Message) (ledger.Receipt, error) {
 	from, to, raw, err := d.compose(msg)
 	if err != nil {
-		return ledger.Receipt{}, fail(ledger.OutcomeNotDelivered, "compose", err)
+		// Nothing was handed over, and the same message would fail the
+		// same way again: a permanent failure, never a retry.
+		return ledger.Receipt{}, fail(ledger.OutcomeRejectedPermanent, "compose", err)
 	}
 	dialer := net.Dialer{Timeout: d.cfg.connectTimeout}
 	conn, err := dialer.DialContext(ctx, "tcp", d.addr)
@@ -335,6 +374,7 @@ func (d *Destination) compose(msg ledger.Message) (from, to string, raw []byte, 
 	if err != nil {
 		return "", "", nil, err
 	}
+	toAddr.Name = msg.ToName
 	headers := msg.Headers()
 	for name, v := range headers {
 		if strings.ContainsAny(v, "\r\n") {

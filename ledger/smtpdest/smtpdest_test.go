@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"net/mail"
 	"strings"
 	"testing"
@@ -72,7 +74,7 @@ func TestNewRejectsBadTargets(t *testing.T) {
 		{"APINoPort", "smtp://127.0.0.1:25?api=http://h", "want http://host:port"},
 		{"APIPath", "smtp://127.0.0.1:25?api=http://h:1/x", "want only http://host:port"},
 		{"APITwice", "smtp://127.0.0.1:25?api=http://h:1&api=http://h:2", "api given 2 times"},
-		{"Garbage", "smtp://[::1", "missing ']'"},
+		{"Garbage", "smtp://[::1", "not a URL"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -149,11 +151,12 @@ func TestSendArrivesWithHeadersAndUTF8Subject(t *testing.T) {
 	if want := "Line one\r\n.\r\n..two dots\r\nlast line without newline\r\n"; string(body) != want {
 		t.Errorf("body %q; want %q", body, want)
 	}
-	res, err := d.Lookup(ctx, msg.ActionKey)
+	res, err := d.Lookup(ctx, ledger.LookupQuery{ActionKey: msg.ActionKey, MessageID: msg.MessageID()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !res.Found || res.Count != 1 || len(res.MessageIDs) != 1 || res.MessageIDs[0] != msg.TransportID {
+	if len(res.Messages) != 1 || res.Messages[0].MessageID != msg.TransportID || res.Messages[0].ActionKey != msg.ActionKey ||
+		len(res.Messages[0].Recipients) != 1 || res.Messages[0].Recipients[0] != msg.To {
 		t.Errorf("lookup %+v", res)
 	}
 }
@@ -201,11 +204,11 @@ func TestOutcomeAgainstMailboxFaults(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			res, err := d.Lookup(ctx, msg.ActionKey)
+			res, err := d.Lookup(ctx, ledger.LookupQuery{ActionKey: msg.ActionKey, MessageID: msg.MessageID()})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.Count != tt.arrived || res.Found != (tt.arrived > 0) {
+			if len(res.Messages) != tt.arrived {
 				t.Errorf("lookup %+v; want %d arrivals", res, tt.arrived)
 			}
 			if tt.fault.Kind != "" {
@@ -338,6 +341,8 @@ func TestCancelledContextIsNotDelivered(t *testing.T) {
 	}
 }
 
+// TestComposeRefusesBadMessages: a message that cannot be composed fails
+// the same way every time, so it is a permanent failure, never "retry".
 func TestComposeRefusesBadMessages(t *testing.T) {
 	m := startMailbox(t)
 	d, err := smtpdest.New(m.Target())
@@ -354,8 +359,8 @@ func TestComposeRefusesBadMessages(t *testing.T) {
 		msg := newMessage("e", 1)
 		mutate(&msg)
 		_, err := d.Send(ctxT(t), msg)
-		if got := ledger.ClassifyDelivery(err); got != ledger.OutcomeNotDelivered {
-			t.Errorf("case %d: outcome %s (%v); want not_delivered", i, got, err)
+		if got := ledger.ClassifyDelivery(err); got != ledger.OutcomeRejectedPermanent {
+			t.Errorf("case %d: outcome %s (%v); want rejected_permanent", i, got, err)
 		}
 	}
 	if n, _ := m.Count(ctxT(t), testmailbox.Filter{}); n != 0 {
@@ -397,8 +402,68 @@ func TestLookupUnavailable(t *testing.T) {
 	api := "http://" + l.Addr().String()
 	l.Close()
 	d := looking(t, "smtp://127.0.0.1:1?api="+api)
-	_, err = d.Lookup(ctxT(t), "k")
+	_, err = d.Lookup(ctxT(t), ledger.LookupQuery{ActionKey: "k"})
 	if !errors.Is(err, ledger.ErrLookupUnavailable) {
 		t.Errorf("lookup with nothing listening: %v; want ErrLookupUnavailable", err)
+	}
+}
+
+// TestLookupRefusesWhatIsNotAnAnswer: "absent" may only come from a reply
+// that really says how many messages there are. Anything else is
+// unavailable, so reconciliation holds instead of allowing a retry.
+func TestLookupRefusesWhatIsNotAnAnswer(t *testing.T) {
+	tests := []struct {
+		Name, Body string
+		Status     int
+		Absent     bool
+	}{
+		{"RealEmptyAnswer", `{"total":0,"messages":[]}`, 200, true},
+		{"NoTotal", `{"messages":[]}`, 200, false},
+		{"NoMessages", `{"total":0}`, 200, false},
+		{"EmptyObject", `{}`, 200, false},
+		{"NotJSON", `<html>ok</html>`, 200, false},
+		{"PagesEndEarly", `{"total":3,"messages":[]}`, 200, false},
+		{"MessageWithoutID", `{"total":1,"messages":[{"action_key":"k"}]}`, 200, false},
+		{"NegativeTotal", `{"total":-1,"messages":[]}`, 200, false},
+		{"ServerError", `{"total":0,"messages":[]}`, 500, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.Name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				w.WriteHeader(tc.Status)
+				io.WriteString(w, tc.Body)
+			}))
+			defer srv.Close()
+			d := looking(t, "smtp://127.0.0.1:1?api="+srv.URL)
+			res, err := d.Lookup(ctxT(t), ledger.LookupQuery{ActionKey: "k", MessageID: "m"})
+			if tc.Absent {
+				if err != nil || len(res.Messages) != 0 {
+					t.Fatalf("lookup = %+v, %v; want an answer of nothing", res, err)
+				}
+				return
+			}
+			if !errors.Is(err, ledger.ErrLookupUnavailable) {
+				t.Fatalf("lookup = %+v, %v; want ErrLookupUnavailable", res, err)
+			}
+		})
+	}
+}
+
+// TestPasswordNeverShown: a destination URL's password appears in no
+// error and no identity.
+func TestPasswordNeverShown(t *testing.T) {
+	d, err := smtpdest.New("smtp://ops:s3cret@127.0.0.1:2525")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(d.Identity(), "s3cret") || strings.Contains(d.Identity(), "ops") {
+		t.Errorf("identity %q shows credentials", d.Identity())
+	}
+	for _, bad := range []string{"smtp://ops:s3cret@127.0.0.1", "smtp://ops:s3cret@127.0.0.1:2525/path", "smtp://ops:s3cret@127.0.0.1:2525?x=1",
+		"smtp://ops:s3cret@[::1"} {
+		_, err := smtpdest.New(bad)
+		if err == nil || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("New(%q) = %v; want an error without the password", bad, err)
+		}
 	}
 }

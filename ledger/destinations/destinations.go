@@ -1,0 +1,179 @@
+// Package destinations turns destination URLs into the gate's
+// destinations, and recorded endpoints back into the records reconciliation
+// may consult. It is the one place that knows every scheme:
+//
+//	file://DIR                       one .eml file per attempt in DIR (its own record)
+//	smtp://[user:pass@]host:port     an SMTP server; credentials also from
+//	                                 $GATEHOUSE_SMTP_USER / $GATEHOUSE_SMTP_PASSWORD
+//	smtp://host:port?api=http://…    the same, whose records a test mailbox API holds
+//	fake://OUTCOME                   keeps nothing, answers OUTCOME (accept when empty)
+//
+// Credentials are never part of an identity or an endpoint.
+package destinations
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"strings"
+
+	"gatehouse/fakes"
+	"gatehouse/ledger"
+	"gatehouse/ledger/filedest"
+	"gatehouse/ledger/smtpdest"
+)
+
+// Usage is the one-line description of the accepted URLs.
+const Usage = "file://DIR, smtp://host:port[?api=http://host:port] or fake://OUTCOME"
+
+// FakeOutcomes are the answers a fake:// destination can be told to give,
+// so a workflow can rehearse every result of a send without a server.
+var FakeOutcomes = map[string]ledger.Outcome{
+	"accept":             ledger.OutcomeAccepted,
+	"unknown":            ledger.OutcomeUnknown,
+	"not-delivered":      ledger.OutcomeNotDelivered,
+	"rejected-temporary": ledger.OutcomeRejectedTemporary,
+	"rejected-permanent": ledger.OutcomeRejectedPermanent,
+}
+
+// FakeOutcomeNames lists FakeOutcomes' names in a stable order.
+func FakeOutcomeNames() []string {
+	return []string{"accept", "unknown", "not-delivered", "rejected-temporary", "rejected-permanent"}
+}
+
+// ErrBadURL wraps every malformed destination URL.
+var ErrBadURL = errors.New("bad destination")
+
+func bad(raw, format string, a ...any) error {
+	return fmt.Errorf("%w %q: %s", ErrBadURL, redact(raw), fmt.Sprintf(format, a...))
+}
+
+// Open returns the destination a URL names. A file:// directory is created
+// if needed.
+func Open(raw string) (ledger.Destination, error) {
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		return nil, bad(raw, "want %s", Usage)
+	}
+	switch scheme {
+	case "file":
+		dir, err := fileDir(raw, rest)
+		if err != nil {
+			return nil, err
+		}
+		return filedest.New(dir)
+	case "smtp":
+		d, err := smtpdest.New(raw)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrBadURL, err)
+		}
+		return d, nil
+	case "fake":
+		return openFake(raw, rest)
+	}
+	return nil, bad(raw, "unknown scheme %q (want file, smtp or fake)", scheme)
+}
+
+// OpenEndpoint returns the destination of a recorded endpoint, with its
+// records API when it has one: what a send that names no destination uses.
+// Credentials, which endpoints never hold, come from the environment.
+func OpenEndpoint(ep ledger.Endpoint) (ledger.Destination, error) {
+	raw := ep.Destination
+	if ep.Lookup != "" {
+		raw += "?api=" + url.QueryEscape(ep.Lookup)
+	}
+	return Open(raw)
+}
+
+// Parse returns the endpoint a URL names (identity and lookup endpoint)
+// without opening anything or creating a directory.
+func Parse(raw string) (ledger.Endpoint, error) {
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		return ledger.Endpoint{}, bad(raw, "want %s", Usage)
+	}
+	switch scheme {
+	case "file":
+		dir, err := fileDir(raw, rest)
+		if err != nil {
+			return ledger.Endpoint{}, err
+		}
+		return ledger.EndpointOf(&filedest.Destination{Dir: dir}), nil
+	case "smtp", "fake":
+		d, err := Open(raw)
+		if err != nil {
+			return ledger.Endpoint{}, err
+		}
+		return ledger.EndpointOf(d), nil
+	}
+	return ledger.Endpoint{}, bad(raw, "unknown scheme %q (want file, smtp or fake)", scheme)
+}
+
+// Records reaches the records of a recorded endpoint: the file directory
+// (never created by looking), the test mailbox API an SMTP attempt recorded,
+// or nothing for a destination without records (an SMTP server without an
+// API, a fake, whose records died with the process that sent).
+func Records() ledger.LookerOpener {
+	return ledger.LookerOpenerFunc(func(ep ledger.Endpoint) (ledger.Looker, error) {
+		scheme, rest, _ := strings.Cut(ep.Destination, "://")
+		switch scheme {
+		case "file":
+			// Searching must not create the directory: a mistyped path
+			// would then look like a destination that provably holds nothing.
+			return &filedest.Destination{Dir: rest}, nil
+		case "smtp":
+			if ep.Lookup == "" {
+				return nil, nil
+			}
+			d, err := smtpdest.New(ep.Destination + "?api=" + url.QueryEscape(ep.Lookup))
+			if err != nil {
+				return nil, err
+			}
+			lk, _ := d.(ledger.Looker)
+			return lk, nil
+		}
+		return nil, nil
+	})
+}
+
+// fileDir is the directory of a file:// URL: file:///abs and file://rel
+// both work, the text after // being the path.
+func fileDir(raw, rest string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil || rest == "" || u.RawQuery != "" || u.Fragment != "" {
+		return "", bad(raw, "want file://DIR (an absolute or relative directory path)")
+	}
+	abs, err := filepath.Abs(filepath.Clean(rest))
+	if err != nil {
+		return "", bad(raw, "%v", err)
+	}
+	return abs, nil
+}
+
+func openFake(raw, rest string) (ledger.Destination, error) {
+	if rest == "" {
+		rest = "accept"
+	}
+	o, ok := FakeOutcomes[rest]
+	if !ok {
+		return nil, bad(raw, "fake outcome %q unknown (want %s)", rest, strings.Join(FakeOutcomeNames(), ", "))
+	}
+	d := fakes.NewDestination()
+	d.Name = "fake://" + rest
+	d.Script(o)
+	return fakes.BlindDestination{D: d}, nil
+}
+
+// redact hides a password in a URL for messages.
+func redact(raw string) string {
+	if u, err := url.Parse(raw); err == nil && u.User != nil {
+		return u.Redacted()
+	}
+	if i := strings.LastIndex(raw, "@"); i >= 0 {
+		if j := strings.Index(raw, "://"); j >= 0 && j < i {
+			return raw[:j+3] + "xxxxx" + raw[i:]
+		}
+	}
+	return raw
+}
