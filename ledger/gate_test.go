@@ -568,3 +568,149 @@ func TestListActionsPagesFromBothEnds(t *testing.T) {
 		}
 	}
 }
+
+// TestReconcileCountsOnlyItsOwnMessage: only the attempt's own Message-ID
+// for its own recipient proves delivery; anything else carrying the key is
+// a contradiction for a person, never proof of delivery or of absence.
+func TestReconcileCountsOnlyItsOwnMessage(t *testing.T) {
+	foreign := func(key string) ledger.Message {
+		return ledger.Message{ActionKey: key, TransportID: "foreign-1@elsewhere.example", To: "ada@example.com"}
+	}
+	tests := []struct {
+		Name      string
+		Delivered bool
+		Arrange   func(d *fakes.Destination, key string, own ledger.Message)
+		State     ledger.State
+		Cause     ledger.HoldCause
+		Reason    string
+	}{
+		{Name: "OwnMessageIsSent", Delivered: true, State: ledger.StateSent},
+		{Name: "NothingIsSafeToRetry", State: ledger.StateHeld, Cause: ledger.HoldSafeToRetry},
+		{Name: "ForeignMessageAloneIsAContradiction",
+			Arrange: func(d *fakes.Destination, key string, _ ledger.Message) { d.Inject(foreign(key)) },
+			State:   ledger.StateHeld, Cause: ledger.HoldContradiction, Reason: "foreign-1@elsewhere.example"},
+		{Name: "OwnAndForeignIsAContradiction", Delivered: true,
+			Arrange: func(d *fakes.Destination, key string, _ ledger.Message) { d.Inject(foreign(key)) },
+			State:   ledger.StateHeld, Cause: ledger.HoldContradiction, Reason: "its own message was found too"},
+		{Name: "OwnMessageIDForAnotherRecipient",
+			Arrange: func(d *fakes.Destination, _ string, own ledger.Message) {
+				own.To = "eve@example.com"
+				d.Inject(own)
+			},
+			State: ledger.StateHeld, Cause: ledger.HoldContradiction, Reason: "arrived for eve@example.com, not for ada@example.com"},
+		{Name: "ForeignWithoutKeyButOurMessageIDForUs",
+			Arrange: func(d *fakes.Destination, _ string, own ledger.Message) {
+				own.ActionKey = "" // a copy without our header still names our Message-ID
+				d.Inject(own)
+			},
+			State: ledger.StateSent},
+	}
+	for _, tc := range tests {
+		t.Run(tc.Name, func(t *testing.T) {
+			w := newWorld(t)
+			a := w.approved("wf-ack")
+			att, msg, err := w.l.BeginAttempt(w.ctx, ledger.ExecuteRequest{Key: a.Key, Executor: "wf-ack", Reread: consentYes,
+				Endpoint: ledger.EndpointOf(w.dest)})
+			w.must(err)
+			if tc.Delivered {
+				w.l.Deliver(w.ctx, att, msg, w.dest)
+			}
+			_, err = w.l.RecordOutcome(w.ctx, msg.TransportID, ledger.OutcomeUnknown, "timeout after data")
+			w.must(err)
+			if tc.Arrange != nil {
+				tc.Arrange(w.dest, a.Key, msg)
+			}
+			got, _ := w.reconcile(a.Key, "ops")
+			if got.State != tc.State || got.HoldCause != tc.Cause || !strings.Contains(got.Reason, tc.Reason) {
+				t.Fatalf("after reconcile: %s/%s %q; want %s/%s containing %q", got.State, got.HoldCause, got.Reason, tc.State, tc.Cause, tc.Reason)
+			}
+			if tc.Cause == ledger.HoldContradiction {
+				if _, err := w.l.ReleaseHold(w.ctx, a.Key, "ops", "looks fine"); !errors.Is(err, ledger.ErrUnknownOutcome) {
+					t.Fatalf("a contradiction was released into a retry: %v", err)
+				}
+				if _, err := w.execute(a.Key, "wf-ack", consentYes); !errors.Is(err, ledger.ErrUnknownOutcome) {
+					t.Fatalf("a contradiction was executed again: %v", err)
+				}
+				// A person who checked settles it.
+				got, err := w.l.ResolveUnknown(w.ctx, a.Key, "ops", true, "the customer confirmed receipt")
+				if err != nil || got.State != ledger.StateSent {
+					t.Fatalf("resolve: %s %v", got.State, err)
+				}
+			}
+		})
+	}
+}
+
+// TestReconcileAsksOnlyTheRecordedDestination: naming another destination
+// is refused (and recorded) unless a person says it moved, with a reason.
+func TestReconcileAsksOnlyTheRecordedDestination(t *testing.T) {
+	w := newWorld(t)
+	a := w.approved("wf-ack")
+	w.dest.Script(ledger.OutcomeUnknown)
+	_, err := w.execute(a.Key, "wf-ack", consentYes)
+	if !errors.Is(err, ledger.ErrUnknownOutcome) {
+		t.Fatal(err)
+	}
+	elsewhere := fakes.NewDestination()
+	elsewhere.Name = "fake://elsewhere" // empty: would prove absence if asked
+	named := ledger.EndpointOf(elsewhere)
+	req := ledger.ReconcileRequest{Key: a.Key, Actor: "ops", Open: records(w.dest, elsewhere), Named: &named}
+	if _, err := w.l.Reconcile(w.ctx, req); !errors.Is(err, ledger.ErrWrongDestination) {
+		t.Fatalf("reconcile elsewhere: %v, want ErrWrongDestination", err)
+	}
+	if st := w.state(a.Key); st != ledger.StateUnknown {
+		t.Fatalf("a refused reconcile moved the action to %s", st)
+	}
+	req.Moved = true
+	if _, err := w.l.Reconcile(w.ctx, req); !errors.Is(err, ledger.ErrInvalid) {
+		t.Fatalf("moved without a reason: %v", err)
+	}
+	req.Reason = "the mailbox was restarted elsewhere"
+	got, err := w.l.Reconcile(w.ctx, req)
+	w.must(err)
+	if got.State != ledger.StateHeld || got.HoldCause != ledger.HoldSafeToRetry {
+		t.Fatalf("after a recorded move: %s/%s", got.State, got.HoldCause)
+	}
+	hist, err := w.l.History(w.ctx, ledger.HistoryFilter{ActionKey: a.Key})
+	w.must(err)
+	var said []string
+	for _, e := range hist {
+		said = append(said, string(e.Kind)+": "+e.Message)
+	}
+	all := strings.Join(said, "\n")
+	for _, want := range []string{"wrong_destination: The gate refused ops's reconcile", "destination_moved: ops said the destination of attempt 1",
+		"because: the mailbox was restarted elsewhere"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("history lacks %q:\n%s", want, all)
+		}
+	}
+}
+
+// TestSendUsesOnlyTheApprovedDestination: Execute refuses another
+// destination or sender with a history line and no change of state; the
+// destination is not called.
+func TestSendUsesOnlyTheApprovedDestination(t *testing.T) {
+	w := newWorld(t)
+	a := w.approved("wf-ack")
+	other := fakes.NewDestination()
+	other.Name = "fake://other"
+	_, err := w.l.Execute(w.ctx, ledger.ExecuteRequest{Key: a.Key, Executor: "wf-ack", Reread: consentYes}, other)
+	var de *ledger.DestinationError
+	if !errors.As(err, &de) || de.Field != "destination" || other.Calls() != 0 {
+		t.Fatalf("send elsewhere: %v (calls %d)", err, other.Calls())
+	}
+	_, err = w.l.Execute(w.ctx, ledger.ExecuteRequest{Key: a.Key, Executor: "wf-ack", Reread: consentYes, From: "ceo@example.com"}, w.dest)
+	if !errors.As(err, &de) || de.Field != "sender" || w.dest.Calls() != 0 {
+		t.Fatalf("send from another sender: %v", err)
+	}
+	if st := w.state(a.Key); st != ledger.StateApproved {
+		t.Fatalf("state after refusals: %s", st)
+	}
+	// Deliver itself refuses a destination the attempt did not record.
+	att, msg, err := w.l.BeginAttempt(w.ctx, ledger.ExecuteRequest{Key: a.Key, Executor: "wf-ack", Reread: consentYes,
+		Endpoint: ledger.EndpointOf(w.dest)})
+	w.must(err)
+	if d := w.l.Deliver(w.ctx, att, msg, other); d.Outcome != ledger.OutcomeNotDelivered || other.Calls() != 0 {
+		t.Fatalf("deliver elsewhere: %+v (calls %d)", d, other.Calls())
+	}
+}

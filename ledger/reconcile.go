@@ -102,7 +102,7 @@ func (l *Ledger) Reconcile(ctx context.Context, req ReconcileRequest) (Action, e
 			}
 			return t.refuseWith(&out, "", "", actor, EvHeld,
 				&StateError{Key: key, State: out.State, Err: ErrHeld, Hint: reason},
-				"%s tried to reconcile %s at %s, but %v; it stays held and will not be re-sent.", actor, key, ep, lookErr)
+				"%s tried to reconcile %s at %s, but %v; it stays held and will not be re-sent.", actor, key, orDash(ep.String()), lookErr)
 		}
 		v := judge(asked, res)
 		switch {
@@ -316,6 +316,10 @@ func (l *Ledger) ReleaseHold(ctx context.Context, key, actor, reason string) (Ac
 		return Action{}, invalidf("release hold %s: a reason is required", key)
 	}
 	return l.onAction(ctx, key, true, func(t *wtx, a *Action) error {
+		if a.State == StateUnknown {
+			return &StateError{Key: key, State: a.State, Err: ErrUnknownOutcome,
+				Hint: "the message may have arrived; reconcile or resolve the outcome first"}
+		}
 		if a.State != StateHeld {
 			return &StateError{Key: key, State: a.State, Err: ErrWrongState, Hint: "it is not held"}
 		}

@@ -175,7 +175,7 @@ func runVerb(cmd *cobra.Command, opts gateOpts, spec verbSpec) error {
 	if err != nil {
 		code = exitCode(err)
 		err = &exitError{code: code, err: err}
-		if errors.Is(err, ledger.ErrNotRecorded) && code != exitUnknown {
+		if errors.Is(err, ledger.ErrNotRecorded) && code != exitUnknown || code == exitUsage {
 			out = nil // nothing was recorded: there is no state to show
 		}
 	}
