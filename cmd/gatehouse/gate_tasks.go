@@ -67,8 +67,8 @@ func claimVerb() verbSpec {
 }
 
 func takeoverVerb() verbSpec {
-	return taskVerb(taskSpec{name: "takeover", short: "Take ownership explicitly; the previous owner is notified",
-		reason: true, newTask: true,
+	return taskVerb(taskSpec{name: "takeover", short: "Take ownership of a known task explicitly; the previous owner is notified",
+		reason: true,
 		op: func(ctx context.Context, l *ledger.Ledger, ref ledger.TaskRef, actor, reason string) (output, error) {
 			return taskOutput(l.TakeOver(ctx, ref, actor, reason))
 		}})
