@@ -819,7 +819,9 @@ func TestSearchCatchesTheOldDefects(t *testing.T) {
 				empty, _ := destinations.Records().OpenLooker(w.wrong)
 				return wrongRecords{empty, ep.Destination}, nil
 			})
-		}, func(w *searchWorld, v proof.EvidenceVerdict) bool { return len(v.Duplicates) > 0 || len(v.Contradictions) > 0 }},
+		}, func(w *searchWorld, v proof.EvidenceVerdict) bool {
+			return len(v.Duplicates) > 0 || len(v.Contradictions) > 0
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.Name, func(t *testing.T) {
