@@ -199,6 +199,8 @@ const (
 	EvLateOutcome        EventKind = "late_outcome"
 	EvAudienceImported   EventKind = "audience_imported"
 	EvAudienceRemoved    EventKind = "audience_removed"
+	EvCustomersImported  EventKind = "customers_imported"
+	EvResubscribed       EventKind = "resubscribed"
 )
 
 // Notification is a message to a person, e.g. the previous owner after a
