@@ -32,6 +32,7 @@ const (
 	exitHeld      = 13 // waits for a person
 	exitUnknown   = 14 // outcome unknown: reconcile, never resend
 	exitStopped   = 15 // the stop switch is on
+	exitConsent   = 18 // a customers import refused: consent not understood, or resubscribes not accepted
 )
 
 // ledgerEnv names the ledger when --ledger is not given.
@@ -244,6 +245,8 @@ func exitCode(err error) int {
 		errors.Is(err, ledger.ErrApprovalStale), errors.Is(err, ledger.ErrCancelled),
 		errors.Is(err, ledger.ErrNotReviewed):
 		return exitDenied
+	case errors.Is(err, ledger.ErrUnknownConsent), errors.Is(err, ledger.ErrResubscribe):
+		return exitConsent
 	case errors.Is(err, ledger.ErrInvalid):
 		return exitUsage
 	}
