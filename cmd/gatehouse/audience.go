@@ -163,13 +163,14 @@ func audienceSendVerb() verbSpec {
 
 func audienceShowVerb() verbSpec {
 	var release, status, api string
-	var limit int
+	var limit, sample int
 	return verbSpec{name: "show", short: "Show a release's counts and rows", existing: true,
 		flags: func(fs *pflag.FlagSet) {
 			releaseFlag(fs, &release)
 			fs.StringVar(&status, "rows", "", "list rows of this status: error, unmatched, duplicate, excluded, removed, eligible")
 			fs.IntVar(&limit, "limit", 20, "rows to list")
 			fs.StringVar(&api, "mailbox-api", "", "count arrivals per eligible recipient at this test mailbox API")
+			fs.IntVar(&sample, "sample", 0, "draw N resolved recipients across the CRM's lifecycle stages and check each identity in the source file and the CRM mirror")
 		},
 		run: func(ctx context.Context, g *gateRun) (output, error) {
 			const verb = "audience show"
@@ -189,7 +190,13 @@ func audienceShowVerb() verbSpec {
 				}
 				return nil
 			}
-			l, err := g.open(required(verb, "release", release), checkStatus, openAPI)
+			checkSample := func() error {
+				if sample < 0 {
+					return usageErr("%s: --sample %d: want a number of recipients, 0 or more", verb, sample)
+				}
+				return nil
+			}
+			l, err := g.open(required(verb, "release", release), checkStatus, openAPI, checkSample)
 			if err != nil {
 				return nil, err
 			}
@@ -200,7 +207,11 @@ func audienceShowVerb() verbSpec {
 			if status == "" {
 				status = ledger.RowError
 			}
-			return releaseOutput(ctx, l, s, status, mb, limit)
+			out, err := releaseOutput(ctx, l, s, status, mb, limit)
+			if err != nil || sample == 0 {
+				return out, err
+			}
+			return withSamples(ctx, l, out, sample)
 		}}
 }
 

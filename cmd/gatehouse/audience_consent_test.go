@@ -301,3 +301,48 @@ func TestAudienceSendOnLedgerFromPreviousVersion(t *testing.T) {
 		t.Fatalf("arrivals %v", got)
 	}
 }
+
+// TestAudienceShowSample reconciles audience.csv against hubspot.csv, whose
+// six contacts have five lifecycle stages (Customer twice: bea, eve).
+// --sample 5 draws one of each stage; a sixth is a second Customer. Every
+// drawn identity is the same key in the stored file and in the CRM, until
+// the CRM resolves ada's address to another customer.
+func TestAudienceShowSample(t *testing.T) {
+	e := newConsentEnv(t)
+	wantExit(t, e.reconcile("spring", customersFlags("hubspot.csv")...), exitOK)
+	stages := func(v releaseView) []string {
+		var out []string
+		for _, s := range v.Samples {
+			if !s.Same || s.SourceKey == "" || s.SourceKey != s.CRMKey {
+				t.Fatalf("sample %+v: source and CRM disagree", s)
+			}
+			out = append(out, s.Lifecycle)
+		}
+		return out
+	}
+	v := e.view("show", "--release", "spring", "--sample", "5")
+	if got := strings.Join(stages(v), ","); got != "Customer,Lead,Marketing Qualified Lead,Opportunity,Subscriber" {
+		t.Fatalf("--sample 5 drew stages %s", got)
+	}
+	v = e.view("show", "--release", "spring", "--sample", "6")
+	if got := stages(v); len(got) != 6 || got[5] != "Customer" {
+		t.Fatalf("--sample 6 drew stages %v", got)
+	}
+	text := e.run("show", "--release", "spring", "--sample", "2")
+	for _, want := range []string{"sample across lifecycle stages:", "LIFECYCLE", "SOURCE KEY", "CRM KEY", "email:ada@example.org"} {
+		if !strings.Contains(text.stdout, want) {
+			t.Fatalf("show --sample lacks %q:\n%s", want, text.stdout)
+		}
+	}
+
+	// Another export gives ada's address to customer 001: the sample says so.
+	other := filepath.Join(t.TempDir(), "other.csv")
+	os.WriteFile(other, []byte("customer_id,email,consent\n001,ada@example.org,yes\n"), 0o644)
+	wantExit(t, e.reconcile("later", "--customers", other), exitOK)
+	v = e.view("show", "--release", "spring", "--sample", "5")
+	for _, s := range v.Samples {
+		if (s.Lifecycle == "Lead") == s.Same || (s.Lifecycle == "Lead" && (s.CRMKey != "email:ada@example.org" || s.Customer != "101")) {
+			t.Fatalf("sample %+v", s)
+		}
+	}
+}

@@ -39,6 +39,7 @@ type releaseView struct {
 	RowStatus     string         `json:"row_status,omitempty"`
 	Rows          []audienceRowV `json:"rows,omitempty"`
 	MoreRows      int            `json:"more_rows,omitempty"`
+	Samples       []sampleV      `json:"samples,omitempty"`
 }
 
 type audienceRowV struct {
@@ -51,6 +52,18 @@ type audienceRowV struct {
 	State    string `json:"state,omitempty"`
 	Consent  string `json:"consent,omitempty"`
 	Stage    string `json:"lifecycle,omitempty"`
+}
+
+// sampleV is one recipient drawn by audience show --sample.
+type sampleV struct {
+	Line      int    `json:"line"`
+	Lifecycle string `json:"lifecycle"`
+	Status    string `json:"status"`
+	Consent   string `json:"consent,omitempty"`
+	Customer  string `json:"customer_id"`
+	SourceKey string `json:"source_key"`
+	CRMKey    string `json:"crm_key"`
+	Same      bool   `json:"same"`
 }
 
 // releaseOutput builds the view; with status it lists up to limit rows of
@@ -97,6 +110,25 @@ func withCustomers(out output, cv *customersView) output {
 		return v
 	}
 	return out
+}
+
+// withSamples adds n recipients drawn across lifecycle stages, each checked
+// against the stored source file and the customer mirror.
+func withSamples(ctx context.Context, l *ledger.Ledger, out output, n int) (output, error) {
+	v, ok := out.(releaseView)
+	if !ok {
+		return out, nil
+	}
+	samples, err := l.SampleRecipients(ctx, v.Release, n, l.Customers())
+	if err != nil {
+		return nil, err
+	}
+	v.Samples = []sampleV{}
+	for _, s := range samples {
+		v.Samples = append(v.Samples, sampleV{Line: s.Line, Lifecycle: s.Lifecycle, Status: s.Status, Consent: string(s.Consent),
+			Customer: s.CustomerID, SourceKey: s.SourceKey, CRMKey: s.CRMKey, Same: s.Same})
+	}
+	return v, nil
 }
 
 func statusCount(s ledger.AudienceSummary, status string) int {
@@ -160,6 +192,7 @@ func (v releaseView) text(w io.Writer) {
 	if v.Arrived != nil {
 		fmt.Fprintf(w, "arrived\t%d\n", *v.Arrived)
 	}
+	v.sampleText(w)
 	if v.RowStatus == "" || len(v.Rows) == 0 {
 		return
 	}
@@ -170,5 +203,25 @@ func (v releaseView) text(w io.Writer) {
 	}
 	if v.MoreRows > 0 {
 		fmt.Fprintf(w, "  … %d more (gatehouse audience show --release %s --rows %s --limit N)\n", v.MoreRows, v.Release, v.RowStatus)
+	}
+}
+
+func (v releaseView) sampleText(w io.Writer) {
+	if v.Samples == nil {
+		return
+	}
+	if len(v.Samples) == 0 {
+		fmt.Fprintf(w, "\nsample: no resolved recipients\n")
+		return
+	}
+	fmt.Fprintf(w, "\nsample across lifecycle stages:\n")
+	fmt.Fprintf(w, "  LIFECYCLE\tLINE\tSOURCE KEY\tCRM KEY\tCUSTOMER\tSTATUS\tSAME\n")
+	for _, s := range v.Samples {
+		same := "yes"
+		if !s.Same {
+			same = "NO"
+		}
+		fmt.Fprintf(w, "  %s\t%d\t%s\t%s\t%s\t%s\t%s\n", orDash(s.Lifecycle), s.Line, orDash(s.SourceKey), orDash(s.CRMKey),
+			s.Customer, s.Status, same)
 	}
 }

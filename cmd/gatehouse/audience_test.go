@@ -134,6 +134,7 @@ func TestAudienceErrors(t *testing.T) {
 		{"ConsentValueUnknownClass", []string{"reconcile", "--release", "r", "--file", e.file, "--customers", e.custom, "--consent-value", "ja=maybe", "--as", "ops", "--subject", "s"}, exitUsage, "CLASS one of opted_in"},
 		{"BadUnknownConsentFlag", []string{"reconcile", "--release", "r", "--file", e.file, "--unknown-consent", "ignore", "--as", "ops", "--subject", "s"}, exitUsage, "--unknown-consent \"ignore\": want refuse or exclude"},
 		{"ConsentFlagsWithoutCustomers", []string{"send", "--release", "r", "--target", "file:///tmp/x", "--accept-resubscribes", "--as", "bot"}, exitUsage, "apply to --customers files"},
+		{"BadSample", []string{"show", "--release", "r", "--sample", "-1"}, exitUsage, "--sample -1"},
 		{"BadRowStatus", []string{"show", "--release", "r", "--rows", "lost"}, exitUsage, "not a row status (want error,"},
 		{"UnknownRelease", []string{"send", "--release", "nope", "--target", "file:///tmp/x", "--as", "bot"}, exitOther, "release nope: not found"},
 		{"UnknownVerb", []string{"publish"}, exitUsage, "unknown verb \"publish\" for audience"},
