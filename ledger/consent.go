@@ -123,7 +123,7 @@ func (c Customer) EligibleFor(allowImplicit bool) (bool, string) {
 		}
 		return false, fmt.Sprintf("implicit consent only (%s); the release takes opted-in customers", evidence)
 	case ConsentSuppressed:
-		if c.Suppressed && c.ConsentClass != ConsentSuppressed {
+		if c.Suppressed { // on a suppression list, whatever the consent says
 			return false, "suppressed"
 		}
 		return false, fmt.Sprintf("suppressed (%s)", evidence)

@@ -174,3 +174,20 @@ func TestConsentClassEligibility(t *testing.T) {
 		t.Fatal("material values changed: approvals recorded before would be denied")
 	}
 }
+
+// TestImportCustomersKeepsWhatAnExportLacks: an export without addresses or
+// lifecycle stages (columns it does not have) leaves the ledger's own.
+func TestImportCustomersKeepsWhatAnExportLacks(t *testing.T) {
+	w := newWorld(t)
+	first := rec("101", "ada@example.org", ledger.ConsentOptedIn, "hs_email_optout=false", 2)
+	first.Lifecycle = "Lead"
+	_, err := w.l.ImportCustomers(w.ctx, ledger.CustomerImport{Source: "hubspot.csv", Actor: "ops", Records: []ledger.CustomerRecord{first}})
+	w.must(err)
+	_, err = w.l.ImportCustomers(w.ctx, ledger.CustomerImport{Source: "ids.csv", Actor: "ops", Records: []ledger.CustomerRecord{
+		rec("101", "", ledger.ConsentOptedIn, "consent=yes", 2)}})
+	w.must(err)
+	c, _, _ := w.l.Customers().CustomerByID(w.ctx, "101")
+	if c.Email != "ada@example.org" || c.Lifecycle != "Lead" || c.Consent != "consent=yes" {
+		t.Fatalf("customer after an id-only export: %+v", c)
+	}
+}

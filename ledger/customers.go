@@ -190,11 +190,15 @@ func (t *wtx) existingCustomer(r CustomerRecord) (Customer, bool, error) {
 	return c, err == nil, err
 }
 
+// prepareCustomerUpsert writes a customer; an export without an address or
+// a lifecycle stage (a column it lacks) keeps the ones the ledger holds.
 func (t *wtx) prepareCustomerUpsert() (*sql.Stmt, error) {
 	return t.Prepare(`INSERT INTO customers (id, email, consent, suppressed, consent_class, lifecycle, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT(id) DO UPDATE SET email = excluded.email, consent = excluded.consent, suppressed = excluded.suppressed,
-		consent_class = excluded.consent_class, lifecycle = excluded.lifecycle, updated_at = excluded.updated_at`)
+		ON CONFLICT(id) DO UPDATE SET consent = excluded.consent, suppressed = excluded.suppressed,
+		consent_class = excluded.consent_class, updated_at = excluded.updated_at,
+		email = CASE excluded.email WHEN '' THEN customers.email ELSE excluded.email END,
+		lifecycle = CASE excluded.lifecycle WHEN '' THEN customers.lifecycle ELSE excluded.lifecycle END`)
 }
 
 func upsertCustomer(t *wtx, stmt *sql.Stmt, c Customer) error {
