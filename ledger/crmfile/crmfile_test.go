@@ -124,3 +124,33 @@ func TestReadRefusesUnusableExports(t *testing.T) {
 		})
 	}
 }
+
+func FuzzRead(f *testing.F) {
+	for _, s := range []string{
+		"customer_id,email,consent\nc1,a@x.org,yes\nc2,b@x.org,ja\n",
+		"\uFEFFEmail Address,MEMBER_RATING,OPTIN_TIME,UNSUB_TIME\na@x.org,2,,2026-01-01\n",
+		"external_id,email,email_subscribe\nb1,a@x.org,subscribed\n",
+		"user_id,email,unsubscribed_from_emails,marked_email_as_spam\nu1,a@x.org,false,\n",
+		"Record ID,Email,Unsubscribed from all email\n1,a@x.org,TRUE\n1,b@x.org,false\n",
+		"email,status\n\"a@x.org,subscribed\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		recs, _, err := crmfile.Read(strings.NewReader(string(data)), "crm.csv", crmfile.Options{})
+		if err != nil {
+			if !strings.Contains(err.Error(), "crm.csv") {
+				t.Fatalf("error does not name the file: %v", err)
+			}
+			return
+		}
+		for _, r := range recs {
+			if r.ID == "" && r.Email == "" {
+				t.Fatalf("record without identity: %+v", r)
+			}
+			if _, ok := ledger.ParseConsentClass(string(r.Class())); !ok && r.Class() != ledger.ConsentUnknown {
+				t.Fatalf("record with class %q", r.Class())
+			}
+		}
+	})
+}
