@@ -214,7 +214,15 @@ func (v releaseView) sampleText(w io.Writer) {
 		fmt.Fprintf(w, "\nsample: no resolved recipients\n")
 		return
 	}
-	fmt.Fprintf(w, "\nsample across lifecycle stages:\n")
+	staged := false
+	for _, s := range v.Samples {
+		staged = staged || s.Lifecycle != ""
+	}
+	if staged {
+		fmt.Fprintf(w, "\nsample across lifecycle stages:\n")
+	} else {
+		fmt.Fprintf(w, "\nsample (the CRM gave no lifecycle stages):\n")
+	}
 	fmt.Fprintf(w, "  LIFECYCLE\tLINE\tSOURCE KEY\tCRM KEY\tCUSTOMER\tSTATUS\tSAME\n")
 	for _, s := range v.Samples {
 		same := "yes"
