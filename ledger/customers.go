@@ -131,6 +131,9 @@ func (t *wtx) importCustomers(in CustomerImport, rep *CustomerReport) error {
 	seen := map[string]CustomerRecord{}
 	var write []CustomerRecord
 	for _, r := range in.Records {
+		if r.ID == "" && r.Email == "" {
+			return invalidf("customers %s: neither an id nor an address", r.Where())
+		}
 		old, found, err := t.existingCustomer(r)
 		if err != nil {
 			return err
