@@ -65,7 +65,7 @@ func TestImportCustomersRefusesUnknownConsent(t *testing.T) {
 		rec("c4", "dee@example.org", ledger.ConsentUnknown, "consent=maybe", 5),
 	}}
 	rep, err := w.l.ImportCustomers(w.ctx, in)
-	if !errors.Is(err, ledger.ErrUnknownConsent) || !strings.Contains(err.Error(), `3 rows ("consent=ja" ×2, "consent=maybe" ×1)`) {
+	if !errors.Is(err, ledger.ErrUnknownConsent) || !strings.Contains(err.Error(), `3 rows ("consent=ja" ×2, "consent=maybe" ×1), the first at crm.csv:3`) {
 		t.Fatalf("err = %v", err)
 	}
 	if rep.Written || len(rep.Unknown) != 3 {

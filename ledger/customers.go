@@ -116,8 +116,8 @@ func CheckCustomers(in CustomerImport) (CustomerReport, error) {
 	}
 	rep.UnknownValues = sortedCounts(values)
 	if len(rep.Unknown) > 0 && !in.ExcludeUnknown {
-		return rep, fmt.Errorf("customers %s: %w: %d rows (%s); map them with --consent-value WORD=CLASS, or import them as never eligible with --unknown-consent=exclude; nothing was written",
-			in.Source, ErrUnknownConsent, len(rep.Unknown), listValues(rep.UnknownValues, 5))
+		return rep, fmt.Errorf("customers %s: %w: %d rows (%s), the first at %s; map them with --consent-value WORD=CLASS, or import them as never eligible with --unknown-consent=exclude; nothing was written",
+			in.Source, ErrUnknownConsent, len(rep.Unknown), listValues(rep.UnknownValues, 5), rep.Unknown[0].Where())
 	}
 	return rep, nil
 }

@@ -122,7 +122,7 @@ func TestAudienceUnknownConsent(t *testing.T) {
 	args := append(customersFlags("newsletter-de.csv"), "--consent-column", "newsletter")
 
 	r := e.reconcile("spring", args...)
-	wantExit(t, r, exitConsent, "consent not understood: 4 rows (\"newsletter=ja\" ×2, \"newsletter=nein\" ×1, \"newsletter=vielleicht\" ×1)",
+	wantExit(t, r, exitConsent, "consent not understood: 4 rows (\"newsletter=ja\" ×2, \"newsletter=nein\" ×1, \"newsletter=vielleicht\" ×1), the first at ", "newsletter-de.csv:2;",
 		"--unknown-consent=exclude", "nothing was written")
 	for _, want := range []string{"consent not understood", "newsletter-de.csv:2", "newsletter-de.csv:6", "newsletter=vielleicht", "nothing was written"} {
 		if !strings.Contains(r.stdout, want) {
