@@ -61,11 +61,10 @@ const (
 	kindBraze                // email_subscribe: opted_in, subscribed (implicit), unsubscribed
 	kindOptOut               // true: unsubscribed, false: opted in
 	kindSuppress             // true: suppressed, false: says nothing
-	kindFile                 // the whole file has one class (Mailchimp's separate exports)
 )
 
 var kindNames = map[kind]string{kindGeneric: "consent words", kindBraze: "Braze subscription state",
-	kindOptOut: "opt-out flag", kindSuppress: "suppression flag", kindFile: "whole export"}
+	kindOptOut: "opt-out flag", kindSuppress: "suppression flag"}
 
 // Recognised column names, after NormalizeConsentWord.
 var (
@@ -97,8 +96,8 @@ type reader struct {
 	id, email int
 	lifecycle int
 	signals   []signal
-	fileClass ledger.ConsentClass // kindFile: the class of every row
-	fileWhy   string
+	fileClass ledger.ConsentClass // the class of every row, for exports split by status (Mailchimp)
+	fileWhy   string              // the columns that tell it
 }
 
 // Read reads a whole export named file (for messages) and returns one
