@@ -26,6 +26,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz='^FuzzSMTPData$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=1s ./testmailbox
 	$(GO) test -run '^$$' -fuzz='^FuzzHTTPQuery$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=1s ./testmailbox
 	$(GO) test -run '^$$' -fuzz='^FuzzRead$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=1s ./ledger/audiencefile
+	$(GO) test -run '^$$' -fuzz='^FuzzRead$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=1s ./ledger/crmfile
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)

@@ -16,29 +16,12 @@ import (
 
 // Customer is a CRM record as far as an audience needs it.
 type Customer struct {
-	ID         string
-	Email      string
-	Consent    string // "yes" means the customer agreed to receive notices
-	Suppressed bool   // on a suppression list: never send
-}
-
-// Eligible reports whether the customer may receive a notice, and why not.
-func (c Customer) Eligible() (bool, string) {
-	switch {
-	case c.Suppressed:
-		return false, "suppressed"
-	case !consentGiven(c.Consent):
-		return false, fmt.Sprintf("no consent (%s)", firstNonEmpty(c.Consent, "unset"))
-	}
-	return true, ""
-}
-
-func consentGiven(v string) bool {
-	switch strings.ToLower(strings.TrimSpace(v)) {
-	case "yes", "true", "1", "opt-in", "opted_in", "granted":
-		return true
-	}
-	return false
+	ID           string
+	Email        string
+	Consent      string       // the consent as the CRM wrote it ("yes", "hs_email_optout=false")
+	ConsentClass ConsentClass // what it means; empty: read Consent in the generic vocabulary (see Class)
+	Suppressed   bool         // on a suppression list: never send
+	Lifecycle    string       // lifecycle stage as the CRM wrote it ("Lead", "customer"), if it has one
 }
 
 // Directory resolves the identities an audience file names against the CRM.
@@ -68,6 +51,9 @@ type AudienceImport struct {
 	Subject    string
 	Body       string
 	Actor      string
+	// AllowImplicit makes customers with implicit consent (subscribed
+	// without an explicit opt-in) eligible; it is recorded with the release.
+	AllowImplicit bool
 }
 
 // AudienceRow is one source row and what became of it.
@@ -79,7 +65,9 @@ type AudienceRow struct {
 	Status     string
 	Reason     string
 	ActionKey  string
-	State      State // the action's state once sending started ("" before)
+	State      State        // the action's state once sending started ("" before)
+	Consent    ConsentClass // the customer's consent class at reconciliation ("" for unresolved rows and rows reconciled before classes)
+	Lifecycle  string       // the customer's lifecycle stage at reconciliation, as the CRM wrote it
 }
 
 // AudienceSummary keeps every count of a release apart. The counts always
@@ -93,6 +81,8 @@ type AudienceSummary struct {
 	ApprovedBy   string
 	Destination  string // bound at approval ("" before destinations were bound)
 	Sender       string
+	// AllowImplicit: customers with implicit consent are eligible.
+	AllowImplicit bool
 
 	SourceRows int // data rows in the file (blank lines and the header excluded)
 	ErrorRows  int // rows that could not be read as an identity
@@ -141,7 +131,7 @@ func (l *Ledger) ImportAudience(ctx context.Context, in AudienceImport, dir Dire
 	var stored bytes.Buffer
 	hash := sha256.New()
 	src := io.TeeReader(in.Source, io.MultiWriter(&stored, hash))
-	rows, err := resolveRows(ctx, src, dir)
+	rows, err := resolveRows(ctx, src, dir, in.AllowImplicit)
 	if err != nil {
 		return AudienceSummary{}, fmt.Errorf("audience %s (%s): %w", in.ReleaseID, in.SourceName, err)
 	}
@@ -188,7 +178,7 @@ func (in AudienceImport) validate() error {
 }
 
 // resolveRows reads the file and decides every row's status.
-func resolveRows(ctx context.Context, src io.Reader, dir Directory) ([]AudienceRow, error) {
+func resolveRows(ctx context.Context, src io.Reader, dir Directory, allowImplicit bool) ([]AudienceRow, error) {
 	var rows []AudienceRow
 	seen := map[string]int{} // customer id → first line
 	_, err := audiencefile.Read(src, func(r audiencefile.Row) error {
@@ -202,7 +192,7 @@ func resolveRows(ctx context.Context, src io.Reader, dir Directory) ([]AudienceR
 		if err != nil {
 			return fmt.Errorf("line %d: resolve %s: %w", r.Line, row.Identity, err)
 		}
-		row.Status = decideRow(&row, c, ok, seen)
+		row.Status = decideRow(&row, c, ok, seen, allowImplicit)
 		rows = append(rows, row)
 		return nil
 	})
@@ -216,7 +206,7 @@ func lookupCustomer(ctx context.Context, dir Directory, r audiencefile.Row) (Cus
 	return dir.CustomerByEmail(ctx, r.Email)
 }
 
-func decideRow(row *AudienceRow, c Customer, found bool, seen map[string]int) string {
+func decideRow(row *AudienceRow, c Customer, found bool, seen map[string]int, allowImplicit bool) string {
 	if !found {
 		row.Reason = "no customer with this identity"
 		return RowUnmatched
@@ -227,11 +217,12 @@ func decideRow(row *AudienceRow, c Customer, found bool, seen map[string]int) st
 		return RowDuplicate
 	}
 	seen[c.ID] = row.Line
+	row.Consent, row.Lifecycle = c.Class(), c.Lifecycle
 	if err := ValidateAddress("address", c.Email); err != nil {
 		row.Reason = err.Error()
 		return RowExcluded
 	}
-	if ok, why := c.Eligible(); !ok {
+	if ok, why := c.EligibleFor(allowImplicit); !ok {
 		row.Reason = why
 		return RowExcluded
 	}
@@ -240,13 +231,13 @@ func decideRow(row *AudienceRow, c Customer, found bool, seen map[string]int) st
 
 func (t *wtx) insertRelease(in AudienceImport, digest string, source []byte, rows []AudienceRow) error {
 	if _, err := t.Exec(`INSERT INTO audience_releases (id, source_name, source_digest, source, action_type, subject, body,
-		content_digest, created_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		content_digest, created_by, created_at, allow_implicit) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		in.ReleaseID, in.SourceName, digest, source, in.ActionType, in.Subject, in.Body,
-		Digest("", in.Subject, in.Body, "audience"), in.Actor, ns(t.now)); err != nil {
+		Digest("", in.Subject, in.Body, "audience"), in.Actor, ns(t.now), boolInt(in.AllowImplicit)); err != nil {
 		return fmt.Errorf("record release %s: %w", in.ReleaseID, err)
 	}
-	stmt, err := t.Prepare(`INSERT INTO audience_rows (release_id, line, identity, customer_id, email, status, reason, action_key)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
+	stmt, err := t.Prepare(`INSERT INTO audience_rows (release_id, line, identity, customer_id, email, status, reason, action_key, consent, lifecycle)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	if err != nil {
 		return err
 	}
@@ -257,14 +248,18 @@ func (t *wtx) insertRelease(in AudienceImport, digest string, source []byte, row
 		if r.Status == RowEligible {
 			key = audienceKey(r.CustomerID, in.ReleaseID, in.ActionType)
 		}
-		if _, err := stmt.Exec(in.ReleaseID, r.Line, r.Identity, r.CustomerID, r.Email, r.Status, r.Reason, key); err != nil {
+		if _, err := stmt.Exec(in.ReleaseID, r.Line, r.Identity, r.CustomerID, r.Email, r.Status, r.Reason, key, string(r.Consent), r.Lifecycle); err != nil {
 			return fmt.Errorf("record row %d of release %s: %w", r.Line, in.ReleaseID, err)
 		}
 		counts[r.Status]++
 	}
+	takes := "opted-in customers only"
+	if in.AllowImplicit {
+		takes = "opted-in customers and customers with implicit consent"
+	}
 	return t.event(in.Actor, "", "", EvAudienceImported, "",
-		"%s reconciled %s into release %s: %d rows, %d eligible, %d excluded, %d unmatched, %d duplicates, %d with errors.",
-		in.Actor, firstNonEmpty(in.SourceName, "an audience file"), in.ReleaseID, len(rows), counts[RowEligible],
+		"%s reconciled %s into release %s, which takes %s: %d rows, %d eligible, %d excluded, %d unmatched, %d duplicates, %d with errors.",
+		in.Actor, firstNonEmpty(in.SourceName, "an audience file"), in.ReleaseID, takes, len(rows), counts[RowEligible],
 		counts[RowExcluded], counts[RowUnmatched], counts[RowDuplicate], counts[RowError])
 }
 

@@ -12,9 +12,9 @@ import (
 func (l *Ledger) AudienceSummary(ctx context.Context, releaseID string) (AudienceSummary, error) {
 	s := AudienceSummary{ReleaseID: releaseID, Arrived: -1}
 	err := l.read(ctx, func(tx queryTx) error {
-		err := tx.QueryRow(`SELECT source_name, source_digest, action_type, subject, approved_by, destination, sender
+		err := tx.QueryRow(`SELECT source_name, source_digest, action_type, subject, approved_by, allow_implicit, destination, sender
 			FROM audience_releases WHERE id = ?`, releaseID).
-			Scan(&s.SourceName, &s.SourceDigest, &s.ActionType, &s.Subject, &s.ApprovedBy, &s.Destination, &s.Sender)
+			Scan(&s.SourceName, &s.SourceDigest, &s.ActionType, &s.Subject, &s.ApprovedBy, &s.AllowImplicit, &s.Destination, &s.Sender)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("release %s: %w", releaseID, ErrNotFound)
 		}
@@ -71,7 +71,8 @@ func (l *Ledger) audienceRows(ctx context.Context, releaseID, status string, aft
 	}
 	var out []AudienceRow
 	err := l.read(ctx, func(tx queryTx) error {
-		rows, err := tx.Query(`SELECT r.line, r.identity, r.customer_id, r.email, r.status, r.reason, r.action_key, COALESCE(a.state, '')
+		rows, err := tx.Query(`SELECT r.line, r.identity, r.customer_id, r.email, r.status, r.reason, r.action_key, COALESCE(a.state, ''),
+			r.consent, r.lifecycle
 			FROM audience_rows r LEFT JOIN actions a ON a.key = r.action_key
 			WHERE r.release_id = ? AND (? = '' OR r.status = ?) AND r.line > ? ORDER BY r.line LIMIT ? OFFSET ?`,
 			releaseID, status, status, afterLine, limit, offset)
@@ -82,7 +83,7 @@ func (l *Ledger) audienceRows(ctx context.Context, releaseID, status string, aft
 		for rows.Next() {
 			var r AudienceRow
 			var st string
-			if err := rows.Scan(&r.Line, &r.Identity, &r.CustomerID, &r.Email, &r.Status, &r.Reason, &r.ActionKey, &st); err != nil {
+			if err := rows.Scan(&r.Line, &r.Identity, &r.CustomerID, &r.Email, &r.Status, &r.Reason, &r.ActionKey, &st, &r.Consent, &r.Lifecycle); err != nil {
 				return err
 			}
 			r.State = State(st)
@@ -264,7 +265,7 @@ func (l *Ledger) proposeRecipient(ctx context.Context, req AudienceSend, rel Aud
 	} else if err != nil && !errors.Is(err, ErrDuplicate) && !errors.Is(err, ErrInFlight) {
 		return err
 	}
-	_, err := l.Approve(ctx, p.Key(), rel.ApprovedBy, []MaterialRead{{Source: "crm", Field: "consent", Value: "yes"}})
+	_, err := l.Approve(ctx, p.Key(), rel.ApprovedBy, []MaterialRead{{Source: "crm", Field: "consent", Value: r.Consent.MaterialValue()}})
 	if errors.Is(err, ErrWrongState) {
 		return nil
 	}
@@ -272,22 +273,20 @@ func (l *Ledger) proposeRecipient(ctx context.Context, req AudienceSend, rel Aud
 }
 
 // consentValue is the consent field as the approval snapshot records it:
-// "yes" exactly when the customer may receive the notice.
+// the customer's consent class (opted in is "yes", see MaterialValue), so a
+// CRM re-exported in other words does not change it, and a changed class
+// denies the send.
 func consentValue(c Customer) string {
-	if ok, why := c.Eligible(); !ok {
-		return why
-	}
-	return "yes"
+	return c.Class().MaterialValue()
 }
 
-// UpsertCustomers refreshes the ledger's mirror of CRM records.
+// UpsertCustomers refreshes the ledger's mirror of CRM records as given,
+// without ImportCustomers' checks (unknown consent, resubscribes).
 // It is durable: a withdrawn consent or a new suppression must survive a
 // power loss, or a later send could go out on the old value.
 func (l *Ledger) UpsertCustomers(ctx context.Context, cs []Customer) error {
 	return l.write(ctx, func(t *wtx) error {
-		stmt, err := t.Prepare(`INSERT INTO customers (id, email, consent, suppressed, updated_at) VALUES (?, ?, ?, ?, ?)
-			ON CONFLICT(id) DO UPDATE SET email = excluded.email, consent = excluded.consent,
-			suppressed = excluded.suppressed, updated_at = excluded.updated_at`)
+		stmt, err := t.prepareCustomerUpsert()
 		if err != nil {
 			return err
 		}
@@ -296,8 +295,8 @@ func (l *Ledger) UpsertCustomers(ctx context.Context, cs []Customer) error {
 			if c.ID == "" {
 				return invalidf("customer record without id (email %q)", c.Email)
 			}
-			if _, err := stmt.Exec(c.ID, c.Email, c.Consent, boolInt(c.Suppressed), ns(t.now)); err != nil {
-				return fmt.Errorf("record customer %s: %w", c.ID, err)
+			if err := upsertCustomer(t, stmt, c); err != nil {
+				return err
 			}
 		}
 		return nil
@@ -310,17 +309,17 @@ func (l *Ledger) Customers() Directory { return mirror{l} }
 type mirror struct{ l *Ledger }
 
 func (m mirror) CustomerByID(ctx context.Context, id string) (Customer, bool, error) {
-	return m.one(ctx, `SELECT id, email, consent, suppressed FROM customers WHERE id = ?`, id)
+	return m.one(ctx, `SELECT `+customerColumns+` FROM customers WHERE id = ?`, id)
 }
 
 func (m mirror) CustomerByEmail(ctx context.Context, email string) (Customer, bool, error) {
-	return m.one(ctx, `SELECT id, email, consent, suppressed FROM customers WHERE email = ? COLLATE NOCASE ORDER BY id LIMIT 1`, email)
+	return m.one(ctx, `SELECT `+customerColumns+` FROM customers WHERE email = ? COLLATE NOCASE ORDER BY id LIMIT 1`, email)
 }
 
 func (m mirror) one(ctx context.Context, q, arg string) (Customer, bool, error) {
 	var c Customer
 	var sup int
-	err := m.l.r.QueryRowContext(ctx, q, arg).Scan(&c.ID, &c.Email, &c.Consent, &sup)
+	err := m.l.r.QueryRowContext(ctx, q, arg).Scan(&c.ID, &c.Email, &c.Consent, &sup, &c.ConsentClass, &c.Lifecycle)
 	if errors.Is(err, sql.ErrNoRows) {
 		return c, false, nil
 	}

@@ -253,20 +253,54 @@ func (l *Ledger) enableWAL() error {
 	}
 }
 
+// schemaVersions is the highest schema version the embedded files reach.
 func schemaVersions() int {
-	files, _ := fs.Glob(schemaFS, "schema/*.sql")
-	return len(files)
+	files, _ := migrations()
+	if len(files) == 0 {
+		return 0
+	}
+	return files[len(files)-1].version
+}
+
+// migration is one embedded schema file; its version is the number its name
+// starts with (0005_consent.sql is version 5).
+type migration struct {
+	version int
+	path    string
+}
+
+// migrations lists the embedded schema files in version order. Versions
+// are the files' numbers, not their count, so a number left free for
+// another branch's file does not shift the versions of those after it.
+func migrations() ([]migration, error) {
+	files, err := fs.Glob(schemaFS, "schema/*.sql")
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(files)
+	var out []migration
+	for _, f := range files {
+		base := strings.TrimPrefix(f, "schema/")
+		n, err := strconv.Atoi(strings.SplitN(base, "_", 2)[0])
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("schema file %s: name does not start with its version number", f)
+		}
+		if len(out) > 0 && out[len(out)-1].version == n {
+			return nil, fmt.Errorf("schema files %s and %s have the same version %d", out[len(out)-1].path, f, n)
+		}
+		out = append(out, migration{version: n, path: f})
+	}
+	return out, nil
 }
 
 // migrate applies the embedded schema files in order, each in one
 // transaction, recording the version in PRAGMA user_version.
 func (l *Ledger) migrate(ctx context.Context) error {
-	files, err := fs.Glob(schemaFS, "schema/*.sql")
+	files, err := migrations()
 	if err != nil {
 		return err
 	}
-	sort.Strings(files)
-	known := len(files)
+	known := schemaVersions()
 	return l.write(ctx, func(tx *wtx) error {
 		var appID, version int
 		if err := tx.QueryRow("PRAGMA application_id").Scan(&appID); err != nil {
@@ -282,13 +316,16 @@ func (l *Ledger) migrate(ctx context.Context) error {
 		if err := identityError(appID, version, tables); err != nil {
 			return err
 		}
-		for i := version; i < known; i++ {
-			body, err := schemaFS.ReadFile(files[i])
+		for _, m := range files {
+			if m.version <= version {
+				continue
+			}
+			body, err := schemaFS.ReadFile(m.path)
 			if err != nil {
 				return err
 			}
 			if _, err := tx.Exec(string(body)); err != nil {
-				return fmt.Errorf("migration %s: %w", files[i], err)
+				return fmt.Errorf("migration %s: %w", m.path, err)
 			}
 		}
 		if version < known {
@@ -391,7 +428,7 @@ func (l *Ledger) tryWrite(ctx context.Context, durable bool, fn func(*wtx) error
 	var keep *committedRefusal
 	if err != nil && !errors.As(err, &keep) {
 		tx.Rollback()
-		if isBusy(err) || errors.Is(err, errNeedsDurable) || isDomain(err) {
+		if isBusy(err) || !isStorageFailure(err) {
 			return err
 		}
 		return fmt.Errorf("%w: %w", ErrNotRecorded, err)
@@ -408,18 +445,12 @@ func (l *Ledger) tryWrite(ctx context.Context, durable bool, fn func(*wtx) error
 	return nil
 }
 
-// isDomain reports whether err is the gate's own answer (a refusal, a bad
-// request, a missing record) rather than a failure of the storage.
-func isDomain(err error) bool {
-	for _, s := range []error{ErrNotFound, ErrDuplicate, ErrInFlight, ErrDenied, ErrHeld, ErrStopped,
-		ErrOwnershipConflict, ErrApprovalStale, ErrUnknownOutcome, ErrCancelled, ErrFailed, ErrNotDelivered,
-		ErrIncomplete, ErrInvalid, ErrNotReviewed, ErrWrongState, ErrWrongDestination, ErrNotLedger, ErrTooNew,
-		ErrReleaseExists, context.Canceled, context.DeadlineExceeded} {
-		if errors.Is(err, s) {
-			return true
-		}
-	}
-	return false
+// isStorageFailure reports whether err is a failure of the storage (a full
+// disk, an I/O error, a closed database) rather than the gate's own answer.
+func isStorageFailure(err error) bool {
+	var se sqlite3.Error
+	return errors.As(err, &se) || errors.Is(err, sql.ErrConnDone) || errors.Is(err, sql.ErrTxDone) ||
+		strings.Contains(err.Error(), "sql: database is closed")
 }
 
 // committedRefusal is a refusal whose history (the event saying what was

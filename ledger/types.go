@@ -232,6 +232,8 @@ const (
 	EvDestinationMoved   EventKind = "destination_moved"
 	EvContradiction      EventKind = "contradiction"
 	EvRefused            EventKind = "refused"
+	EvCustomersImported  EventKind = "customers_imported"
+	EvResubscribed       EventKind = "resubscribed"
 )
 
 // Notification is a message to a person, e.g. the previous owner after a

@@ -2,12 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/csv"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -23,20 +20,27 @@ func newAudienceCmd() *cobra.Command {
 		`audience turns an uploaded CSV into a release: every row is reconciled
 against the CRM (the ledger's customer mirror, refreshed with --customers) and
 counted as an error, unmatched, a duplicate, excluded (consent or
-suppression), removed by a person, or eligible. Sending creates one action per
-eligible recipient, keyed by customer, release and action type, so re-running a
-send never duplicates. Exit codes are those of gate (see docs/cli.md).`,
+suppression), removed by a person, or eligible. Consent is read as the CRM
+wrote it (Customer.io, Mailchimp, HubSpot, Intercom, Braze or plain
+consent/status columns) and mapped to a class: opted_in, implicit, pending,
+unknown, unsubscribed or suppressed. Sending creates one action per eligible
+recipient, keyed by customer, release and action type, so re-running a send
+never duplicates. Exit codes are those of gate, plus 18 when a customers
+import is refused (see docs/cli.md).`,
 		[]func() verbSpec{audienceReconcileVerb, audienceApproveVerb, audienceRemoveVerb, audienceSendVerb, audienceShowVerb})
 }
 
 func audienceReconcileVerb() verbSpec {
-	var file, release, customers, actionType string
+	var file, release, actionType string
+	var allowImplicit bool
 	var c contentFlags
+	var crm crmFlags
 	return verbSpec{name: "reconcile", short: "Reconcile a CSV into a release and print its counts", actor: true,
 		flags: func(fs *pflag.FlagSet) {
 			fs.StringVar(&file, "file", "", "the audience CSV (customer_id and/or email column)")
 			releaseFlag(fs, &release)
-			customersFlag(fs, &customers)
+			crm.register(fs)
+			fs.BoolVar(&allowImplicit, "allow-implicit", false, "customers with implicit consent (subscribed without an explicit opt-in) are eligible; recorded with the release")
 			fs.StringVar(&actionType, "type", "notice", "action type of the notice")
 			fs.StringVar(&c.subject, "subject", "", "the notice's subject")
 			fs.StringVar(&c.body, "body", "", "the notice's body")
@@ -46,12 +50,13 @@ func audienceReconcileVerb() verbSpec {
 			const verb = "audience reconcile"
 			var body string
 			l, err := g.open(required(verb, "file", file), required(verb, "release", release),
-				required(verb, "subject", c.subject), c.readInto(verb, g.in, &body))
+				required(verb, "subject", c.subject), c.readInto(verb, g.in, &body), crm.read(verb))
 			if err != nil {
-				return nil, err
+				return crm.refused, err
 			}
-			if err := loadCustomers(ctx, l, customers); err != nil {
-				return nil, err
+			cv, err := crm.load(ctx, l, g.actor)
+			if err != nil {
+				return refusedOutput(cv, err), err
 			}
 			f, err := os.Open(file)
 			if err != nil {
@@ -59,11 +64,12 @@ func audienceReconcileVerb() verbSpec {
 			}
 			defer f.Close()
 			s, err := l.ImportAudience(ctx, ledger.AudienceImport{ReleaseID: release, SourceName: file, Source: f,
-				ActionType: actionType, Subject: c.subject, Body: body, Actor: g.actor}, l.Customers())
+				ActionType: actionType, Subject: c.subject, Body: body, Actor: g.actor, AllowImplicit: allowImplicit}, l.Customers())
 			if err != nil {
 				return nil, err
 			}
-			return releaseOutput(ctx, l, s, ledger.RowError, nil, 50)
+			out, err := releaseOutput(ctx, l, s, ledger.RowError, nil, 50)
+			return withCustomers(out, cv), err
 		}}
 }
 
@@ -129,13 +135,14 @@ func audienceRemoveVerb() verbSpec {
 }
 
 func audienceSendVerb() verbSpec {
-	var release, destination, from, customers string
+	var release, destination, from string
+	var crm crmFlags
 	return verbSpec{name: "send", short: "Send a release once to every eligible recipient", actor: true,
 		flags: func(fs *pflag.FlagSet) {
 			releaseFlag(fs, &release)
 			fs.StringVar(&destination, "destination", "", destinationUsage+" (must be the approved one; add ?api= for its records)")
 			fs.StringVar(&from, "from", "", "sender address; must be the approved one (an assertion, not a change)")
-			customersFlag(fs, &customers)
+			crm.register(fs)
 		},
 		run: func(ctx context.Context, g *gateRun) (output, error) {
 			const verb = "audience send"
@@ -144,12 +151,13 @@ func audienceSendVerb() verbSpec {
 				dest, err = openDestination(verb, destination)
 				return err
 			}
-			l, err := g.open(required(verb, "release", release), required(verb, "destination", destination), openDest)
+			l, err := g.open(required(verb, "release", release), required(verb, "destination", destination), openDest, crm.read(verb))
 			if err != nil {
-				return nil, err
+				return crm.refused, err
 			}
-			if err := loadCustomers(ctx, l, customers); err != nil {
-				return nil, err
+			cv, err := crm.load(ctx, l, g.actor)
+			if err != nil {
+				return refusedOutput(cv, err), err
 			}
 			before, err := l.AudienceSummary(ctx, release)
 			if err != nil {
@@ -165,6 +173,7 @@ func audienceSendVerb() verbSpec {
 				err = fmt.Errorf("%w: %d recipient(s) of release %s wait for a person (gate list --state held)", ledger.ErrHeld, s.Held, release)
 			}
 			out, oerr := releaseOutput(ctx, l, s, "", nil, 0)
+			out = withCustomers(out, cv)
 			if v, ok := out.(releaseView); ok {
 				sent := s.Confirmed - before.Confirmed
 				v.SentThisRun = &sent
@@ -176,13 +185,14 @@ func audienceSendVerb() verbSpec {
 
 func audienceShowVerb() verbSpec {
 	var release, status, api string
-	var limit int
+	var limit, sample int
 	return verbSpec{name: "show", short: "Show a release's counts and rows", existing: true,
 		flags: func(fs *pflag.FlagSet) {
 			releaseFlag(fs, &release)
 			fs.StringVar(&status, "rows", "", "list rows of this status: error, unmatched, duplicate, excluded, removed, eligible")
 			fs.IntVar(&limit, "limit", 20, "rows to list")
 			fs.StringVar(&api, "mailbox-api", "", "count arrivals per eligible recipient at this test mailbox API")
+			fs.IntVar(&sample, "sample", 0, "draw N resolved recipients across the CRM's lifecycle stages and check each identity in the source file and the CRM mirror")
 		},
 		run: func(ctx context.Context, g *gateRun) (output, error) {
 			const verb = "audience show"
@@ -202,7 +212,13 @@ func audienceShowVerb() verbSpec {
 				}
 				return nil
 			}
-			l, err := g.open(required(verb, "release", release), checkStatus, openAPI)
+			checkSample := func() error {
+				if sample < 0 {
+					return usageErr("%s: --sample %d: want a number of recipients, 0 or more", verb, sample)
+				}
+				return nil
+			}
+			l, err := g.open(required(verb, "release", release), checkStatus, openAPI, checkSample)
 			if err != nil {
 				return nil, err
 			}
@@ -213,85 +229,14 @@ func audienceShowVerb() verbSpec {
 			if status == "" {
 				status = ledger.RowError
 			}
-			return releaseOutput(ctx, l, s, status, mb, limit)
+			out, err := releaseOutput(ctx, l, s, status, mb, limit)
+			if err != nil || sample == 0 {
+				return out, err
+			}
+			return withSamples(ctx, l, out, sample)
 		}}
 }
 
 func releaseFlag(fs *pflag.FlagSet, release *string) {
 	fs.StringVar(release, "release", "", "release id (ties file, content and approval together)")
-}
-
-func customersFlag(fs *pflag.FlagSet, path *string) {
-	fs.StringVar(path, "customers", "", "CSV of CRM records (customer_id,email,consent,suppressed) to refresh the ledger's customer mirror")
-}
-
-// loadCustomers refreshes the ledger's CRM mirror from a CSV, if given.
-func loadCustomers(ctx context.Context, l *ledger.Ledger, path string) error {
-	if path == "" {
-		return nil
-	}
-	cs, err := readCustomers(path)
-	if err != nil {
-		return err
-	}
-	return l.UpsertCustomers(ctx, cs)
-}
-
-// readCustomers reads a CRM export: a header with customer_id (or id) and
-// email, optionally consent and suppressed. Errors name the file, line and
-// column.
-func readCustomers(path string) ([]ledger.Customer, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("customers: %w", err)
-	}
-	defer f.Close()
-	r := csv.NewReader(f)
-	header, err := r.Read()
-	if err != nil {
-		return nil, fmt.Errorf("customers %s: line 1: %v", path, err)
-	}
-	col := map[string]int{}
-	for i, h := range header {
-		col[strings.ToLower(strings.TrimSpace(strings.TrimPrefix(h, "\uFEFF")))] = i
-	}
-	if _, ok := col["customer_id"]; !ok {
-		if i, ok := col["id"]; ok {
-			col["customer_id"] = i
-		}
-	}
-	for _, need := range []string{"customer_id", "email"} {
-		if _, ok := col[need]; !ok {
-			return nil, fmt.Errorf("customers %s: line 1: no %s column (have %s)", path, need, strings.Join(header, ", "))
-		}
-	}
-	field := func(rec []string, name string) string {
-		if i, ok := col[name]; ok && i < len(rec) {
-			return strings.TrimSpace(rec[i])
-		}
-		return ""
-	}
-	var out []ledger.Customer
-	for {
-		rec, err := r.Read()
-		if err == io.EOF {
-			return out, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("customers %s: %v", path, err)
-		}
-		line, _ := r.FieldPos(0)
-		c := ledger.Customer{ID: field(rec, "customer_id"), Email: field(rec, "email"), Consent: field(rec, "consent")}
-		if c.ID == "" {
-			return nil, fmt.Errorf("customers %s: line %d: customer_id is empty", path, line)
-		}
-		switch strings.ToLower(field(rec, "suppressed")) {
-		case "", "no", "false", "0":
-		case "yes", "true", "1":
-			c.Suppressed = true
-		default:
-			return nil, fmt.Errorf("customers %s: line %d: suppressed %q is not yes or no", path, line, field(rec, "suppressed"))
-		}
-		out = append(out, c)
-	}
 }

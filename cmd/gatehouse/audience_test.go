@@ -134,7 +134,7 @@ func TestAudienceErrors(t *testing.T) {
 	bad := filepath.Join(t.TempDir(), "bad.csv")
 	os.WriteFile(bad, []byte("name\nAda\n"), 0o644)
 	badCustomers := filepath.Join(t.TempDir(), "crm.csv")
-	os.WriteFile(badCustomers, []byte("customer_id,email,suppressed\nc1,a@x.org,maybe\n"), 0o644)
+	os.WriteFile(badCustomers, []byte("customer_id,email,suppressed\nc1,a@x.org,no\n"), 0o644)
 	tests := []struct {
 		Name string
 		Args []string
@@ -144,7 +144,12 @@ func TestAudienceErrors(t *testing.T) {
 		{"MissingFile", []string{"reconcile", "--release", "r", "--as", "ops", "--subject", "s"}, exitUsage, "audience reconcile needs --file"},
 		{"MissingActor", []string{"reconcile", "--release", "r", "--file", e.file, "--subject", "s"}, exitUsage, "audience reconcile needs --as"},
 		{"UnusableFile", []string{"reconcile", "--release", "r", "--file", bad, "--as", "ops", "--subject", "s"}, exitOther, "bad.csv"},
-		{"BadCustomers", []string{"reconcile", "--release", "r", "--file", e.file, "--customers", badCustomers, "--as", "ops", "--subject", "s"}, exitOther, "line 2: suppressed \"maybe\""},
+		{"CustomersWithoutConsent", []string{"reconcile", "--release", "r", "--file", e.file, "--customers", badCustomers, "--as", "ops", "--subject", "s"}, exitOther, "crm.csv:1: no consent column (have customer_id, email, suppressed)"},
+		{"BadConsentValueFlag", []string{"reconcile", "--release", "r", "--file", e.file, "--customers", e.custom, "--consent-value", "ja", "--as", "ops", "--subject", "s"}, exitUsage, "--consent-value \"ja\": want WORD=CLASS"},
+		{"ConsentValueUnknownClass", []string{"reconcile", "--release", "r", "--file", e.file, "--customers", e.custom, "--consent-value", "ja=maybe", "--as", "ops", "--subject", "s"}, exitUsage, "CLASS one of opted_in"},
+		{"BadUnknownConsentFlag", []string{"reconcile", "--release", "r", "--file", e.file, "--unknown-consent", "ignore", "--as", "ops", "--subject", "s"}, exitUsage, "--unknown-consent \"ignore\": want refuse or exclude"},
+		{"ConsentFlagsWithoutCustomers", []string{"send", "--release", "r", "--destination", "file:///tmp/x", "--accept-resubscribes", "--as", "bot"}, exitUsage, "apply to --customers files"},
+		{"BadSample", []string{"show", "--release", "r", "--sample", "-1"}, exitUsage, "--sample -1"},
 		{"BadRowStatus", []string{"show", "--release", "r", "--rows", "lost"}, exitUsage, "not a row status (want error,"},
 		{"UnknownRelease", []string{"send", "--release", "nope", "--destination", "file:///tmp/x", "--as", "bot"}, exitOther, "release nope: not found"},
 		{"UnknownVerb", []string{"publish"}, exitUsage, "unknown verb \"publish\" for audience"},

@@ -34,6 +34,7 @@ const (
 	exitStopped          = 15 // the stop switch is on
 	exitFailed           = 16 // rejected permanently: retrying cannot help
 	exitWrongDestination = 17 // not the approved (or recorded) destination or sender
+	exitConsent          = 18 // a customers import refused: consent not understood, or resubscribes not accepted
 )
 
 // ledgerEnv names the ledger when --ledger is not given.
@@ -257,6 +258,8 @@ func exitCode(err error) int {
 		errors.Is(err, ledger.ErrApprovalStale), errors.Is(err, ledger.ErrCancelled),
 		errors.Is(err, ledger.ErrNotReviewed):
 		return exitDenied
+	case errors.Is(err, ledger.ErrUnknownConsent), errors.Is(err, ledger.ErrResubscribe):
+		return exitConsent
 	case errors.Is(err, ledger.ErrInvalid):
 		return exitUsage
 	}

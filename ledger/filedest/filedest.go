@@ -167,7 +167,11 @@ func render(msg ledger.Message, now time.Time) []byte {
 	var b strings.Builder
 	head := func(k, v string) { b.WriteString(k + ": " + v + "\r\n") }
 	head("From", from)
-	head("To", (&mail.Address{Name: msg.ToName, Address: msg.To}).String())
+	to := msg.To
+	if msg.ToName != "" {
+		to = (&mail.Address{Name: msg.ToName, Address: msg.To}).String()
+	}
+	head("To", to)
 	head("Subject", mime.QEncoding.Encode("utf-8", subject))
 	head("Date", now.Format(time.RFC1123Z))
 	hs := msg.Headers()
