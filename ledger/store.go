@@ -74,6 +74,7 @@ type options struct {
 	lease     time.Duration
 	noRecover bool
 	onDemand  bool
+	existing  bool
 }
 
 // WithClock makes the ledger read time from c.
@@ -102,6 +103,11 @@ func Open(path string, opts ...Option) (*Ledger, error) {
 	o := options{clock: SystemClock{}, lease: 2 * time.Minute}
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if o.existing {
+		if err := statLedger(path); err != nil {
+			return nil, err
+		}
 	}
 	if err := checkHeader(path); err != nil {
 		return nil, err

@@ -155,7 +155,7 @@ func audienceSendVerb() verbSpec {
 func audienceShowVerb() verbSpec {
 	var release, status, api string
 	var limit int
-	return verbSpec{name: "show", short: "Show a release's counts and rows", existing: true,
+	return verbSpec{name: "show", short: "Show a release's counts and rows", readOnly: true,
 		flags: func(fs *pflag.FlagSet) {
 			releaseFlag(fs, &release)
 			fs.StringVar(&status, "rows", "", "list rows of this status: error, unmatched, duplicate, excluded, removed, eligible")
