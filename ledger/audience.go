@@ -68,6 +68,10 @@ type AudienceImport struct {
 	Subject    string
 	Body       string
 	Actor      string
+	// Customers, when given, refresh the ledger's customer mirror in the
+	// same transaction that records the release, and the rows are resolved
+	// against the refreshed mirror: a refused import records neither.
+	Customers []Customer
 }
 
 // AudienceRow is one source row and what became of it.
@@ -139,22 +143,39 @@ func (l *Ledger) ImportAudience(ctx context.Context, in AudienceImport, dir Dire
 	var stored bytes.Buffer
 	hash := sha256.New()
 	src := io.TeeReader(in.Source, io.MultiWriter(&stored, hash))
-	rows, err := resolveRows(ctx, src, dir)
+	var rows []AudienceRow
+	var err error
+	if in.Customers == nil {
+		rows, err = resolveRows(ctx, src, dir)
+	} else {
+		_, err = io.Copy(io.Discard, src) // resolved in the transaction, against the refreshed mirror
+	}
 	if err != nil {
 		return AudienceSummary{}, fmt.Errorf("audience %s (%s): %w", in.ReleaseID, in.SourceName, err)
 	}
 	digest := "sha256:" + hex.EncodeToString(hash.Sum(nil))
-	err = l.writeRelaxed(ctx, func(t *wtx) error {
+	// Refreshed customers must be durable (see UpsertCustomers).
+	err = l.writeWith(ctx, in.Customers != nil, func(t *wtx) error {
 		var existing string
 		err := t.QueryRow(`SELECT source_digest FROM audience_releases WHERE id = ?`, in.ReleaseID).Scan(&existing)
-		if err == nil {
-			if existing != digest {
-				return fmt.Errorf("%w: release %s was reconciled from another file (%s); use a new release id", ErrReleaseExists, in.ReleaseID, existing)
+		if err == nil && existing != digest {
+			return fmt.Errorf("%w: release %s was reconciled from another file (%s); use a new release id", ErrReleaseExists, in.ReleaseID, existing)
+		}
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		if in.Customers != nil {
+			if err := t.upsertCustomers(in.Customers); err != nil {
+				return err
 			}
+		}
+		if existing != "" {
 			return nil
 		}
-		if !errors.Is(err, sql.ErrNoRows) {
-			return err
+		if in.Customers != nil {
+			if rows, err = resolveRows(ctx, bytes.NewReader(stored.Bytes()), mirror{t}); err != nil {
+				return fmt.Errorf("audience %s (%s): %w", in.ReleaseID, in.SourceName, err)
+			}
 		}
 		return t.insertRelease(in, digest, stored.Bytes(), rows)
 	})

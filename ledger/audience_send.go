@@ -226,30 +226,38 @@ func consentValue(c Customer) string {
 // It is durable: a withdrawn consent or a new suppression must survive a
 // power loss, or a later send could go out on the old value.
 func (l *Ledger) UpsertCustomers(ctx context.Context, cs []Customer) error {
-	return l.write(ctx, func(t *wtx) error {
-		stmt, err := t.Prepare(`INSERT INTO customers (id, email, consent, suppressed, updated_at) VALUES (?, ?, ?, ?, ?)
-			ON CONFLICT(id) DO UPDATE SET email = excluded.email, consent = excluded.consent,
-			suppressed = excluded.suppressed, updated_at = excluded.updated_at`)
-		if err != nil {
-			return err
+	return l.write(ctx, func(t *wtx) error { return t.upsertCustomers(cs) })
+}
+
+func (t *wtx) upsertCustomers(cs []Customer) error {
+	stmt, err := t.Prepare(`INSERT INTO customers (id, email, consent, suppressed, updated_at) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT(id) DO UPDATE SET email = excluded.email, consent = excluded.consent,
+		suppressed = excluded.suppressed, updated_at = excluded.updated_at`)
+	if err != nil {
+		return err
+	}
+	defer stmt.Close()
+	for _, c := range cs {
+		if c.ID == "" {
+			return invalidf("customer record without id (email %q)", c.Email)
 		}
-		defer stmt.Close()
-		for _, c := range cs {
-			if c.ID == "" {
-				return invalidf("customer record without id (email %q)", c.Email)
-			}
-			if _, err := stmt.Exec(c.ID, c.Email, c.Consent, boolInt(c.Suppressed), ns(t.now)); err != nil {
-				return fmt.Errorf("record customer %s: %w", c.ID, err)
-			}
+		if _, err := stmt.Exec(c.ID, c.Email, c.Consent, boolInt(c.Suppressed), ns(t.now)); err != nil {
+			return fmt.Errorf("record customer %s: %w", c.ID, err)
 		}
-		return nil
-	})
+	}
+	return nil
 }
 
 // Customers is the ledger's mirror of CRM records, usable as a Directory.
-func (l *Ledger) Customers() Directory { return mirror{l} }
+func (l *Ledger) Customers() Directory { return mirror{l.r} }
 
-type mirror struct{ l *Ledger }
+// mirror reads the customers table through the read pool, or through the
+// write transaction that has just refreshed it.
+type mirror struct {
+	q interface {
+		QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	}
+}
 
 func (m mirror) CustomerByID(ctx context.Context, id string) (Customer, bool, error) {
 	return m.one(ctx, `SELECT id, email, consent, suppressed FROM customers WHERE id = ?`, id)
@@ -262,7 +270,7 @@ func (m mirror) CustomerByEmail(ctx context.Context, email string) (Customer, bo
 func (m mirror) one(ctx context.Context, q, arg string) (Customer, bool, error) {
 	var c Customer
 	var sup int
-	err := m.l.r.QueryRowContext(ctx, q, arg).Scan(&c.ID, &c.Email, &c.Consent, &sup)
+	err := m.q.QueryRowContext(ctx, q, arg).Scan(&c.ID, &c.Email, &c.Consent, &sup)
 	if errors.Is(err, sql.ErrNoRows) {
 		return c, false, nil
 	}

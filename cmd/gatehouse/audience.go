@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/csv"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"gatehouse/internal/textenc"
 	"gatehouse/ledger"
 	"gatehouse/testmailbox"
 )
@@ -45,12 +47,19 @@ func audienceReconcileVerb() verbSpec {
 		run: func(ctx context.Context, g *gateRun) (output, error) {
 			const verb = "audience reconcile"
 			var body string
-			l, err := g.open(required(verb, "file", file), required(verb, "release", release),
-				required(verb, "subject", c.subject), c.readInto(verb, g.in, &body))
-			if err != nil {
-				return nil, err
+			var cs []ledger.Customer
+			// The customers file is read whole before the ledger is opened,
+			// and recorded in the release's own transaction: a refused
+			// reconcile writes nothing.
+			readCS := func() (err error) {
+				if customers != "" {
+					cs, err = readCustomers(customers)
+				}
+				return err
 			}
-			if err := loadCustomers(ctx, l, customers); err != nil {
+			l, err := g.open(required(verb, "file", file), required(verb, "release", release),
+				required(verb, "subject", c.subject), c.readInto(verb, g.in, &body), readCS)
+			if err != nil {
 				return nil, err
 			}
 			f, err := os.Open(file)
@@ -59,7 +68,7 @@ func audienceReconcileVerb() verbSpec {
 			}
 			defer f.Close()
 			s, err := l.ImportAudience(ctx, ledger.AudienceImport{ReleaseID: release, SourceName: file, Source: f,
-				ActionType: actionType, Subject: c.subject, Body: body, Actor: g.actor}, l.Customers())
+				ActionType: actionType, Subject: c.subject, Body: body, Actor: g.actor, Customers: cs}, l.Customers())
 			if err != nil {
 				return nil, err
 			}
@@ -219,19 +228,21 @@ func loadCustomers(ctx context.Context, l *ledger.Ledger, path string) error {
 // email, optionally consent and suppressed. Errors name the file, line and
 // column.
 func readCustomers(path string) ([]ledger.Customer, error) {
-	f, err := os.Open(path)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("customers: %w", err)
 	}
-	defer f.Close()
-	r := csv.NewReader(f)
+	if err := textenc.Check(data, true); err != nil {
+		return nil, fmt.Errorf("customers %s: %w", path, err)
+	}
+	r := csv.NewReader(bytes.NewReader(textenc.StripBOM(data)))
 	header, err := r.Read()
 	if err != nil {
 		return nil, fmt.Errorf("customers %s: line 1: %v", path, err)
 	}
 	col := map[string]int{}
 	for i, h := range header {
-		col[strings.ToLower(strings.TrimSpace(strings.TrimPrefix(h, "\uFEFF")))] = i
+		col[strings.ToLower(strings.TrimSpace(h))] = i
 	}
 	if _, ok := col["customer_id"]; !ok {
 		if i, ok := col["id"]; ok {
