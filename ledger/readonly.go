@@ -45,6 +45,11 @@ var ErrNeedsMigration = errors.New("ledger schema is older than this gatehouse")
 // person acts through it.
 func WithWritesOnDemand() Option { return func(o *options) { o.onDemand = true } }
 
+// WithOlderSchema lets OpenReadOnly open a ledger whose schema is older
+// than this binary's, for a tool that copies the file rather than reading
+// its content through the current schema (a backup before a migration).
+func WithOlderSchema() Option { return func(o *options) { o.olderSchema = true } }
+
 // OpenReadOnly opens an existing ledger for reading only. It never changes
 // the ledger or its WAL: it does not create the file, migrate, recover,
 // checkpoint, truncate or delete the WAL. Like every SQLite reader of a WAL
@@ -59,7 +64,8 @@ func WithWritesOnDemand() Option { return func(o *options) { o.onDemand = true }
 //
 // Errors name the path once: a missing file or directory, a directory, an
 // empty file (ErrNoLedger); a file that is not a ledger or comes from a newer
-// gatehouse (ErrNotLedger, ErrTooNew); an older schema (ErrNeedsMigration).
+// gatehouse (ErrNotLedger, ErrTooNew); an older schema (ErrNeedsMigration,
+// unless WithOlderSchema).
 func OpenReadOnly(path string, opts ...Option) (*Ledger, error) {
 	o := options{clock: SystemClock{}, lease: 2 * time.Minute}
 	for _, opt := range opts {
@@ -76,7 +82,7 @@ func OpenReadOnly(path string, opts ...Option) (*Ledger, error) {
 		return nil, err
 	}
 	l := &Ledger{path: path, r: r, clock: o.clock, lease: o.lease, holder: processHolder(), onDemand: o.onDemand}
-	if err := l.checkReadable(); err != nil {
+	if err := l.checkReadable(o.olderSchema); err != nil {
 		r.Close()
 		return nil, fmt.Errorf("open ledger %s: %w", path, err)
 	}
@@ -189,7 +195,7 @@ func immutableIsSafe(path string) bool {
 // checkReadable refuses, without writing, what a read cannot use: a file
 // that is not a ledger, a newer ledger, and an older one (reads never
 // migrate).
-func (l *Ledger) checkReadable() error {
+func (l *Ledger) checkReadable(olderSchema bool) error {
 	id, err := readIdentity(l.r)
 	if err != nil {
 		return err
@@ -200,7 +206,7 @@ func (l *Ledger) checkReadable() error {
 	if id.tables == 0 {
 		return fmt.Errorf("%w: an empty SQLite database (left unchanged)", ErrNotLedger)
 	}
-	if known := schemaVersions(); id.version < known {
+	if known := schemaVersions(); id.version < known && !(olderSchema && id.version > 0) {
 		return fmt.Errorf("%w: file has schema version %d, this binary knows %d; reading never migrates (file left unchanged)", ErrNeedsMigration, id.version, known)
 	}
 	return nil

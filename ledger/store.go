@@ -70,11 +70,12 @@ type Ledger struct {
 type Option func(*options)
 
 type options struct {
-	clock     Clock
-	lease     time.Duration
-	noRecover bool
-	onDemand  bool
-	existing  bool
+	clock       Clock
+	lease       time.Duration
+	noRecover   bool
+	onDemand    bool
+	existing    bool
+	olderSchema bool
 }
 
 // WithClock makes the ledger read time from c.

@@ -86,7 +86,9 @@ func ledgerBackupCmd(ledgerPath func(string) (string, error)) *cobra.Command {
 		if to == "" {
 			return usageErr("ledger backup needs --to FILE")
 		}
-		l, err := openForReading(path)
+		// A backup before a migration is what an operator should take, so
+		// an older schema is copied as it is.
+		l, err := openForReading(path, ledger.WithOlderSchema())
 		if err != nil {
 			return err
 		}

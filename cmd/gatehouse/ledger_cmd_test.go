@@ -472,6 +472,10 @@ func TestOlderSchemaReadsNameMigrate(t *testing.T) {
 		t.Errorf("want one line: %q", r.stderr)
 	}
 	sameLedgerAndWAL(t, before, dirFiles(t, filepath.Dir(e.ledger)), "ledger.db", "gate list")
+	// A backup before migrating copies the old schema as it is.
+	old := filepath.Join(t.TempDir(), "v2.db")
+	wantExit(t, ledgerCmd("backup", "--ledger", e.ledger, "--to", old), exitOK)
+	sameLedgerAndWAL(t, before, dirFiles(t, filepath.Dir(e.ledger)), "ledger.db", "ledger backup")
 
 	r = ledgerCmd("migrate", "--ledger", e.ledger)
 	wantExit(t, r, exitOK)
