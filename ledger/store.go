@@ -95,11 +95,12 @@ var ErrNotLedger = errors.New("not a gatehouse ledger")
 // ErrTooNew means the ledger was written by a newer gatehouse.
 var ErrTooNew = errors.New("ledger schema is newer than this gatehouse")
 
-// Open opens (creating if needed) the ledger at path, applies pending
-// migrations and recovers attempts left in flight by dead executors. A file
-// that is not an SQLite database, or an SQLite database that is not a
-// gatehouse ledger, or a ledger from a newer gatehouse is refused and left
-// untouched.
+// Open opens (creating if needed, unless RequireExisting) the ledger at
+// path, applies pending migrations and recovers attempts left in flight by
+// dead executors. A file that is not an SQLite database, or an SQLite
+// database that is not a gatehouse ledger, or a ledger from a newer
+// gatehouse is refused and left untouched. Tools that only read use
+// OpenReadOnly.
 func Open(path string, opts ...Option) (*Ledger, error) {
 	o := options{clock: SystemClock{}, lease: 2 * time.Minute}
 	for _, opt := range opts {
@@ -159,8 +160,8 @@ func openWriter(path string) (*sql.DB, error) {
 // writer is the write connection. A ledger opened read-only has none and
 // refuses with ErrReadOnly, unless it was opened WithWritesOnDemand: then
 // the first write opens it, checking the file's identity again. It never
-// migrates (OpenReadOnly refused an older schema) and never runs the
-// recovery pass.
+// migrates (an older schema is refused with ErrNeedsMigration) and never
+// runs the recovery pass.
 func (l *Ledger) writer() (*sql.DB, error) {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
@@ -173,6 +174,13 @@ func (l *Ledger) writer() (*sql.DB, error) {
 	w, err := openWriter(l.path)
 	if err != nil {
 		return nil, err
+	}
+	if id, err := readIdentity(w); err != nil || id.version < schemaVersions() {
+		w.Close()
+		if err == nil {
+			err = fmt.Errorf("%w: file has schema version %d, this binary knows %d", ErrNeedsMigration, id.version, schemaVersions())
+		}
+		return nil, fmt.Errorf("open ledger %s for writing: %w", l.path, err)
 	}
 	l.w = w
 	return w, nil
