@@ -152,34 +152,38 @@ func readLedger(t *testing.T) (e *gateEnv, key, release string) {
 	return e, key, "spring"
 }
 
-func TestReadVerbsLeaveLedgerAndWALUnchanged(t *testing.T) {
-	// crashed copies what a killed writer leaves: ledger, WAL and index,
-	// optionally with an older backup copied by hand over the ledger.
-	crashed := func(t *testing.T, older bool) (string, string, string) {
-		e, key, release := readLedger(t)
-		backup, err := os.ReadFile(e.ledger)
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, err := ledger.Open(e.ledger)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		if _, err := l.Claim(context.Background(), ledger.TaskRef{ID: "task-late"}, "bob"); err != nil {
-			t.Fatal(err)
-		}
-		dir := t.TempDir()
-		for name, b := range dirFiles(t, filepath.Dir(e.ledger)) {
-			if older && name == "ledger.db" {
-				b = backup
-			}
-			if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return filepath.Join(dir, "ledger.db"), key, release
+// crashedCopy copies what a killed writer leaves (ledger, WAL and index)
+// into a new directory, optionally with an older backup copied by hand over
+// the ledger.
+func crashedCopy(t *testing.T, older bool) (path, key, release string) {
+	t.Helper()
+	e, key, release := readLedger(t)
+	backup, err := os.ReadFile(e.ledger)
+	if err != nil {
+		t.Fatal(err)
 	}
+	l, err := ledger.Open(e.ledger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if _, err := l.Claim(context.Background(), ledger.TaskRef{ID: "task-late"}, "bob"); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for name, b := range dirFiles(t, filepath.Dir(e.ledger)) {
+		if older && name == "ledger.db" {
+			b = backup
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return filepath.Join(dir, "ledger.db"), key, release
+}
+
+func TestReadVerbsLeaveLedgerAndWALUnchanged(t *testing.T) {
+	crashed := crashedCopy
 	tests := []struct {
 		Name  string
 		Setup func(t *testing.T) (path, key, release string)
