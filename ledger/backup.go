@@ -414,10 +414,6 @@ func lockHolder(path string) (int, bool) {
 	return 0, false
 }
 
-// RequireExisting makes Open refuse, like OpenReadOnly, a path with no
-// ledger (a missing or empty file) instead of creating one.
-func RequireExisting() Option { return func(o *options) { o.existing = true } }
-
 // Migrate applies the pending schema migrations to the existing ledger at
 // path and returns its schema version before and after. It never creates a
 // ledger and never runs the recovery pass.

@@ -89,6 +89,10 @@ func WithLease(d time.Duration) Option { return func(o *options) { o.lease = d }
 // WithoutRecovery skips the start-up recovery pass (for tools that only read).
 func WithoutRecovery() Option { return func(o *options) { o.noRecover = true } }
 
+// RequireExisting makes Open refuse, like OpenReadOnly, a path with no
+// ledger (a missing or empty file) instead of creating one.
+func RequireExisting() Option { return func(o *options) { o.existing = true } }
+
 // ErrNotLedger means the file exists but is not a gatehouse ledger.
 var ErrNotLedger = errors.New("not a gatehouse ledger")
 

@@ -265,6 +265,10 @@ func newRecoveryDue(ctx context.Context, l *ledger.Ledger) *recoveryDue {
 }
 
 func (d *recoveryDue) String() string {
-	return fmt.Sprintf("recovery due: %s in flight without a live executor or lease (%s) until recovery marks it unknown; run %s, or any verb that acts",
-		plural(d.Attempts, "attempt shows", "attempts show"), strings.Join(d.Actions, ", "), d.Run)
+	them := "them"
+	if d.Attempts == 1 {
+		them = "it"
+	}
+	return fmt.Sprintf("recovery due: %s in flight without a live executor or lease (%s) until recovery marks %s unknown; run %s, or any verb that acts",
+		plural(d.Attempts, "attempt shows", "attempts show"), strings.Join(d.Actions, ", "), them, d.Run)
 }

@@ -513,6 +513,37 @@ func countActions(t *testing.T, path string) int {
 	return m.Intended
 }
 
+// loadWorker drives one action after another through propose, approve and
+// send, each verb a process of its own, until stop closes; it reports each
+// action sent on progress.
+func loadWorker(bin, path string, w int, stop <-chan struct{}, progress chan<- struct{}) error {
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			return nil
+		default:
+		}
+		key := ledger.Key("cust-1", fmt.Sprintf("ev-%d-%d", w, i), "notice", "t", 0)
+		for _, args := range [][]string{
+			{"propose", "--as", "wf", "--task", "task-load", "--customer", "cust-1", "--event", fmt.Sprintf("ev-%d-%d", w, i),
+				"--type", "notice", "--target", "t", "--to", "a@example.com", "--subject", "s", "--body", "b"},
+			{"approve", "--as", "bob", "--key", key},
+			{"send", "--as", "alice", "--key", key, "--target", "fake://accept"},
+		} {
+			out, err := exec.Command(bin, append(append([]string{"gate"}, args...), "--ledger", path)...).CombinedOutput()
+			if err != nil {
+				return fmt.Errorf("worker %d, gate %s: %v: %s", w, args[0], err, out)
+			}
+		}
+		progress <- struct{}{}
+	}
+}
+
+// TestLedgerBackupDuringEightProcessWriteLoad backs up a ledger while eight
+// processes propose, approve and send: the copy passes check, holds a count
+// of actions between the counts just before and just after the backup, and
+// is one moment of the ledger: each worker's actions in it are a prefix of
+// the ones it made, in order.
 func TestLedgerBackupDuringEightProcessWriteLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
@@ -523,48 +554,32 @@ func TestLedgerBackupDuringEightProcessWriteLoad(t *testing.T) {
 	const workers = 8
 	stop := make(chan struct{})
 	progress := make(chan struct{}, 1024)
-	errs := make(chan string, workers)
+	errs := make(chan error, workers)
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				out, err := exec.Command(bin, "gate", "propose", "--ledger", e.ledger, "--as", "wf", "--task", "task-load",
-					"--customer", "cust-1", "--event", fmt.Sprintf("ev-%d-%d", w, i), "--type", "notice", "--target", "t",
-					"--to", "a@example.com", "--subject", "s", "--body", "b").CombinedOutput()
-				if err != nil {
-					errs <- fmt.Sprintf("worker %d: %v: %s", w, err, out)
-					return
-				}
-				progress <- struct{}{}
+			if err := loadWorker(bin, e.ledger, w, stop, progress); err != nil {
+				errs <- err
 			}
 		}()
 	}
-	for range 3 * workers { // the load is under way
+	for range 2 * workers { // the load is under way
 		<-progress
 	}
 	backup := filepath.Join(t.TempDir(), "backup.db")
 	before := countActions(t, e.ledger)
 	r := ledgerCmd("backup", "--ledger", e.ledger, "--to", backup)
 	after := countActions(t, e.ledger)
-	for range 3 * workers { // and still going after the backup
+	for range 2 * workers { // and still going after the backup
 		<-progress
 	}
 	close(stop)
-	go func() {
-		for range progress {
-		}
-	}()
 	wg.Wait()
 	close(errs)
-	for msg := range errs {
-		t.Error(msg)
+	for err := range errs {
+		t.Error(err)
 	}
 	wantExit(t, r, exitOK)
 	for _, suffix := range []string{"-wal", "-shm", "-journal"} {
@@ -580,6 +595,7 @@ func TestLedgerBackupDuringEightProcessWriteLoad(t *testing.T) {
 	if !strings.Contains(r.stdout, fmt.Sprintf("%d actions", got)) {
 		t.Errorf("backup output: %s", r.stdout)
 	}
+	checkPrefixes(t, backup, workers)
 	wantExit(t, ledgerCmd("check", "--ledger", backup), exitOK)
 	wantExit(t, ledgerCmd("check", "--ledger", e.ledger), exitOK)
 
@@ -590,6 +606,39 @@ func TestLedgerBackupDuringEightProcessWriteLoad(t *testing.T) {
 		t.Error("backup replaced an existing file without --force")
 	}
 	wantExit(t, ledgerCmd("backup", "--ledger", e.ledger, "--to", backup, "--force"), exitOK)
+}
+
+// checkPrefixes fails unless, for every worker, the actions in the ledger
+// at path are its first n, for some n: a copy of one moment.
+func checkPrefixes(t *testing.T, path string, workers int) {
+	t.Helper()
+	l, err := ledger.OpenReadOnly(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	_, actions, err := l.ListActions(context.Background(), ledger.ActionFilter{Limit: 100000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := make([]map[int]bool, workers)
+	for w := range seen {
+		seen[w] = map[int]bool{}
+	}
+	for _, a := range actions {
+		var w, i int
+		if _, err := fmt.Sscanf(a.Event, "ev-%d-%d", &w, &i); err != nil || w >= workers {
+			t.Fatalf("unexpected action %s", a.Key)
+		}
+		seen[w][i] = true
+	}
+	for w, got := range seen {
+		for i := range len(got) {
+			if !got[i] {
+				t.Errorf("worker %d: the backup holds %d of its actions but not ev-%d-%d", w, len(got), w, i)
+			}
+		}
+	}
 }
 
 func TestLedgerRestore(t *testing.T) {
