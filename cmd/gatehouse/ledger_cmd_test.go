@@ -279,7 +279,9 @@ func TestReadVerbErrorsAreOneLine(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.Name, func(t *testing.T) {
-			for _, args := range [][]string{{"gate", "list"}, {"gate", "metrics"}, {"audience", "show", "--release", "r"}, {"ledger", "check"}} {
+			for _, args := range [][]string{{"gate", "list"}, {"gate", "show", "--key", "gh1:c:e:t:x:r0"}, {"gate", "history"},
+				{"gate", "metrics"}, {"gate", "notifications", "--as", "alice"}, {"audience", "show", "--release", "r"},
+				{"ledger", "check"}, {"ledger", "backup", "--to", filepath.Join(dir, "b.db")}} {
 				before := dirFiles(t, dir)
 				var out, errOut bytes.Buffer
 				code := run(append(args, "--ledger", tc.Path), &out, &errOut)
@@ -767,6 +769,35 @@ func TestLedgerCheckNamesTheBrokenInvariant(t *testing.T) {
 				t.Errorf("check --json: %v %s", err, r.stdout)
 			}
 			wantExit(t, ledgerCmd("check", "--ledger", e.ledger), exitOK)
+		})
+	}
+}
+
+func TestLedgerUsage(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "ledger.db")
+	tests := []struct {
+		Name string
+		Args []string
+		Want string
+	}{
+		{"NoVerb", nil, "ledger needs a verb: backup, restore, check, migrate, recover"},
+		{"UnknownVerb", []string{"compact"}, `unknown verb "compact" for ledger`},
+		{"NoLedger", []string{"check"}, "ledger check needs --ledger PATH"},
+		{"BackupWithoutTo", []string{"backup", "--ledger", path}, "ledger backup needs --to FILE"},
+		{"RestoreWithoutFrom", []string{"restore", "--ledger", path}, "ledger restore needs --from FILE"},
+		{"Argument", []string{"check", "--ledger", path, "extra"}, `ledger check takes flags only, not "extra"`},
+	}
+	t.Setenv(ledgerEnv, "")
+	for _, tc := range tests {
+		t.Run(tc.Name, func(t *testing.T) {
+			r := ledgerCmd(tc.Args...)
+			if r.code != exitUsage || !strings.HasPrefix(r.stderr, "gatehouse: "+tc.Want) || strings.Count(r.stderr, "\n") != 1 {
+				t.Fatalf("exit %d, stderr %q, want 2 and %q", r.code, r.stderr, tc.Want)
+			}
+			if _, err := os.Stat(path); err == nil {
+				t.Fatal("a usage error created the ledger")
+			}
 		})
 	}
 }
