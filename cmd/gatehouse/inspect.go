@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -44,6 +46,11 @@ func runInspect(path, api, actor string) error {
 		return err
 	}
 	defer l.Close()
+	// Printed before the app takes the screen, so it is there again when
+	// the operator quits.
+	if due := newRecoveryDue(context.Background(), l); due != nil {
+		fmt.Fprintf(os.Stderr, "gatehouse: %s\n", due)
+	}
 	cfg := tui.InspectorConfig{Ledger: l, Actor: actor}
 	if api != "" {
 		lk, err := tui.NewMailboxLooker(api)
