@@ -19,8 +19,9 @@ import (
 	"gatehouse/ledger"
 )
 
-// holdLedger opens the ledger, says so on stdout and keeps it open until
-// stdin closes: another process using the ledger.
+// holdLedger opens the ledger, writes to it (so its WAL holds commits),
+// says so on stdout and keeps it open until stdin closes: another process
+// using the ledger.
 func holdLedger(path string) int {
 	l, err := ledger.Open(path, ledger.WithoutRecovery())
 	if err != nil {
@@ -28,7 +29,7 @@ func holdLedger(path string) int {
 		return 1
 	}
 	defer l.Close()
-	if _, err := l.Metrics(context.Background()); err != nil {
+	if _, err := l.Claim(context.Background(), ledger.TaskRef{ID: "task-held"}, "holder"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -205,6 +206,11 @@ func TestReadVerbsLeaveLedgerAndWALUnchanged(t *testing.T) {
 			if _, err := l.Claim(context.Background(), ledger.TaskRef{ID: "task-live"}, "bob"); err != nil {
 				t.Fatal(err)
 			}
+			return e.ledger, key, release
+		}, false},
+		{"WriterInAnotherProcess", func(t *testing.T) (string, string, string) {
+			e, key, release := readLedger(t)
+			startHolder(t, e.ledger)
 			return e.ledger, key, release
 		}, false},
 		{"KilledWriterLeftWAL", func(t *testing.T) (string, string, string) { return crashed(t, false) }, false},
@@ -690,11 +696,13 @@ func TestLedgerRestore(t *testing.T) {
 	stopHolder := startHolder(t, e.ledger)
 	before := dirFiles(t, filepath.Dir(e.ledger))
 	wantExit(t, ledgerCmd("restore", "--ledger", e.ledger, "--from", backup), exitOther, "is open in another process (pid ")
-	stopHolder()
 	after := dirFiles(t, filepath.Dir(e.ledger))
-	if !bytes.Equal(before["ledger.db"], after["ledger.db"]) {
-		t.Error("a refused restore changed the ledger")
+	for _, f := range []string{"ledger.db", "ledger.db-wal"} {
+		if !bytes.Equal(before[f], after[f]) {
+			t.Errorf("a refused restore changed %s", f)
+		}
 	}
+	stopHolder()
 	wantExit(t, ledgerCmd("restore", "--ledger", e.ledger, "--from", backup), exitOK)
 
 	// Refused: what is not a ledger, and what is not there.
