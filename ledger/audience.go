@@ -54,6 +54,12 @@ type AudienceImport struct {
 	// AllowImplicit makes customers with implicit consent (subscribed
 	// without an explicit opt-in) eligible; it is recorded with the release.
 	AllowImplicit bool
+	// Customers, when given, refresh the ledger's customer mirror in the
+	// same transaction that records the release, and the rows are resolved
+	// against the refreshed mirror: a refused import records neither.
+	// CustomersReport, when given, receives what that import found.
+	Customers       *CustomerImport
+	CustomersReport *CustomerReport
 }
 
 // AudienceRow is one source row and what became of it.
@@ -131,29 +137,63 @@ func (l *Ledger) ImportAudience(ctx context.Context, in AudienceImport, dir Dire
 	var stored bytes.Buffer
 	hash := sha256.New()
 	src := io.TeeReader(in.Source, io.MultiWriter(&stored, hash))
-	rows, err := resolveRows(ctx, src, dir, in.AllowImplicit)
+	var rows []AudienceRow
+	var err error
+	var rep CustomerReport
+	if in.Customers == nil {
+		rows, err = resolveRows(ctx, src, dir, in.AllowImplicit)
+	} else {
+		if rep, err = CheckCustomers(*in.Customers); err != nil {
+			in.report(rep)
+			return AudienceSummary{}, err
+		}
+		_, err = io.Copy(io.Discard, src) // resolved in the transaction, against the refreshed mirror
+	}
 	if err != nil {
 		return AudienceSummary{}, fmt.Errorf("audience %s (%s): %w", in.ReleaseID, in.SourceName, err)
 	}
 	digest := "sha256:" + hex.EncodeToString(hash.Sum(nil))
-	err = l.writeRelaxed(ctx, func(t *wtx) error {
+	// Refreshed customers must be durable (see UpsertCustomers).
+	err = l.writeWith(ctx, in.Customers != nil, func(t *wtx) error {
 		var existing string
 		err := t.QueryRow(`SELECT source_digest FROM audience_releases WHERE id = ?`, in.ReleaseID).Scan(&existing)
-		if err == nil {
-			if existing != digest {
-				return fmt.Errorf("%w: release %s was reconciled from another file (%s); use a new release id", ErrReleaseExists, in.ReleaseID, existing)
+		if err == nil && existing != digest {
+			return fmt.Errorf("%w: release %s was reconciled from another file (%s); use a new release id", ErrReleaseExists, in.ReleaseID, existing)
+		}
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		if in.Customers != nil {
+			rep.KeptWithdrawn, rep.Resubscribes = nil, nil
+			if err := t.importCustomers(*in.Customers, &rep); err != nil {
+				return err
 			}
+		}
+		if existing != "" {
 			return nil
 		}
-		if !errors.Is(err, sql.ErrNoRows) {
-			return err
+		if in.Customers != nil {
+			if rows, err = resolveRows(ctx, bytes.NewReader(stored.Bytes()), mirror{t}, in.AllowImplicit); err != nil {
+				return fmt.Errorf("audience %s (%s): %w", in.ReleaseID, in.SourceName, err)
+			}
 		}
 		return t.insertRelease(in, digest, stored.Bytes(), rows)
 	})
+	if err == nil && in.Customers != nil {
+		rep.Written = true
+	}
+	in.report(rep)
 	if err != nil {
 		return AudienceSummary{}, err
 	}
 	return l.AudienceSummary(ctx, in.ReleaseID)
+}
+
+// report hands the customers import's report to the caller who asked.
+func (in AudienceImport) report(rep CustomerReport) {
+	if in.CustomersReport != nil && in.Customers != nil {
+		*in.CustomersReport = rep
+	}
 }
 
 func (in AudienceImport) validate() error {

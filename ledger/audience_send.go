@@ -304,9 +304,15 @@ func (l *Ledger) UpsertCustomers(ctx context.Context, cs []Customer) error {
 }
 
 // Customers is the ledger's mirror of CRM records, usable as a Directory.
-func (l *Ledger) Customers() Directory { return mirror{l} }
+func (l *Ledger) Customers() Directory { return mirror{l.r} }
 
-type mirror struct{ l *Ledger }
+// mirror reads the customers table through the read pool, or through the
+// write transaction that has just refreshed it.
+type mirror struct {
+	q interface {
+		QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	}
+}
 
 func (m mirror) CustomerByID(ctx context.Context, id string) (Customer, bool, error) {
 	return m.one(ctx, `SELECT `+customerColumns+` FROM customers WHERE id = ?`, id)
@@ -319,7 +325,7 @@ func (m mirror) CustomerByEmail(ctx context.Context, email string) (Customer, bo
 func (m mirror) one(ctx context.Context, q, arg string) (Customer, bool, error) {
 	var c Customer
 	var sup int
-	err := m.l.r.QueryRowContext(ctx, q, arg).Scan(&c.ID, &c.Email, &c.Consent, &sup, &c.ConsentClass, &c.Lifecycle)
+	err := m.q.QueryRowContext(ctx, q, arg).Scan(&c.ID, &c.Email, &c.Consent, &sup, &c.ConsentClass, &c.Lifecycle)
 	if errors.Is(err, sql.ErrNoRows) {
 		return c, false, nil
 	}

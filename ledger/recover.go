@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // Recover finds attempts left in flight by executors that are gone (their
@@ -18,22 +19,11 @@ import (
 func (l *Ledger) Recover(ctx context.Context) ([]string, error) {
 	var marked []string
 	err := l.writeRelaxed(ctx, func(t *wtx) error {
-		rows, err := t.Query(`SELECT ` + attemptCols + ` FROM attempts WHERE outcome = ''`)
+		marked = nil
+		stale, err := staleAttempts(t, t.now)
 		if err != nil {
 			return err
 		}
-		var stale []Attempt
-		for rows.Next() {
-			at, err := scanAttempt(rows)
-			if err != nil {
-				rows.Close()
-				return err
-			}
-			if at.LeaseUntil.Before(t.now) || holderDead(at.Holder) {
-				stale = append(stale, at)
-			}
-		}
-		rows.Close()
 		for _, at := range stale {
 			if err := t.recoverAttempt(at); err != nil {
 				return err
@@ -43,6 +33,39 @@ func (l *Ledger) Recover(ctx context.Context) ([]string, error) {
 		return nil
 	})
 	return marked, err
+}
+
+// RecoveryDue lists the attempts Recover would mark unknown now: in flight,
+// with their executor gone or their lease run out. It only reads, so a
+// reader can say that recovery is due without performing it.
+func (l *Ledger) RecoveryDue(ctx context.Context) ([]Attempt, error) {
+	var due []Attempt
+	err := l.read(ctx, func(tx queryTx) (err error) {
+		due, err = staleAttempts(tx, l.clock.Now().UTC())
+		return err
+	})
+	return due, err
+}
+
+// staleAttempts are the attempts in flight whose executor is gone or whose
+// lease ended before now.
+func staleAttempts(q queryer, now time.Time) ([]Attempt, error) {
+	rows, err := q.Query(`SELECT ` + attemptCols + ` FROM attempts WHERE outcome = ''`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var stale []Attempt
+	for rows.Next() {
+		at, err := scanAttempt(rows)
+		if err != nil {
+			return nil, err
+		}
+		if at.LeaseUntil.Before(now) || holderDead(at.Holder) {
+			stale = append(stale, at)
+		}
+	}
+	return stale, rows.Err()
 }
 
 func (t *wtx) recoverAttempt(at Attempt) error {

@@ -48,11 +48,17 @@ const applicationID = 0x47484C44
 // same file: every deciding write is one BEGIN IMMEDIATE transaction.
 type Ledger struct {
 	path   string
-	w      *sql.DB // one connection: all deciding writes
 	r      *sql.DB // read pool (query_only)
 	clock  Clock
 	lease  time.Duration
 	holder string
+
+	// wmu guards w, the one connection all deciding writes use. It is nil
+	// in a ledger opened read-only until (with WithWritesOnDemand) the first
+	// write opens it.
+	wmu      sync.Mutex
+	w        *sql.DB
+	onDemand bool
 
 	// syncMu guards the write connection's last synchronous setting.
 	syncMu      sync.Mutex
@@ -64,9 +70,12 @@ type Ledger struct {
 type Option func(*options)
 
 type options struct {
-	clock     Clock
-	lease     time.Duration
-	noRecover bool
+	clock       Clock
+	lease       time.Duration
+	noRecover   bool
+	onDemand    bool
+	existing    bool
+	olderSchema bool
 }
 
 // WithClock makes the ledger read time from c.
@@ -80,38 +89,39 @@ func WithLease(d time.Duration) Option { return func(o *options) { o.lease = d }
 // WithoutRecovery skips the start-up recovery pass (for tools that only read).
 func WithoutRecovery() Option { return func(o *options) { o.noRecover = true } }
 
+// RequireExisting makes Open refuse, like OpenReadOnly, a path with no
+// ledger (a missing or empty file) instead of creating one.
+func RequireExisting() Option { return func(o *options) { o.existing = true } }
+
 // ErrNotLedger means the file exists but is not a gatehouse ledger.
 var ErrNotLedger = errors.New("not a gatehouse ledger")
 
 // ErrTooNew means the ledger was written by a newer gatehouse.
 var ErrTooNew = errors.New("ledger schema is newer than this gatehouse")
 
-// Open opens (creating if needed) the ledger at path, applies pending
-// migrations and recovers attempts left in flight by dead executors. A file
-// that is not an SQLite database, or an SQLite database that is not a
-// gatehouse ledger, or a ledger from a newer gatehouse is refused and left
-// untouched.
+// Open opens (creating if needed, unless RequireExisting) the ledger at
+// path, applies pending migrations and recovers attempts left in flight by
+// dead executors. A file that is not an SQLite database, or an SQLite
+// database that is not a gatehouse ledger, or a ledger from a newer
+// gatehouse is refused and left untouched. Tools that only read use
+// OpenReadOnly.
 func Open(path string, opts ...Option) (*Ledger, error) {
 	o := options{clock: SystemClock{}, lease: 2 * time.Minute}
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if o.existing {
+		if err := statLedger(path); err != nil {
+			return nil, err
+		}
 	}
 	if err := checkHeader(path); err != nil {
 		return nil, err
 	}
 	l := &Ledger{path: path, clock: o.clock, lease: o.lease, holder: processHolder()}
 	var err error
-	if l.w, err = openPool(path, false); err != nil {
+	if l.w, err = openWriter(path); err != nil {
 		return nil, err
-	}
-	l.w.SetMaxOpenConns(1)
-	if err := l.checkIdentity(); err != nil {
-		l.w.Close()
-		return nil, fmt.Errorf("open ledger %s: %w", path, err)
-	}
-	if err := l.enableWAL(); err != nil {
-		l.w.Close()
-		return nil, fmt.Errorf("open ledger %s: %w", path, err)
 	}
 	if err := l.migrate(context.Background()); err != nil {
 		l.w.Close()
@@ -131,6 +141,55 @@ func Open(path string, opts ...Option) (*Ledger, error) {
 	return l, nil
 }
 
+// openWriter opens the single write connection, refusing a file that is
+// not a ledger (or is a newer one) before anything could change it, and
+// switches the file to WAL.
+func openWriter(path string) (*sql.DB, error) {
+	w, err := openPool(path, false)
+	if err != nil {
+		return nil, err
+	}
+	w.SetMaxOpenConns(1)
+	if err := checkIdentity(w); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open ledger %s: %w", path, err)
+	}
+	if err := enableWAL(w); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open ledger %s: %w", path, err)
+	}
+	return w, nil
+}
+
+// writer is the write connection. A ledger opened read-only has none and
+// refuses with ErrReadOnly, unless it was opened WithWritesOnDemand: then
+// the first write opens it, checking the file's identity again. It never
+// migrates (an older schema is refused with ErrNeedsMigration) and never
+// runs the recovery pass.
+func (l *Ledger) writer() (*sql.DB, error) {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if l.w != nil {
+		return l.w, nil
+	}
+	if !l.onDemand {
+		return nil, fmt.Errorf("ledger %s: %w", l.path, ErrReadOnly)
+	}
+	w, err := openWriter(l.path)
+	if err != nil {
+		return nil, err
+	}
+	if id, err := readIdentity(w); err != nil || id.version < schemaVersions() {
+		w.Close()
+		if err == nil {
+			err = fmt.Errorf("%w: file has schema version %d, this binary knows %d", ErrNeedsMigration, id.version, schemaVersions())
+		}
+		return nil, fmt.Errorf("open ledger %s for writing: %w", l.path, err)
+	}
+	l.w = w
+	return w, nil
+}
+
 // Path is the ledger file.
 func (l *Ledger) Path() string { return l.path }
 
@@ -143,7 +202,11 @@ func (l *Ledger) Close() error {
 	if l.r != nil {
 		errs = append(errs, l.r.Close())
 	}
-	errs = append(errs, l.w.Close())
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if l.w != nil {
+		errs = append(errs, l.w.Close())
+	}
 	return errors.Join(errs...)
 }
 
@@ -182,7 +245,7 @@ func checkHeader(path string) error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("open ledger %s: %w", path, err)
+		return fmt.Errorf("cannot read ledger %s: %w", path, pathErrCause(err))
 	}
 	defer f.Close()
 	head := make([]byte, 16)
@@ -198,24 +261,35 @@ func checkHeader(path string) error {
 
 // checkIdentity reads (never writes) the file's identity, so that a foreign
 // or newer database is refused before anything could change it.
-func (l *Ledger) checkIdentity() error {
-	var appID, version, tables int
+func checkIdentity(db *sql.DB) error {
+	id, err := readIdentity(db)
+	if err != nil {
+		return err
+	}
+	return identityError(id.appID, id.version, id.tables)
+}
+
+// identity is what tells a ledger from another file, and its schema version.
+type identity struct{ appID, version, tables int }
+
+func readIdentity(db *sql.DB) (identity, error) {
+	var id identity
 	for _, q := range []struct {
 		dst   *int
 		query string
 	}{
-		{&appID, "PRAGMA application_id"},
-		{&version, "PRAGMA user_version"},
-		{&tables, "SELECT count(*) FROM sqlite_master"},
+		{&id.appID, "PRAGMA application_id"},
+		{&id.version, "PRAGMA user_version"},
+		{&id.tables, "SELECT count(*) FROM sqlite_master"},
 	} {
-		if err := l.w.QueryRow(q.query).Scan(q.dst); err != nil {
+		if err := db.QueryRow(q.query).Scan(q.dst); err != nil {
 			if isNotADB(err) {
-				return fmt.Errorf("%w: the file is not an SQLite database (left unchanged)", ErrNotLedger)
+				return id, fmt.Errorf("%w: the file is not an SQLite database (left unchanged)", ErrNotLedger)
 			}
-			return fmt.Errorf("read %s: %w", q.query, err)
+			return id, fmt.Errorf("read %s: %w", q.query, err)
 		}
 	}
-	return identityError(appID, version, tables)
+	return id, nil
 }
 
 func identityError(appID, version, tables int) error {
@@ -235,11 +309,11 @@ func isNotADB(err error) bool {
 
 // enableWAL switches the file to WAL; the mode is persistent, so this is a
 // no-op after the first open.
-func (l *Ledger) enableWAL() error {
+func enableWAL(w *sql.DB) error {
 	deadline := time.Now().Add(time.Minute)
 	for {
 		var mode string
-		err := l.w.QueryRow("PRAGMA journal_mode = WAL").Scan(&mode)
+		err := w.QueryRow("PRAGMA journal_mode = WAL").Scan(&mode)
 		if err == nil {
 			if mode != "wal" {
 				return fmt.Errorf("journal mode is %s, want wal", mode)
@@ -412,7 +486,11 @@ func (l *Ledger) setDurability(ctx context.Context, conn *sql.Conn, durable bool
 var errNeedsDurable = errors.New("transaction must be durable")
 
 func (l *Ledger) tryWrite(ctx context.Context, durable bool, fn func(*wtx) error) error {
-	conn, err := l.w.Conn(ctx)
+	w, err := l.writer()
+	if err != nil {
+		return err
+	}
+	conn, err := w.Conn(ctx)
 	if err != nil {
 		return err
 	}

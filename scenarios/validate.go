@@ -1,6 +1,7 @@
 package scenarios
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"reflect"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"gatehouse/internal/textenc"
 	"gatehouse/ledger"
 )
 
@@ -95,8 +97,16 @@ var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
 
 // Parse reads and validates one scenario. Every problem is reported as
 // file:line:col with a hint; a scenario with problems is never returned.
+//
+// The file must be UTF-8; a byte order mark is accepted. Any other encoding
+// is one problem that names it.
 func Parse(file string, src []byte) (*Scenario, error) {
-	root, err := parseYAML(file, src)
+	var ee *textenc.Error
+	if errors.As(textenc.Check(src, true), &ee) {
+		pos := Pos{max(ee.Line, 1), max(ee.Col, 1)}
+		return nil, Problems{{File: file, Pos: pos, Msg: "not UTF-8 text: " + ee.Problem}}
+	}
+	root, err := parseYAML(file, textenc.StripBOM(src))
 	if err != nil {
 		return nil, err
 	}

@@ -77,7 +77,7 @@ func appScenarios(dir string) ([]*scenarios.Scenario, error) {
 	for _, f := range files {
 		sc, err := scenarios.ParseFile(f)
 		if err != nil {
-			return nil, fmt.Errorf("scenario %s: %w", f, err)
+			return nil, err // every problem already names the file
 		}
 		list = append(list, sc)
 	}

@@ -54,9 +54,14 @@ func audienceReconcileVerb() verbSpec {
 			if err != nil {
 				return crm.refused, err
 			}
-			cv, err := crm.load(ctx, l, g.actor)
-			if err != nil {
-				return refusedOutput(cv, err), err
+			// The exports were read whole before the ledger was opened; they
+			// are recorded in the release's own transaction, so a refused
+			// reconcile writes nothing.
+			var ci *ledger.CustomerImport
+			var rep ledger.CustomerReport
+			if len(crm.paths) > 0 {
+				req := crm.importRequest(g.actor)
+				ci = &req
 			}
 			f, err := os.Open(file)
 			if err != nil {
@@ -64,9 +69,15 @@ func audienceReconcileVerb() verbSpec {
 			}
 			defer f.Close()
 			s, err := l.ImportAudience(ctx, ledger.AudienceImport{ReleaseID: release, SourceName: file, Source: f,
-				ActionType: actionType, Subject: c.subject, Body: body, Actor: g.actor, AllowImplicit: allowImplicit}, l.Customers())
+				ActionType: actionType, Subject: c.subject, Body: body, Actor: g.actor, AllowImplicit: allowImplicit,
+				Customers: ci, CustomersReport: &rep}, l.Customers())
+			var cv *customersView
+			if ci != nil {
+				v := crm.view(rep)
+				cv = &v
+			}
 			if err != nil {
-				return nil, err
+				return refusedOutput(cv, err), err
 			}
 			out, err := releaseOutput(ctx, l, s, ledger.RowError, nil, 50)
 			return withCustomers(out, cv), err
@@ -186,7 +197,7 @@ func audienceSendVerb() verbSpec {
 func audienceShowVerb() verbSpec {
 	var release, status, api string
 	var limit, sample int
-	return verbSpec{name: "show", short: "Show a release's counts and rows", existing: true,
+	return verbSpec{name: "show", short: "Show a release's counts and rows", readOnly: true,
 		flags: func(fs *pflag.FlagSet) {
 			releaseFlag(fs, &release)
 			fs.StringVar(&status, "rows", "", "list rows of this status: error, unmatched, duplicate, excluded, removed, eligible")

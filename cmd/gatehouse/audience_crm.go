@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"gatehouse/internal/textenc"
 	"gatehouse/ledger"
 	"gatehouse/ledger/crmfile"
 )
@@ -88,12 +90,16 @@ func (f *crmFlags) read(verb string) func() error {
 }
 
 func readExport(path string, opts crmfile.Options) ([]ledger.CustomerRecord, crmfile.Layout, error) {
-	file, err := os.Open(path)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, crmfile.Layout{}, fmt.Errorf("customers: %w", err)
 	}
-	defer file.Close()
-	return crmfile.Read(file, path, opts)
+	// An export in another encoding is refused by name, before a column is
+	// read: UTF-16 would otherwise look like a file without columns.
+	if err := textenc.Check(data, true); err != nil {
+		return nil, crmfile.Layout{}, fmt.Errorf("customers %s: %w", path, err)
+	}
+	return crmfile.Read(bytes.NewReader(textenc.StripBOM(data)), path, opts)
 }
 
 func (f *crmFlags) importRequest(actor string) ledger.CustomerImport {

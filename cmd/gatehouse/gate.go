@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/signal"
 	"strings"
@@ -54,8 +53,9 @@ type verbSpec struct {
 	family      string // set by newVerbFamily
 	// actor: the verb acts, so --as is required.
 	actor bool
-	// existing: the verb only reads, so it must not create a ledger file.
-	existing bool
+	// readOnly: the verb only reads, so it opens the ledger read-only: it
+	// never creates, migrates, recovers or checkpoints it.
+	readOnly bool
 	flags    func(fs *pflag.FlagSet)
 	run      func(ctx context.Context, g *gateRun) (output, error)
 }
@@ -63,10 +63,13 @@ type verbSpec struct {
 // gateRun is one invocation of a verb: the shared options and the open ledger.
 type gateRun struct {
 	gateOpts
-	existing bool // refuse to create the ledger file
+	readOnly bool // open the ledger read-only
 	l        *ledger.Ledger
 	out      io.Writer
+	errOut   io.Writer
 	in       io.Reader
+	// due is set when a read found attempts that recovery would mark.
+	due *recoveryDue
 }
 
 // output is what a verb prints: the same value as JSON with --json, or as
@@ -169,9 +172,12 @@ func runVerb(cmd *cobra.Command, opts gateOpts, spec verbSpec) error {
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	g := &gateRun{gateOpts: opts, existing: spec.existing, out: cmd.OutOrStdout(), in: cmd.InOrStdin()}
+	g := &gateRun{gateOpts: opts, readOnly: spec.readOnly, out: cmd.OutOrStdout(), errOut: cmd.ErrOrStderr(), in: cmd.InOrStdin()}
 	defer g.close()
 	out, err := spec.run(ctx, g)
+	if g.l != nil && g.readOnly {
+		g.due = newRecoveryDue(ctx, g.l)
+	}
 	var code int
 	if err != nil {
 		code = exitCode(err)
@@ -206,20 +212,28 @@ func (g *gateRun) ledger() (*ledger.Ledger, error) {
 	if g.l != nil {
 		return g.l, nil
 	}
-	if g.existing {
-		if _, err := os.Stat(g.ledgerPath); errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("no ledger at %s", g.ledgerPath)
-		}
+	var l *ledger.Ledger
+	var err error
+	if g.readOnly {
+		l, err = openForReading(g.ledgerPath)
+	} else {
+		l, err = ledger.Open(g.ledgerPath)
 	}
-	l, err := ledger.Open(g.ledgerPath)
 	if err != nil {
-		if strings.Contains(err.Error(), g.ledgerPath) {
-			return nil, err
-		}
-		return nil, fmt.Errorf("open ledger %s: %w", g.ledgerPath, err)
+		return nil, err
 	}
 	g.l = l
 	return l, nil
+}
+
+// openForReading opens the ledger read-only; an older schema names the verb
+// that migrates it.
+func openForReading(path string, opts ...ledger.Option) (*ledger.Ledger, error) {
+	l, err := ledger.OpenReadOnly(path, opts...)
+	if errors.Is(err, ledger.ErrNeedsMigration) {
+		return nil, fmt.Errorf("%w; run: gatehouse ledger migrate --ledger %s", err, path)
+	}
+	return l, err
 }
 
 func (g *gateRun) close() {
@@ -274,6 +288,9 @@ func (g *gateRun) print(out output, err error, code int) error {
 		return nil // like a flag-parsing error: the one line on stderr says it all
 	}
 	if !g.json {
+		if g.due != nil {
+			fmt.Fprintf(g.errOut, "gatehouse: %s\n", g.due)
+		}
 		if out == nil {
 			return nil
 		}
@@ -291,6 +308,9 @@ func (g *gateRun) print(out output, err error, code int) error {
 	extra := map[string]any{"exit_code": code}
 	if err != nil {
 		extra["error"] = err.Error()
+	}
+	if g.due != nil {
+		extra["recovery_due"] = g.due
 	}
 	tail, _ := json.Marshal(extra)
 	_, werr := fmt.Fprintf(g.out, "%s\n", appendFields(obj, tail))

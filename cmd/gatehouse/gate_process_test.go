@@ -45,6 +45,11 @@ func gatehouseBinary(t *testing.T) string {
 }
 
 func TestMain(m *testing.M) {
+	// The test binary doubles as a process that holds a ledger open (see
+	// holdLedger).
+	if path := os.Getenv("GATEHOUSE_TEST_HOLD"); path != "" {
+		os.Exit(holdLedger(path))
+	}
 	code := m.Run()
 	if binPath != "" {
 		os.RemoveAll(filepath.Dir(binPath))

@@ -95,7 +95,7 @@ func checkResult(c checkView) string {
 func showVerb() verbSpec {
 	var k keyFlags
 	return verbSpec{name: "show", short: "Show an action: state, approvals, attempts, material checks, history",
-		existing: true,
+		readOnly: true,
 		flags:    func(fs *pflag.FlagSet) { k.register(fs) },
 		run: func(ctx context.Context, g *gateRun) (output, error) {
 			var key string
@@ -144,7 +144,7 @@ func listVerb() verbSpec {
 		f      ledger.ActionFilter
 		states []string
 	)
-	return verbSpec{name: "list", short: "List actions, newest first, with the total", existing: true,
+	return verbSpec{name: "list", short: "List actions, newest first, with the total", readOnly: true,
 		flags: func(fs *pflag.FlagSet) {
 			fs.StringSliceVar(&states, "state", nil, "only these states (repeatable or comma-separated)")
 			taskFlag(fs, &f.TaskID)
@@ -217,7 +217,7 @@ func historyVerb() verbSpec {
 		f ledger.HistoryFilter
 		k keyFlags
 	)
-	return verbSpec{name: "history", short: "Print the history in plain sentences, oldest first", existing: true,
+	return verbSpec{name: "history", short: "Print the history in plain sentences, oldest first", readOnly: true,
 		flags: func(fs *pflag.FlagSet) {
 			taskFlag(fs, &f.TaskID)
 			k.register(fs)
@@ -279,7 +279,7 @@ func (m metricsView) text(w io.Writer) {
 }
 
 func metricsVerb() verbSpec {
-	return verbSpec{name: "metrics", short: "Print the counts, kept apart", existing: true,
+	return verbSpec{name: "metrics", short: "Print the counts, kept apart", readOnly: true,
 		run: func(ctx context.Context, g *gateRun) (output, error) {
 			l, err := g.ledger()
 			if err != nil {

@@ -186,7 +186,7 @@ func (n notificationsView) text(w io.Writer) {
 }
 
 func notificationsVerb() verbSpec {
-	return verbSpec{name: "notifications", short: "List the notifications addressed to --as", actor: true, existing: true,
+	return verbSpec{name: "notifications", short: "List the notifications addressed to --as", actor: true, readOnly: true,
 		run: func(ctx context.Context, g *gateRun) (output, error) {
 			l, err := g.ledger()
 			if err != nil {

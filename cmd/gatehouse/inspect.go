@@ -1,9 +1,8 @@
 package main
 
 import (
-	"errors"
+	"context"
 	"fmt"
-	"io/fs"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -43,19 +42,27 @@ the test mailbox API an SMTP attempt was sent with), and nothing else.`,
 }
 
 func runInspect(path, actor string) error {
-	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("no ledger at %s", path)
-	}
-	// Looking must not change anything, so the inspector does not run the
-	// start-up recovery pass; the workflows' own processes do.
-	l, err := ledger.Open(path, ledger.WithoutRecovery())
+	l, err := openInspected(path)
 	if err != nil {
-		return fmt.Errorf("open ledger %s: %w", path, err)
+		return err
 	}
 	defer l.Close()
+	// Printed before the app takes the screen, so it is there again when
+	// the operator quits.
+	if due := newRecoveryDue(context.Background(), l); due != nil {
+		fmt.Fprintf(os.Stderr, "gatehouse: %s\n", due)
+	}
 	cfg := tui.InspectorConfig{Ledger: l, Actor: actor, Records: destinations.Records()}
 	th := tui.NewTheme(tui.NoColor())
 	return tui.Run(tui.NewApp(th, tui.NewInspector(th, cfg)))
+}
+
+// openInspected opens the ledger as the inspector uses it: looking must not
+// change anything, so it is read-only (no recovery pass, no migration, no
+// checkpoint) until the operator performs an operation, whose write opens it
+// for writing.
+func openInspected(path string) (*ledger.Ledger, error) {
+	return openForReading(path, ledger.WithWritesOnDemand())
 }
 
 // defaultActor names the operator after the login, so the history says who.

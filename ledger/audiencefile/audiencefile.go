@@ -12,6 +12,8 @@ import (
 	"io"
 	"strings"
 	"unicode/utf8"
+
+	"gatehouse/internal/textenc"
 )
 
 // Row is one data row of the file.
@@ -53,11 +55,16 @@ var (
 // The header is detected: a first row naming a customer id or email column
 // is a header; a first row whose fields hold an address is data, with that
 // column as the email. A UTF-8 byte order mark, CRLF line ends, quoted fields
-// and blank lines are accepted. It returns the layout, or an error wrapping
+// and blank lines are accepted; UTF-16 or UTF-32 (with or without a byte
+// order mark) is refused. It returns the layout, or an error wrapping
 // ErrUnusable (naming the line) when the file itself cannot be used; rows
 // with problems are passed to fn with Err set instead.
 func Read(r io.Reader, fn func(Row) error) (Layout, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
+	head, _ := br.Peek(br.Size())
+	if err := textenc.Wide(head); err != nil {
+		return Layout{}, fmt.Errorf("%w: %v", ErrUnusable, err)
+	}
 	if bom, _ := br.Peek(3); bytes.Equal(bom, []byte{0xEF, 0xBB, 0xBF}) {
 		br.Discard(3)
 	}

@@ -1,0 +1,274 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"gatehouse/ledger"
+)
+
+func init() { subcommands = append(subcommands, newLedgerCmd) }
+
+// ledgerVerbs are the verbs that look after the ledger file itself.
+var ledgerVerbs = []string{"backup", "restore", "check", "migrate", "recover"}
+
+func newLedgerCmd() *cobra.Command {
+	var path string
+	cmd := &cobra.Command{
+		Use:   "ledger <verb>",
+		Short: "Back up, restore, check, migrate or recover a ledger file",
+		Long: `ledger looks after the ledger file: backup takes a consistent copy while
+workflows keep writing, restore puts a backup in place (refused while any
+process has the ledger open), check verifies the file and the ledger's
+invariants, migrate applies pending schema migrations, and recover marks
+attempts whose executor is gone as unknown. Exit codes: 0 done, 1 a failure or
+a violation, 2 usage. See docs/RELIABILITY.md before copying a ledger by hand.`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(_ *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usageErr("ledger needs a verb: %s", strings.Join(ledgerVerbs, ", "))
+			}
+			return usageErr("unknown verb %q for ledger (want one of %s)", args[0], strings.Join(ledgerVerbs, ", "))
+		},
+	}
+	cmd.PersistentFlags().StringVar(&path, "ledger", "", "ledger file (default $"+ledgerEnv+")")
+	ledgerPath := func(verb string) (string, error) {
+		if path == "" {
+			path = os.Getenv(ledgerEnv)
+		}
+		if path == "" {
+			return "", usageErr("ledger %s needs --ledger PATH (or $%s)", verb, ledgerEnv)
+		}
+		return path, nil
+	}
+	cmd.AddCommand(ledgerBackupCmd(ledgerPath), ledgerRestoreCmd(ledgerPath), ledgerCheckCmd(ledgerPath),
+		ledgerMigrateCmd(ledgerPath), ledgerRecoverCmd(ledgerPath))
+	return cmd
+}
+
+// ledgerVerb is one `ledger` verb: flags only, and an interruptible context.
+func ledgerVerb(name, short string, run func(ctx context.Context, cmd *cobra.Command) error) *cobra.Command {
+	return &cobra.Command{
+		Use:   name,
+		Short: short,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageErr("ledger %s takes flags only, not %q", name, args[0])
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return run(ctx, cmd)
+		},
+	}
+}
+
+func ledgerBackupCmd(ledgerPath func(string) (string, error)) *cobra.Command {
+	var to string
+	var force bool
+	cmd := ledgerVerb("backup", "Write a consistent copy of the ledger while workflows keep writing", func(ctx context.Context, cmd *cobra.Command) error {
+		path, err := ledgerPath("backup")
+		if err != nil {
+			return err
+		}
+		if to == "" {
+			return usageErr("ledger backup needs --to FILE")
+		}
+		// A backup before a migration is what an operator should take, so
+		// an older schema is copied as it is.
+		l, err := openForReading(path, ledger.WithOlderSchema())
+		if err != nil {
+			return err
+		}
+		defer l.Close()
+		info, err := l.Backup(ctx, to, force)
+		if errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("%w; give --force to replace it", err)
+		}
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "backed up %s to %s: %s, %s, %d bytes\n", path, info.Path,
+			plural(info.Actions, "action", "actions"), plural(info.Events, "history event", "history events"), info.Bytes)
+		return nil
+	})
+	cmd.Flags().StringVar(&to, "to", "", "the backup file to write (refused if it exists, unless --force)")
+	cmd.Flags().BoolVar(&force, "force", false, "replace an existing backup file")
+	return cmd
+}
+
+func ledgerRestoreCmd(ledgerPath func(string) (string, error)) *cobra.Command {
+	var from string
+	cmd := ledgerVerb("restore", "Replace the ledger with a backup (refused while any process has it open)", func(ctx context.Context, cmd *cobra.Command) error {
+		path, err := ledgerPath("restore")
+		if err != nil {
+			return err
+		}
+		if from == "" {
+			return usageErr("ledger restore needs --from FILE")
+		}
+		info, err := ledger.Restore(ctx, path, from)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "restored %s from %s: %s, schema version %d\n", path, from,
+			plural(info.Actions, "action", "actions"), info.SchemaVersion)
+		return nil
+	})
+	cmd.Flags().StringVar(&from, "from", "", "the backup to restore (a file written by ledger backup)")
+	return cmd
+}
+
+// ledgerCheckView is what ledger check prints with --json.
+type ledgerCheckView struct {
+	Ledger      string          `json:"ledger"`
+	OK          bool            `json:"ok"`
+	Violations  []violationView `json:"violations"`
+	RecoveryDue *recoveryDue    `json:"recovery_due,omitempty"`
+}
+
+type violationView struct {
+	Rule   string `json:"rule"`
+	Detail string `json:"detail"`
+}
+
+func ledgerCheckCmd(ledgerPath func(string) (string, error)) *cobra.Command {
+	var asJSON bool
+	cmd := ledgerVerb("check", "Verify the file's integrity and the ledger's invariants", func(ctx context.Context, cmd *cobra.Command) error {
+		path, err := ledgerPath("check")
+		if err != nil {
+			return err
+		}
+		l, err := openForReading(path)
+		if err != nil {
+			return err
+		}
+		defer l.Close()
+		vs, err := l.Check(ctx)
+		if err != nil {
+			return err
+		}
+		v := ledgerCheckView{Ledger: path, OK: len(vs) == 0, Violations: []violationView{}, RecoveryDue: newRecoveryDue(ctx, l)}
+		for _, x := range vs {
+			v.Violations = append(v.Violations, violationView{Rule: x.Rule, Detail: x.Detail})
+		}
+		if err := v.print(cmd.OutOrStdout(), cmd.ErrOrStderr(), asJSON); err != nil {
+			return err
+		}
+		if !v.OK {
+			return &exitError{code: exitOther, err: fmt.Errorf("ledger check %s: %s", path, plural(len(vs), "violation", "violations"))}
+		}
+		return nil
+	})
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object instead of text")
+	return cmd
+}
+
+func (v ledgerCheckView) print(out, errOut io.Writer, asJSON bool) error {
+	if asJSON {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return fmt.Errorf("encode output: %w", err)
+		}
+		_, err = fmt.Fprintf(out, "%s\n", b)
+		return err
+	}
+	if v.RecoveryDue != nil {
+		fmt.Fprintf(errOut, "gatehouse: %s\n", v.RecoveryDue)
+	}
+	for _, x := range v.Violations {
+		fmt.Fprintf(out, "violation: %s: %s\n", x.Rule, x.Detail)
+	}
+	if v.OK {
+		fmt.Fprintf(out, "ok: %s passes the integrity check, its foreign keys and the ledger's invariants\n", v.Ledger)
+	}
+	return nil
+}
+
+func ledgerMigrateCmd(ledgerPath func(string) (string, error)) *cobra.Command {
+	return ledgerVerb("migrate", "Apply pending schema migrations", func(ctx context.Context, cmd *cobra.Command) error {
+		path, err := ledgerPath("migrate")
+		if err != nil {
+			return err
+		}
+		from, to, err := ledger.Migrate(ctx, path)
+		if err != nil {
+			return err
+		}
+		if from == to {
+			fmt.Fprintf(cmd.OutOrStdout(), "%s is at schema version %d: nothing to migrate\n", path, to)
+			return nil
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "migrated %s from schema version %d to %d\n", path, from, to)
+		return nil
+	})
+}
+
+func ledgerRecoverCmd(ledgerPath func(string) (string, error)) *cobra.Command {
+	return ledgerVerb("recover", "Mark attempts whose executor is gone (or whose lease ran out) as unknown", func(ctx context.Context, cmd *cobra.Command) error {
+		path, err := ledgerPath("recover")
+		if err != nil {
+			return err
+		}
+		l, err := ledger.Open(path, ledger.RequireExisting(), ledger.WithoutRecovery())
+		if err != nil {
+			return err
+		}
+		defer l.Close()
+		keys, err := l.Recover(ctx)
+		if err != nil {
+			return fmt.Errorf("recover %s: %w", path, err)
+		}
+		if len(keys) == 0 {
+			fmt.Fprintf(cmd.OutOrStdout(), "nothing to recover in %s\n", path)
+			return nil
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "marked %s unknown: %s\nnothing was re-sent; establish each outcome with gatehouse gate reconcile\n",
+			plural(len(keys), "attempt", "attempts"), strings.Join(keys, ", "))
+		return nil
+	})
+}
+
+// recoveryDue is what a read says when attempts wait for the recovery pass:
+// they still show as executing, although their executor is gone or their
+// lease has run out.
+type recoveryDue struct {
+	Attempts int      `json:"attempts"`
+	Actions  []string `json:"actions"`
+	Run      string   `json:"run"`
+}
+
+// newRecoveryDue asks the ledger, without writing, whether recovery is due;
+// nil when it is not (or the question could not be answered).
+func newRecoveryDue(ctx context.Context, l *ledger.Ledger) *recoveryDue {
+	due, err := l.RecoveryDue(ctx)
+	if err != nil || len(due) == 0 {
+		return nil
+	}
+	d := &recoveryDue{Attempts: len(due), Run: "gatehouse ledger recover --ledger " + l.Path()}
+	for _, at := range due {
+		d.Actions = append(d.Actions, at.ActionKey)
+	}
+	return d
+}
+
+func (d *recoveryDue) String() string {
+	them := "them"
+	if d.Attempts == 1 {
+		them = "it"
+	}
+	return fmt.Sprintf("recovery due: %s in flight without a live executor or lease (%s) until recovery marks %s unknown; run %s, or any verb that acts",
+		plural(d.Attempts, "attempt shows", "attempts show"), strings.Join(d.Actions, ", "), them, d.Run)
+}

@@ -1,0 +1,176 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+)
+
+// Violation is one broken rule found by Check: the file's own integrity, a
+// reference to a missing row, or one of the ledger's invariants.
+type Violation struct {
+	Rule   string // which rule, e.g. "one attempt in flight"
+	Detail string // which rows, in words
+}
+
+func (v Violation) String() string { return v.Rule + ": " + v.Detail }
+
+// invariants are the ledger's own rules as queries that return one row per
+// violation: a subject and its detail.
+var invariants = []struct {
+	rule, query, format string
+}{
+	{"one attempt in flight", `SELECT action_key, count(*) FROM attempts WHERE outcome = ''
+		GROUP BY action_key HAVING count(*) > 1 ORDER BY action_key`,
+		"%s has %d attempts without an outcome"},
+	{"executing has its attempt", `SELECT a.key, (SELECT count(*) FROM attempts t WHERE t.action_key = a.key AND t.outcome = '') AS n
+		FROM actions a WHERE a.state = 'executing' AND n != 1 ORDER BY a.key`,
+		"%s is executing with %d attempts without an outcome, want exactly 1"},
+	{"attempt in flight belongs to an unsettled action", `SELECT t.action_key, t.number || ' while the action is ' || a.state ||
+		CASE WHEN a.hold_cause != '' THEN ' (' || a.hold_cause || ')' ELSE '' END
+		FROM attempts t JOIN actions a ON a.key = t.action_key WHERE t.outcome = ''
+		AND NOT (a.state IN ('executing', 'unknown') OR (a.state = 'held' AND a.hold_cause = 'unknown_outcome'))
+		ORDER BY t.action_key`,
+		"%s has attempt %s without an outcome"},
+	{"sent has an accepted attempt", `SELECT a.key, count(t.id) FROM actions a LEFT JOIN attempts t ON t.action_key = a.key
+		WHERE a.state = 'sent' GROUP BY a.key HAVING coalesce(sum(t.outcome = 'accepted'), 0) = 0 ORDER BY a.key`,
+		"%s is sent but none of its %d attempts was accepted"},
+	{"failed has a permanent rejection", `SELECT a.key, count(t.id) FROM actions a LEFT JOIN attempts t ON t.action_key = a.key
+		WHERE a.state = 'failed' GROUP BY a.key HAVING coalesce(sum(t.outcome = 'rejected_permanent'), 0) = 0 ORDER BY a.key`,
+		"%s failed but none of its %d attempts was rejected permanently"},
+}
+
+// Check reads the whole ledger in one snapshot and reports every violation:
+// SQLite's integrity check, foreign keys, and the ledger's invariants (at
+// most one attempt in flight per action; every action's state agrees with
+// its attempts; the counters equal a recount of the history). It only reads.
+// An error means the check itself could not run.
+func (l *Ledger) Check(ctx context.Context) ([]Violation, error) {
+	var out []Violation
+	err := l.read(ctx, func(tx queryTx) error {
+		out = nil
+		for _, step := range []func(queryTx) ([]Violation, error){checkIntegrity, checkForeignKeys, checkInvariants, checkCounters} {
+			vs, err := step(tx)
+			if err != nil {
+				return err
+			}
+			out = append(out, vs...)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("check ledger %s: %w", l.path, err)
+	}
+	return out, nil
+}
+
+func checkIntegrity(tx queryTx) ([]Violation, error) {
+	rows, err := tx.Query(`PRAGMA integrity_check`)
+	if err != nil {
+		return nil, fmt.Errorf("integrity check: %w", err)
+	}
+	defer rows.Close()
+	var out []Violation
+	for rows.Next() {
+		var msg string
+		if err := rows.Scan(&msg); err != nil {
+			return nil, err
+		}
+		if msg != "ok" {
+			out = append(out, Violation{Rule: "integrity", Detail: msg})
+		}
+	}
+	return out, rows.Err()
+}
+
+func checkForeignKeys(tx queryTx) ([]Violation, error) {
+	rows, err := tx.Query(`PRAGMA foreign_key_check`)
+	if err != nil {
+		return nil, fmt.Errorf("foreign key check: %w", err)
+	}
+	defer rows.Close()
+	var out []Violation
+	for rows.Next() {
+		var table, parent string
+		var rowid, fk any
+		if err := rows.Scan(&table, &rowid, &parent, &fk); err != nil {
+			return nil, err
+		}
+		out = append(out, Violation{Rule: "foreign key", Detail: fmt.Sprintf("%s row %v refers to a missing %s row", table, rowid, parent)})
+	}
+	return out, rows.Err()
+}
+
+func checkInvariants(tx queryTx) ([]Violation, error) {
+	var out []Violation
+	for _, inv := range invariants {
+		rows, err := tx.Query(inv.query)
+		if err != nil {
+			return nil, fmt.Errorf("check %s: %w", inv.rule, err)
+		}
+		for rows.Next() {
+			var subject, detail string
+			if err := rows.Scan(&subject, &detail); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			out = append(out, Violation{Rule: inv.rule, Detail: fmt.Sprintf(inv.format, subject, detail)})
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// checkCounters recounts the counted history events and compares them with
+// the counters Metrics reads.
+func checkCounters(tx queryTx) ([]Violation, error) {
+	kept, err := kindCounts(tx, `SELECT kind, n FROM counters`)
+	if err != nil {
+		return nil, fmt.Errorf("read counters: %w", err)
+	}
+	// One pass over the history (it has no index by kind).
+	recount, err := kindCounts(tx, `SELECT kind, count(*) FROM events GROUP BY kind`)
+	if err != nil {
+		return nil, fmt.Errorf("recount history: %w", err)
+	}
+	kinds := map[string]bool{}
+	for k := range countedKinds {
+		kinds[string(k)] = true
+	}
+	for k := range kept {
+		kinds[k] = true
+	}
+	var out []Violation
+	for _, k := range slices.Sorted(maps.Keys(kinds)) {
+		switch {
+		case !countedKinds[EventKind(k)]:
+			out = append(out, Violation{Rule: "counters match history", Detail: fmt.Sprintf("counter %s = %d counts a kind the ledger does not count", k, kept[k])})
+		case kept[k] != recount[k]:
+			out = append(out, Violation{Rule: "counters match history", Detail: fmt.Sprintf("counter %s = %d, the history has %d", k, kept[k], recount[k])})
+		}
+	}
+	return out, nil
+}
+
+func kindCounts(tx queryTx, query string) (map[string]int, error) {
+	rows, err := tx.Query(query)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var k string
+		var n int
+		if err := rows.Scan(&k, &n); err != nil {
+			return nil, err
+		}
+		out[k] = n
+	}
+	return out, rows.Err()
+}
