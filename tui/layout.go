@@ -6,6 +6,7 @@ import (
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
+	"charm.land/lipgloss/v2/table"
 	"github.com/charmbracelet/x/ansi"
 )
 
@@ -166,37 +167,37 @@ func renderTable(th Theme, cols []column, rows []row, selected, width int) []str
 }
 
 // renderTableIn is renderTable with the column widths given, so a window of
-// rows keeps the widths of the whole table while it scrolls.
+// rows keeps the widths of the whole table while it scrolls. It draws with
+// lipgloss's table, borderless, each column at its width plus the gap.
 func renderTableIn(th Theme, cols []column, rows []row, selected int, ws []int) []string {
 	titles := make([]string, len(cols))
 	for i, c := range cols {
 		titles[i] = c.title
 	}
-	out := make([]string, 0, len(rows)+1)
-	out = append(out, th.Header.Render(joinCells(titles, ws)))
+	cells := make([][]string, len(rows))
 	for i, r := range rows {
-		style := th.mark(r.mark)
-		if i == selected {
-			style = th.Selected
-		}
-		out = append(out, style.Render(joinCells(r.cells, ws)))
+		cells[i] = make([]string, len(cols))
+		copy(cells[i], r.cells)
 	}
-	return out
-}
-
-func joinCells(cells []string, ws []int) string {
-	var b strings.Builder
-	for i, w := range ws {
-		if i > 0 {
-			b.WriteString(strings.Repeat(" ", colGap))
-		}
-		c := ""
-		if i < len(cells) {
-			c = cells[i]
-		}
-		b.WriteString(fitLine(c, w))
-	}
-	return b.String()
+	t := table.New().Wrap(false).
+		BorderTop(false).BorderBottom(false).BorderLeft(false).BorderRight(false).
+		BorderHeader(false).BorderColumn(false).
+		Headers(titles...).Rows(cells...).
+		StyleFunc(func(r, c int) lipgloss.Style {
+			st := th.Header
+			switch {
+			case r == table.HeaderRow:
+			case r == selected:
+				st = th.Selected
+			default:
+				st = th.mark(rows[r].mark)
+			}
+			if c == len(ws)-1 {
+				return st.Width(max(ws[c], 1))
+			}
+			return st.Width(max(ws[c], 1) + colGap).PaddingRight(colGap)
+		})
+	return strings.Split(t.String(), "\n")
 }
 
 // listPos is a cursor over a list the screen does not hold whole: the
