@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -306,6 +307,72 @@ type TaskFilter struct {
 	Offset int
 }
 
+func (f TaskFilter) where() (string, []any) {
+	var conds []string
+	var args []any
+	if f.Owner != "" {
+		conds = append(conds, "owner = ?")
+		args = append(args, f.Owner)
+	}
+	if f.Search != "" {
+		conds = append(conds, `(id LIKE ? ESCAPE '\' OR customer LIKE ? ESCAPE '\' OR subject LIKE ? ESCAPE '\')`)
+		pat := likePattern(f.Search)
+		args = append(args, pat, pat, pat)
+	}
+	if len(conds) == 0 {
+		return "", nil
+	}
+	return " WHERE " + strings.Join(conds, " AND "), args
+}
+
+// and joins one more condition to a WHERE clause (which may be empty).
+func and(where, cond string) string {
+	if where == "" {
+		return " WHERE " + cond
+	}
+	return where + " AND " + cond
+}
+
+// ActionRank is where key stands in the list f selects (0: the newest),
+// so a viewer can keep an action selected while newer ones arrive above
+// it; ok is false when f does not select it. Limit and Offset are ignored.
+func (l *Ledger) ActionRank(ctx context.Context, f ActionFilter, key string) (rank int, ok bool, err error) {
+	where, args := f.where()
+	err = l.read(ctx, func(tx queryTx) error {
+		var id int64
+		err := tx.QueryRow(`SELECT rowid FROM actions`+and(where, "key = ?"), append(slices.Clip(args), key)...).Scan(&id)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		ok = true
+		return tx.QueryRow(`SELECT count(*) FROM actions`+and(where, "rowid > ?"), append(slices.Clip(args), id)...).Scan(&rank)
+	})
+	return rank, ok, err
+}
+
+// TaskRank is where task id stands in the list f selects (0: the most
+// recently changed); ok is false when f does not select it.
+func (l *Ledger) TaskRank(ctx context.Context, f TaskFilter, id string) (rank int, ok bool, err error) {
+	where, args := f.where()
+	err = l.read(ctx, func(tx queryTx) error {
+		var up int64
+		err := tx.QueryRow(`SELECT updated_at FROM tasks`+and(where, "id = ?"), append(slices.Clip(args), id)...).Scan(&up)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		ok = true
+		return tx.QueryRow(`SELECT count(*) FROM tasks`+and(where, "(updated_at > ? OR (updated_at = ? AND id > ?))"),
+			append(slices.Clip(args), up, up, id)...).Scan(&rank)
+	})
+	return rank, ok, err
+}
+
 // TaskSummary is a task with what is pending on it.
 type TaskSummary struct {
 	Task
@@ -319,21 +386,7 @@ func (l *Ledger) ListTasks(ctx context.Context, f TaskFilter) (int, []TaskSummar
 	if f.Limit <= 0 {
 		f.Limit = 100
 	}
-	var conds []string
-	var args []any
-	if f.Owner != "" {
-		conds = append(conds, "owner = ?")
-		args = append(args, f.Owner)
-	}
-	if f.Search != "" {
-		conds = append(conds, `(id LIKE ? ESCAPE '\' OR customer LIKE ? ESCAPE '\' OR subject LIKE ? ESCAPE '\')`)
-		pat := likePattern(f.Search)
-		args = append(args, pat, pat, pat)
-	}
-	where := ""
-	if len(conds) > 0 {
-		where = " WHERE " + strings.Join(conds, " AND ")
-	}
+	where, args := f.where()
 	var total int
 	var out []TaskSummary
 	now := ns(l.clock.Now())

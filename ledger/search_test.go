@@ -114,3 +114,35 @@ func TestListIsNewestFirst(t *testing.T) {
 		})
 	}
 }
+
+// TestRankFollowsNewerRows: a key's rank is its index in the list the
+// filter selects, and grows as newer actions arrive above it.
+func TestRankFollowsNewerRows(t *testing.T) {
+	w := newWorld(t)
+	ada := w.proposeFor("cust-ada", "e-1", "ada@example.com", "Hello")
+	w.proposeFor("cust-ben", "e-2", "ben@example.com", "Hello")
+	w.proposeFor("cust-ada", "e-3", "ada@example.com", "Hello")
+	for _, tc := range []struct {
+		name string
+		f    ledger.ActionFilter
+		rank int
+		ok   bool
+	}{
+		{"All", ledger.ActionFilter{}, 2, true},
+		{"Search", ledger.ActionFilter{Search: "ada@"}, 1, true},
+		{"NotSelected", ledger.ActionFilter{Search: "ben@"}, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rank, ok, err := w.l.ActionRank(w.ctx, tc.f, ada.Key)
+			w.must(err)
+			if rank != tc.rank || ok != tc.ok {
+				t.Fatalf("rank %d %v, want %d %v", rank, ok, tc.rank, tc.ok)
+			}
+		})
+	}
+	rank, ok, err := w.l.TaskRank(w.ctx, ledger.TaskFilter{}, ada.TaskID)
+	w.must(err)
+	if rank != 2 || !ok {
+		t.Fatalf("task rank %d %v, want 2 true", rank, ok)
+	}
+}
