@@ -54,6 +54,9 @@ type AttemptCell struct {
 	Number      int    `json:"number"`
 	TransportID string `json:"transport_id"`
 	Outcome     string `json:"outcome"` // "in flight" while none is recorded
+	// Reconciled says the outcome was established afterwards, from the
+	// destination's records or by a person, not by the destination's reply.
+	Reconciled bool `json:"reconciled,omitempty"`
 }
 
 // ArrivalCell is one message the mailbox stored. At is the fake-clock time
@@ -264,7 +267,8 @@ func (r *Run) actionRow(ctx context.Context, a ledger.Action, name string) (*Row
 		if at.Reconciled {
 			o += " (reconciled)"
 		}
-		row.Attempts = append(row.Attempts, AttemptCell{Number: at.Number, TransportID: at.TransportID, Outcome: o})
+		row.Attempts = append(row.Attempts, AttemptCell{Number: at.Number, TransportID: at.TransportID, Outcome: o,
+			Reconciled: at.Reconciled})
 	}
 	return row, nil
 }

@@ -83,7 +83,7 @@ func (d *docScreen) View() string {
 // KeyMap implements Screen.
 func (d *docScreen) KeyMap() help.KeyMap {
 	k := Keys
-	return helpKeys{short: []key.Binding{k.Up, k.Down, k.PageDown, k.Back, k.Help, k.Quit},
+	return helpKeys{short: []key.Binding{k.Up, k.Down, k.PageDown},
 		full: [][]key.Binding{navKeys()}}
 }
 

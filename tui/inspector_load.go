@@ -16,12 +16,19 @@ type query struct {
 	tab     tab
 	actions ledger.ActionFilter
 	tasks   ledger.TaskFilter
+	// follow is the key or task id selected before the load; the load finds
+	// where it stands now and keeps it on the same screen line (selRow).
+	follow string
+	selRow int
 }
 
 // loadedMsg is the result of a query.
 type loadedMsg struct {
 	seq     int
 	tab     tab
+	top     int  // the first row loaded
+	found   bool // the followed row was found, at rank
+	rank    int
 	total   int
 	tasks   []ledger.TaskSummary
 	actions []ledger.Action
@@ -46,6 +53,7 @@ func (in *Inspector) load() tea.Cmd {
 		if in.tab == tabHolds {
 			q.actions.States = holdStates
 		}
+		q.follow, q.selRow = li.follow, li.pos.selected()
 		in.loadedTop = li.pos.top
 	}
 	l := in.cfg.Ledger
@@ -60,6 +68,10 @@ func (q query) run(ctx context.Context, l *ledger.Ledger) loadedMsg {
 		m.err = fmt.Errorf("read stop switch: %w", m.err)
 		return m
 	}
+	if m.err = q.findFollowed(ctx, l, &m); m.err != nil {
+		return m
+	}
+	m.top = q.actions.Offset
 	switch q.tab {
 	case tabTasks:
 		m.total, m.tasks, m.err = l.ListTasks(ctx, q.tasks)
@@ -72,6 +84,29 @@ func (q query) run(ctx context.Context, l *ledger.Ledger) loadedMsg {
 		m.err = fmt.Errorf("load %s: %w", tabNames[q.tab], m.err)
 	}
 	return m
+}
+
+// findFollowed finds where the selected row stands now and moves the window
+// so that it stays on the same screen line.
+func (q *query) findFollowed(ctx context.Context, l *ledger.Ledger, m *loadedMsg) error {
+	if q.follow == "" {
+		return nil
+	}
+	var err error
+	switch q.tab {
+	case tabTasks:
+		m.rank, m.found, err = l.TaskRank(ctx, q.tasks, q.follow)
+	case tabActions, tabHolds:
+		m.rank, m.found, err = l.ActionRank(ctx, q.actions, q.follow)
+	}
+	if err != nil {
+		return fmt.Errorf("find %s: %w", q.follow, err)
+	}
+	if m.found {
+		top := max(m.rank-q.selRow, 0)
+		q.actions.Offset, q.tasks.Offset = top, top
+	}
+	return nil
 }
 
 // onLoaded shows a result unless a newer load was asked for meanwhile.
@@ -89,10 +124,28 @@ func (in *Inspector) onLoaded(msg loadedMsg) tea.Cmd {
 		return nil
 	}
 	li := &in.lists[msg.tab]
-	li.tasks, li.actions = msg.tasks, msg.actions
+	li.tasks, li.actions, li.loaded = msg.tasks, msg.actions, true
+	if msg.found {
+		li.pos.cursor, li.pos.top = msg.rank, msg.top
+	}
+	in.loadedTop = li.pos.top
 	li.pos.setTotal(msg.total)
 	if li.pos.top != in.loadedTop {
 		return in.load() // the list shrank under the cursor: load where it is now
 	}
+	li.follow = in.keyAt(msg.tab, li.pos.selected())
 	return nil
+}
+
+// keyAt is the identity (action key or task id) of a loaded row of tab t.
+func (in *Inspector) keyAt(t tab, i int) string {
+	li := &in.lists[t]
+	switch {
+	case i < 0:
+	case t == tabTasks && i < len(li.tasks):
+		return li.tasks[i].ID
+	case t != tabTasks && i < len(li.actions):
+		return li.actions[i].Key
+	}
+	return ""
 }
