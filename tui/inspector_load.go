@@ -68,17 +68,16 @@ func (q query) run(ctx context.Context, l *ledger.Ledger) loadedMsg {
 		m.err = fmt.Errorf("read stop switch: %w", m.err)
 		return m
 	}
-	if m.err = q.findFollowed(ctx, l, &m); m.err != nil {
+	if q.tab >= tabMetrics {
+		if q.tab == tabMetrics {
+			if m.metrics, m.err = l.Metrics(ctx); m.err != nil {
+				m.err = fmt.Errorf("load %s: %w", tabNames[q.tab], m.err)
+			}
+		}
 		return m
 	}
-	m.top = q.actions.Offset
-	switch q.tab {
-	case tabTasks:
-		m.total, m.tasks, m.err = l.ListTasks(ctx, q.tasks)
-	case tabActions, tabHolds:
-		m.total, m.actions, m.err = l.ListActions(ctx, q.actions)
-	case tabMetrics:
-		m.metrics, m.err = l.Metrics(ctx)
+	if m.err = q.page(ctx, l, &m); m.err == nil {
+		m.err = q.findFollowed(ctx, l, &m)
 	}
 	if m.err != nil {
 		m.err = fmt.Errorf("load %s: %w", tabNames[q.tab], m.err)
@@ -86,27 +85,60 @@ func (q query) run(ctx context.Context, l *ledger.Ledger) loadedMsg {
 	return m
 }
 
-// findFollowed finds where the selected row stands now and moves the window
-// so that it stays on the same screen line.
+// page reads the window of rows at the query's offset.
+func (q *query) page(ctx context.Context, l *ledger.Ledger, m *loadedMsg) error {
+	var err error
+	m.top = q.actions.Offset
+	if q.tab == tabTasks {
+		m.total, m.tasks, err = l.ListTasks(ctx, q.tasks)
+	} else {
+		m.total, m.actions, err = l.ListActions(ctx, q.actions)
+	}
+	return err
+}
+
+// findFollowed keeps the selected row selected: when newer rows arrived
+// above it, it finds where the row stands now and reads the window that
+// keeps it on the same screen line. When the row is still on that line, as
+// on most reloads, it costs nothing more.
 func (q *query) findFollowed(ctx context.Context, l *ledger.Ledger, m *loadedMsg) error {
 	if q.follow == "" {
 		return nil
 	}
-	var err error
-	switch q.tab {
-	case tabTasks:
-		m.rank, m.found, err = l.TaskRank(ctx, q.tasks, q.follow)
-	case tabActions, tabHolds:
-		m.rank, m.found, err = l.ActionRank(ctx, q.actions, q.follow)
+	if i := m.indexOf(q.follow); i >= 0 {
+		m.found, m.rank = true, m.top+i
+	} else {
+		var err error
+		if q.tab == tabTasks {
+			m.rank, m.found, err = l.TaskRank(ctx, q.tasks, q.follow)
+		} else {
+			m.rank, m.found, err = l.ActionRank(ctx, q.actions, q.follow)
+		}
+		if err != nil || !m.found {
+			return err
+		}
 	}
-	if err != nil {
-		return fmt.Errorf("find %s: %w", q.follow, err)
+	top := max(m.rank-q.selRow, 0)
+	if top == m.top {
+		return nil
 	}
-	if m.found {
-		top := max(m.rank-q.selRow, 0)
-		q.actions.Offset, q.tasks.Offset = top, top
+	q.actions.Offset, q.tasks.Offset = top, top
+	return q.page(ctx, l, m)
+}
+
+// indexOf is where the row with this key or task id is in the page, or -1.
+func (m *loadedMsg) indexOf(id string) int {
+	for i, t := range m.tasks {
+		if t.ID == id {
+			return i
+		}
 	}
-	return nil
+	for i, a := range m.actions {
+		if a.Key == id {
+			return i
+		}
+	}
+	return -1
 }
 
 // onLoaded shows a result unless a newer load was asked for meanwhile.

@@ -167,9 +167,45 @@ func renderTable(th Theme, cols []column, rows []row, selected, width int) []str
 }
 
 // renderTableIn is renderTable with the column widths given, so a window of
-// rows keeps the widths of the whole table while it scrolls. It draws with
-// lipgloss's table, borderless, each column at its width plus the gap.
+// rows keeps the widths of the whole table while it scrolls. It draws each
+// row as one styled line: the inspector redraws its page on every change,
+// and this costs a sixth of lipgloss's table (BenchmarkInspectorRender).
 func renderTableIn(th Theme, cols []column, rows []row, selected int, ws []int) []string {
+	titles := make([]string, len(cols))
+	for i, c := range cols {
+		titles[i] = c.title
+	}
+	out := make([]string, 0, len(rows)+1)
+	out = append(out, th.Header.Render(joinCells(titles, ws)))
+	for i, r := range rows {
+		style := th.mark(r.mark)
+		if i == selected {
+			style = th.Selected
+		}
+		out = append(out, style.Render(joinCells(r.cells, ws)))
+	}
+	return out
+}
+
+func joinCells(cells []string, ws []int) string {
+	var b strings.Builder
+	for i, w := range ws {
+		if i > 0 {
+			b.WriteString(strings.Repeat(" ", colGap))
+		}
+		c := ""
+		if i < len(cells) {
+			c = cells[i]
+		}
+		b.WriteString(fitLine(c, w))
+	}
+	return b.String()
+}
+
+// renderLipglossTable draws what renderTableIn draws with lipgloss's
+// table, borderless, each column at its width plus the gap. The rehearsal's
+// three columns, redrawn once a step, use it.
+func renderLipglossTable(th Theme, cols []column, rows []row, selected int, ws []int) []string {
 	titles := make([]string, len(cols))
 	for i, c := range cols {
 		titles[i] = c.title

@@ -275,7 +275,7 @@ func (r *Rehearsal) columns(w, h int) []string {
 			start+1, start+avail, len(rows), len(r.snap.Rows)))
 		rows, sel = rows[start:start+avail], sel-start
 	}
-	table := renderTableIn(r.th, cols, rows, sel, l.widths)
+	table := renderLipglossTable(r.th, cols, rows, sel, l.widths)
 	group := groupHeader(r.th, l.widths, l.groups, []string{"intended actions", "attempts", "arrived messages"})
 	out := append([]string{group}, table...)
 	if footer != "" {
