@@ -63,53 +63,58 @@ func scenarioOutcome(text string) string { return strings.TrimSuffix(text, " (re
 
 // keyLabels shortens action keys to the part that tells them apart: the
 // format prefix goes, so do a target equal to the key's task and the
-// revision r0; then the trailing parts every key on the list shares (such
-// as the action type) and the leading text they share (such as a customer
-// prefix), each marked with an ellipsis.
+// revision r0; then the leading and trailing parts (customer, event, action
+// type) that every key on the list shares, each marked with an ellipsis.
+// Parts are dropped whole, never cut to a stem.
 func keyLabels(keys, tasks []string) []string {
-	out := make([]string, len(keys))
+	parts := make([][]string, len(keys))
 	for i, k := range keys {
 		task := ""
 		if i < len(tasks) {
 			task = tasks[i]
 		}
-		out[i] = keyLabel(k, task)
+		parts[i] = strings.Split(keyLabel(k, task), ":")
 	}
-	if s := sharedSuffix(out); s > 0 {
-		for i := range out {
-			out[i] = out[i][:len(out[i])-s] + ellipsis
+	lead, trail := sharedParts(parts)
+	out := make([]string, len(keys))
+	for i, p := range parts {
+		s := strings.Join(p[lead:len(p)-trail], ":")
+		if lead > 0 {
+			s = ellipsis + s
 		}
-	}
-	if p := sharedPrefix(out); p > 0 {
-		for i := range out {
-			out[i] = ellipsis + out[i][p:]
+		if trail > 0 {
+			s += ellipsis
 		}
+		out[i] = s
 	}
 	return out
 }
 
-// sharedSuffix is the length of the trailing ":part…" segments all of ss
-// share, leaving each at least one segment. Fewer than two strings share
-// nothing.
-func sharedSuffix(ss []string) int {
-	if len(ss) < 2 {
-		return 0
+// sharedParts counts the leading and the trailing parts all lists share,
+// leaving each at least one part. Fewer than two lists share nothing.
+func sharedParts(parts [][]string) (lead, trail int) {
+	if len(parts) < 2 {
+		return 0, 0
 	}
-	segs := func(s string) []string { return strings.Split(s, ":") }
-	first := segs(ss[0])
-	n := len(first) - 1
-	for _, s := range ss[1:] {
-		other := segs(s)
-		m := 0
-		for m < min(n, len(other)-1) && other[len(other)-1-m] == first[len(first)-1-m] {
-			m++
+	shortest := len(parts[0])
+	for _, p := range parts {
+		shortest = min(shortest, len(p))
+	}
+	same := func(at func(p []string) string) bool {
+		for _, p := range parts[1:] {
+			if at(p) != at(parts[0]) {
+				return false
+			}
 		}
-		n = m
+		return true
 	}
-	if n == 0 {
-		return 0
+	for lead < shortest-1 && same(func(p []string) string { return p[lead] }) {
+		lead++
 	}
-	return len(strings.Join(first[len(first)-n:], ":")) + 1
+	for trail < shortest-1-lead && same(func(p []string) string { return p[len(p)-1-trail] }) {
+		trail++
+	}
+	return lead, trail
 }
 
 // keyLabel is one key without what its columns already say.
@@ -126,30 +131,6 @@ func keyLabel(key, task string) string {
 		s += ":r" + strconv.Itoa(parts.Revision)
 	}
 	return s
-}
-
-// sharedPrefix is the length of the leading text all of ss share, cut
-// back to just after a separator, so that at least three characters of
-// every string remain. Fewer than two strings share nothing.
-func sharedPrefix(ss []string) int {
-	if len(ss) < 2 {
-		return 0
-	}
-	p := len(ss[0])
-	for _, s := range ss[1:] {
-		n := 0
-		for n < min(p, len(s)) && s[n] == ss[0][n] {
-			n++
-		}
-		p = n
-	}
-	for _, s := range ss {
-		p = min(p, len(s)-3)
-	}
-	for p > 0 && !strings.ContainsRune(":-_.", rune(ss[0][p-1])) {
-		p--
-	}
-	return max(p, 0)
 }
 
 // abbrev fits s into w columns keeping its end, which is where names such

@@ -19,7 +19,9 @@ func (r *Rehearsal) View() string {
 	top = append(top, r.audienceLines(w, audienceSampleRows(r.height))...)
 	exp := r.verdictLines(w, max(r.height/4, 3))
 	rest := r.height - len(top) - len(exp)
-	table := r.columns(w, max(rest/2, 3))
+	// The columns come first: they get every line they need but the three
+	// the history keeps (its title and its newest sentence, at least).
+	table := r.columns(w, max(rest-3, 3))
 	hist := r.historyLines(w, max(rest-len(table), 2))
 	lines := append(top, table...)
 	lines = append(lines, hist...)
@@ -41,8 +43,11 @@ func (r *Rehearsal) headLines(w int) []string {
 	lines := []string{r.th.Header.Render(fmt.Sprintf("step %d of %d", r.snap.Step, r.snap.Steps)) + " · " + state}
 	if r.last != nil {
 		res := r.last.Class
-		if r.last.Detail != "" {
-			res += ": " + r.last.Detail
+		if d := r.last.Detail; d != "" {
+			for _, row := range r.snap.Rows { // the step names its action already
+				d = withoutKey(d, row.Key+":")
+			}
+			res += ": " + d
 		}
 		lines = append(lines, para(fmt.Sprintf("did %d: ", r.last.Index), r.last.Label+" → "+res, w)...)
 	}
