@@ -285,12 +285,14 @@ func yesNo(b bool) string {
 	return "no"
 }
 
-var arrivalCols = []column{{"message-id", 12, 4}, {"to", 8, 1}, {"subject", 8, 1}, {"arrived", 8, 0}}
+// The message-id (without its constant domain) and the recipient are what
+// prove an arrival, so they are never cut; the subject gives way.
+var arrivalCols = []column{{"message-id", 12, 0}, {"to", 8, 0}, {"subject", 8, 1}, {"arrived", 8, 0}}
 
 func arrivalRows(as []Arrival) []row {
 	out := make([]row, len(as))
 	for i, a := range as {
-		out[i] = row{cells: []string{a.MessageID, a.To, a.Subject, a.At.Format(clockFormat)}}
+		out[i] = row{cells: []string{localPart(a.MessageID), a.To, a.Subject, a.At.Format(clockFormat)}}
 		if a.Duplicate {
 			out[i].mark = markBad
 			out[i].cells[2] = "DUPLICATE · " + a.Subject
