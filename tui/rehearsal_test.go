@@ -145,3 +145,56 @@ func TestRehearsalShowsUnmatchedArrival(t *testing.T) {
 		})
 	}
 }
+
+// TestRehearsalColumnsKeepTheirWidths: the three columns' header does not
+// move between steps, from the first to the last, at any width.
+func TestRehearsalColumnsKeepTheirWidths(t *testing.T) {
+	for _, name := range []string{"stop-mid-batch", "audience-messy-file", "interrupted-before-accept", "deliberate-correction"} {
+		for _, w := range []int{80, 100, 200} {
+			t.Run(fmt.Sprintf("%s/%d", name, w), func(t *testing.T) {
+				r := newTestRehearsal(t, name)
+				a := newDriven(r, w, 40)
+				var first string
+				for step := 0; step <= len(r.sc.Steps); step++ {
+					var header string
+					for _, l := range strings.Split(screenText(a), "\n") {
+						if strings.HasPrefix(l, "action ") {
+							header = l
+						}
+					}
+					switch {
+					case header == "":
+					case first == "":
+						first = header
+					case header != first:
+						t.Fatalf("after step %d the columns moved:\n%s\nwas\n%s", step, header, first)
+					}
+					typeKeys(a, "n")
+				}
+				if first == "" {
+					t.Fatal("the columns never showed")
+				}
+			})
+		}
+	}
+}
+
+// TestRehearsalSelectionFollowsKey: a step that adds a row above the
+// selected one leaves the same key selected.
+func TestRehearsalSelectionFollowsKey(t *testing.T) {
+	r := newTestRehearsal(t, "webhook-twice")
+	a := newDriven(r, 100, 30)
+	row := func(key string) scenarios.Row { return scenarios.Row{Key: key, Name: key, State: "drafting"} }
+	r.snap.Rows = []scenarios.Row{row("a"), row("b")}
+	r.follow()
+	typeKeys(a, "j")
+	if r.selKey != "b" {
+		t.Fatalf("selected %q, want b", r.selKey)
+	}
+	snap := r.snap
+	snap.Rows = []scenarios.Row{row("new"), row("a"), row("b")}
+	r.onStepped(steppedMsg{snap: snap})
+	if r.selKey != "b" || r.pos.cursor != 2 {
+		t.Fatalf("selected %q at %d after a row arrived above, want b at 2", r.selKey, r.pos.cursor)
+	}
+}

@@ -254,6 +254,9 @@ func localPart(id string) string {
 func (r *Rehearsal) columns(w, h int) []string {
 	l := r.layoutFor(w)
 	rows, owner := threeRows(r.snap.Rows, l.short)
+	if len(rows) == 0 && r.report != nil {
+		return []string{r.th.Dim.Render("No action was proposed in this rehearsal: nothing to send, nothing arrived.")}
+	}
 	if len(rows) == 0 {
 		return []string{r.th.Dim.Render("No action yet: the columns fill as the steps run.")}
 	}
