@@ -91,7 +91,7 @@ func NewInspector(th Theme, cfg InspectorConfig) *Inspector {
 	if cfg.Source == "" {
 		cfg.Source = cfg.Ledger.Path()
 	}
-	s := newInput("/", "key, customer or recipient")
+	s := newInput("/", "")
 	return &Inspector{base: newBase(th), cfg: cfg, search: s}
 }
 

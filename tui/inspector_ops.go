@@ -26,6 +26,10 @@ func (in *Inspector) onKey(msg tea.KeyPressMsg) tea.Cmd {
 	case key.Matches(msg, Keys.Filter) && in.current() != nil:
 		in.searching = true
 		in.search.SetValue(in.current().search)
+		in.search.Placeholder = "any part of the key, customer, recipient or subject"
+		if in.tab == tabTasks {
+			in.search.Placeholder = "any part of the task id, customer or subject"
+		}
 		in.search.CursorEnd()
 		return in.search.Focus()
 	case key.Matches(msg, Keys.StateFilter) && in.tab == tabActions:
