@@ -254,9 +254,14 @@ func (a *App) Render() string {
 	return strings.Join(lines, "\n")
 }
 
-// fullKeys adds the app's own bindings to the screen's full help.
+// fullKeys adds the app's own bindings to the screen's full help: back
+// only where there is a screen to go back to.
 func (a *App) fullKeys() [][]key.Binding {
-	return append(a.top().KeyMap().FullHelp(), appKeys())
+	app := appKeys()
+	if len(a.stack) > 1 {
+		app = append([]key.Binding{Keys.Back}, app...)
+	}
+	return append(a.top().KeyMap().FullHelp(), app)
 }
 
 // shortHelp is the help line: the screen's keys, most important first, as

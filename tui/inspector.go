@@ -221,5 +221,5 @@ func (in *Inspector) KeyMap() help.KeyMap {
 	}
 	short = append(short, k.Stop, k.Resume)
 	ops := []key.Binding{k.Hold, k.ReleaseHold, k.Reconcile, k.Arrived, k.NotArrived, k.TakeOver, k.Stop, k.Resume}
-	return helpKeys{short: short, full: [][]key.Binding{navKeys(), {k.Open, k.Filter, k.StateFilter}, ops}}
+	return helpKeys{short: short, full: [][]key.Binding{navKeys(), {k.Open, focus, k.Filter, k.StateFilter}, ops}}
 }

@@ -92,10 +92,10 @@ func navKeys() []key.Binding {
 	return []key.Binding{k.Up, k.Down, k.PageUp, k.PageDown, k.Top, k.Bottom}
 }
 
-// appKeys are the bindings the root handles, for full help.
+// appKeys are the bindings the root handles everywhere, for full help.
 func appKeys() []key.Binding {
 	k := Keys
-	return []key.Binding{k.Focus, k.Back, k.Help, k.Quit}
+	return []key.Binding{k.Help, k.Quit}
 }
 
 // helpEntry is one binding as help shows it.
