@@ -1,9 +1,11 @@
 package ledger
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -151,7 +153,7 @@ func (l *Ledger) Attempts(ctx context.Context, key string) ([]Attempt, error) {
 type ActionFilter struct {
 	States []State
 	TaskID string
-	Search string // the start of an action key, or of a customer id
+	Search string // a substring of the key, customer, recipient or subject, in any case
 	Limit  int    // default 100
 	Offset int
 }
@@ -171,17 +173,23 @@ func (f ActionFilter) where() (string, []any) {
 		args = append(args, f.TaskID)
 	}
 	if f.Search != "" {
-		// Both are prefixes of the key (gh1:<customer>:…), so the key's
-		// own index answers them as two ranges: no table scan however large
-		// the ledger.
-		conds = append(conds, "((key >= ? AND key < ?) OR (key >= ? AND key < ?))")
-		customer := keyPrefix + ":" + escapeKeyPart(f.Search)
-		args = append(args, f.Search, f.Search+"\xff", customer, customer+"\xff")
+		// A substring anywhere, which no index serves: a scan. LIKE is
+		// case-insensitive (for ASCII) without building a lowered copy of
+		// each value. See BenchmarkSearch for what it costs.
+		conds = append(conds, `(key LIKE ? ESCAPE '\' OR customer LIKE ? ESCAPE '\' OR recipient LIKE ? ESCAPE '\' OR subject LIKE ? ESCAPE '\')`)
+		pat := likePattern(f.Search)
+		args = append(args, pat, pat, pat, pat)
 	}
 	if len(conds) == 0 {
 		return "", nil
 	}
 	return " WHERE " + strings.Join(conds, " AND "), args
+}
+
+// likePattern matches s anywhere, its own % and _ taken literally.
+func likePattern(s string) string {
+	r := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+	return "%" + r.Replace(s) + "%"
 }
 
 // ListActions returns one page of actions, newest first, and the total
@@ -190,6 +198,9 @@ func (f ActionFilter) where() (string, []any) {
 func (l *Ledger) ListActions(ctx context.Context, f ActionFilter) (int, []Action, error) {
 	if f.Limit <= 0 {
 		f.Limit = 100
+	}
+	if f.Search != "" {
+		return l.searchActions(ctx, f)
 	}
 	where, args := f.where()
 	var total int
@@ -241,12 +252,126 @@ func (l *Ledger) ListActions(ctx context.Context, f ActionFilter) (int, []Action
 	return total, out, err
 }
 
+// searchActions answers a filter with a search in one scan instead of two
+// (a count, then a page that, for a rare match, scans as far): it reads the
+// rowids of every match, sorts them newest first, then reads the page's
+// rows by rowid. The scan asks for no order, so that SQLite may read a
+// narrower index covering the searched columns, should one exist.
+func (l *Ledger) searchActions(ctx context.Context, f ActionFilter) (int, []Action, error) {
+	where, args := f.where()
+	var ids []any
+	var out []Action
+	err := l.read(ctx, func(tx queryTx) error {
+		rows, err := tx.Query(`SELECT rowid FROM actions`+where, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			ids = append(ids, id)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		slices.SortFunc(ids, func(a, b any) int { return cmp.Compare(b.(int64), a.(int64)) })
+		page := ids[min(f.Offset, len(ids)):min(f.Offset+f.Limit, len(ids))]
+		if len(page) == 0 {
+			return nil
+		}
+		ph := strings.TrimSuffix(strings.Repeat("?,", len(page)), ",")
+		prow, err := tx.Query(`SELECT `+actionCols+` FROM actions WHERE rowid IN (`+ph+`) ORDER BY rowid DESC`, page...)
+		if err != nil {
+			return err
+		}
+		defer prow.Close()
+		for prow.Next() {
+			a, err := scanAction(prow)
+			if err != nil {
+				return err
+			}
+			out = append(out, a)
+		}
+		return prow.Err()
+	})
+	return len(ids), out, err
+}
+
 // TaskFilter selects a page of tasks.
 type TaskFilter struct {
 	Owner  string
 	Search string
 	Limit  int
 	Offset int
+}
+
+func (f TaskFilter) where() (string, []any) {
+	var conds []string
+	var args []any
+	if f.Owner != "" {
+		conds = append(conds, "owner = ?")
+		args = append(args, f.Owner)
+	}
+	if f.Search != "" {
+		conds = append(conds, `(id LIKE ? ESCAPE '\' OR customer LIKE ? ESCAPE '\' OR subject LIKE ? ESCAPE '\')`)
+		pat := likePattern(f.Search)
+		args = append(args, pat, pat, pat)
+	}
+	if len(conds) == 0 {
+		return "", nil
+	}
+	return " WHERE " + strings.Join(conds, " AND "), args
+}
+
+// and joins one more condition to a WHERE clause (which may be empty).
+func and(where, cond string) string {
+	if where == "" {
+		return " WHERE " + cond
+	}
+	return where + " AND " + cond
+}
+
+// ActionRank is where key stands in the list f selects (0: the newest),
+// so a viewer can keep an action selected while newer ones arrive above
+// it; ok is false when f does not select it. Limit and Offset are ignored.
+func (l *Ledger) ActionRank(ctx context.Context, f ActionFilter, key string) (rank int, ok bool, err error) {
+	where, args := f.where()
+	err = l.read(ctx, func(tx queryTx) error {
+		var id int64
+		err := tx.QueryRow(`SELECT rowid FROM actions`+and(where, "key = ?"), append(slices.Clip(args), key)...).Scan(&id)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		ok = true
+		return tx.QueryRow(`SELECT count(*) FROM actions`+and(where, "rowid > ?"), append(slices.Clip(args), id)...).Scan(&rank)
+	})
+	return rank, ok, err
+}
+
+// TaskRank is where task id stands in the list f selects (0: the most
+// recently changed); ok is false when f does not select it.
+func (l *Ledger) TaskRank(ctx context.Context, f TaskFilter, id string) (rank int, ok bool, err error) {
+	where, args := f.where()
+	err = l.read(ctx, func(tx queryTx) error {
+		var up int64
+		err := tx.QueryRow(`SELECT updated_at FROM tasks`+and(where, "id = ?"), append(slices.Clip(args), id)...).Scan(&up)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		ok = true
+		return tx.QueryRow(`SELECT count(*) FROM tasks`+and(where, "(updated_at > ? OR (updated_at = ? AND id > ?))"),
+			append(slices.Clip(args), up, up, id)...).Scan(&rank)
+	})
+	return rank, ok, err
 }
 
 // TaskSummary is a task with what is pending on it.
@@ -262,20 +387,7 @@ func (l *Ledger) ListTasks(ctx context.Context, f TaskFilter) (int, []TaskSummar
 	if f.Limit <= 0 {
 		f.Limit = 100
 	}
-	var conds []string
-	var args []any
-	if f.Owner != "" {
-		conds = append(conds, "owner = ?")
-		args = append(args, f.Owner)
-	}
-	if f.Search != "" {
-		conds = append(conds, "(instr(id, ?) > 0 OR instr(customer, ?) > 0 OR instr(subject, ?) > 0)")
-		args = append(args, f.Search, f.Search, f.Search)
-	}
-	where := ""
-	if len(conds) > 0 {
-		where = " WHERE " + strings.Join(conds, " AND ")
-	}
+	where, args := f.where()
 	var total int
 	var out []TaskSummary
 	now := ns(l.clock.Now())

@@ -118,7 +118,8 @@ func passWord(ok bool) string {
 }
 
 // writeColumns lays out intended actions | attempts | arrived messages,
-// one block per action key.
+// one block per action key, each arrival on the line of the attempt whose
+// Message-ID it carries.
 func writeColumns(b *strings.Builder, rows []Row) {
 	line := func(l, m, r string) {
 		row := fmt.Sprintf("%s │ %s │ %s", cell(l, colIntended), cell(m, colAttempts), r)
@@ -136,21 +137,45 @@ func writeColumns(b *strings.Builder, rows []Row) {
 			left = append(left, "owner "+or(row.Owner, "nobody"))
 		}
 		var mid, right []string
-		for _, a := range row.Attempts {
-			mid = append(mid, fmt.Sprintf("#%d %s", a.Number, a.Outcome), "   "+localPart(a.TransportID))
-		}
-		for _, m := range row.Arrivals {
-			dup := ""
-			if m.Duplicate {
-				dup = "  DUPLICATE"
-			}
-			right = append(right, localPart(m.MessageID), fmt.Sprintf("   %s %s%s", m.To, m.At.Format("15:04:05"), dup), "   “"+m.Subject+"”")
+		for _, l := range row.Lines() {
+			m, r := attemptText(l.Attempt), arrivalText(l.Arrival)
+			n := max(len(m), len(r))
+			mid, right = append(mid, pad(m, n)...), append(right, pad(r, n)...)
 		}
 		for i := 0; i < max(len(left), len(mid), len(right)); i++ {
 			line(at(left, i), at(mid, i), at(right, i))
 		}
 	}
 	fmt.Fprintf(b, "%s\n", strings.Repeat("─", colIntended+colAttempts+colArrived+6))
+}
+
+func attemptText(a *AttemptCell) []string {
+	if a == nil {
+		return nil
+	}
+	return []string{fmt.Sprintf("#%d %s", a.Number, a.Outcome), "   " + localPart(a.TransportID)}
+}
+
+func arrivalText(m *ArrivalCell) []string {
+	if m == nil {
+		return nil
+	}
+	mark := ""
+	if m.Duplicate {
+		mark += "  DUPLICATE"
+	}
+	if m.Unmatched {
+		mark += "  UNMATCHED: no attempt has this Message-ID"
+	}
+	return []string{localPart(m.MessageID), fmt.Sprintf("   %s %s%s", m.To, m.At.Format("15:04:05"), mark), "   “" + m.Subject + "”"}
+}
+
+// pad extends lines with empty ones to n.
+func pad(lines []string, n int) []string {
+	for len(lines) < n {
+		lines = append(lines, "")
+	}
+	return lines
 }
 
 // localPart drops the constant "@gatehouse.invalid" of transport ids so

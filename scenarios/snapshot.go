@@ -37,7 +37,8 @@ type AudienceView struct {
 
 // Row is one action key across the three columns: the intended action,
 // its attempts and the messages that arrived for it. A row with an empty
-// State holds arrivals the ledger has no action for.
+// State holds arrivals the ledger has no action for. Each arrival names the
+// attempt whose Message-ID it carries (see Lines), or is Unmatched.
 type Row struct {
 	Key      string        `json:"key"`
 	Name     string        `json:"name"`
@@ -53,16 +54,86 @@ type AttemptCell struct {
 	Number      int    `json:"number"`
 	TransportID string `json:"transport_id"`
 	Outcome     string `json:"outcome"` // "in flight" while none is recorded
+	// Reconciled says the outcome was established afterwards, from the
+	// destination's records or by a person, not by the destination's reply.
+	Reconciled bool `json:"reconciled,omitempty"`
 }
 
 // ArrivalCell is one message the mailbox stored. At is the fake-clock time
-// of the step after which it was first seen.
+// of the step after which it was first seen. Attempt is the number of the
+// attempt of the same action whose Message-ID (<transport id>) the message
+// carries; 0 with Unmatched set when it carries none of them, which is a
+// contradiction for a person: the ledger recorded no attempt that sent it.
 type ArrivalCell struct {
 	MessageID string    `json:"message_id"`
 	To        string    `json:"to"`
 	Subject   string    `json:"subject"`
 	At        time.Time `json:"at"`
 	Duplicate bool      `json:"duplicate"`
+	Attempt   int       `json:"attempt"`
+	Unmatched bool      `json:"unmatched,omitempty"`
+}
+
+// Line is one line of a row aligned by attempt: an attempt with one
+// message that carries its Message-ID, or either alone (an attempt nothing
+// arrived for, a second arrival of the same attempt, an unmatched arrival).
+type Line struct {
+	Attempt *AttemptCell
+	Arrival *ArrivalCell
+}
+
+// Lines aligns a row's arrivals with its attempts: each attempt in order
+// with the arrivals that carry its Message-ID, then the unmatched arrivals.
+// A row always has at least one line.
+func (r Row) Lines() []Line {
+	var out []Line
+	for i := range r.Attempts {
+		at := &r.Attempts[i]
+		n := 0
+		for j := range r.Arrivals {
+			if m := &r.Arrivals[j]; !m.Unmatched && m.Attempt == at.Number {
+				if n == 0 {
+					out = append(out, Line{Attempt: at, Arrival: m})
+				} else {
+					out = append(out, Line{Arrival: m})
+				}
+				n++
+			}
+		}
+		if n == 0 {
+			out = append(out, Line{Attempt: at})
+		}
+	}
+	for j := range r.Arrivals {
+		if m := &r.Arrivals[j]; m.Unmatched {
+			out = append(out, Line{Arrival: m})
+		}
+	}
+	if len(out) == 0 {
+		out = append(out, Line{})
+	}
+	return out
+}
+
+// matchAttempts sets each arrival's attempt from its Message-ID: an
+// attempt's Message-ID is "<" + its transport id + ">" (the mailbox stores
+// it without the brackets).
+func matchAttempts(row *Row) {
+	for i := range row.Arrivals {
+		m := &row.Arrivals[i]
+		m.Attempt, m.Unmatched = 0, true
+		for _, at := range row.Attempts {
+			if at.TransportID != "" && bareMessageID(m.MessageID) == bareMessageID(at.TransportID) {
+				m.Attempt, m.Unmatched = at.Number, false
+				break
+			}
+		}
+	}
+}
+
+func bareMessageID(s string) string {
+	s = strings.TrimSpace(s)
+	return strings.TrimSuffix(strings.TrimPrefix(s, "<"), ">")
 }
 
 // Counts are the figures the design keeps apart. Arrived comes from the
@@ -169,6 +240,7 @@ func (r *Run) rows(ctx context.Context) ([]Row, error) {
 	}
 	out := make([]Row, len(rows))
 	for i, row := range rows {
+		matchAttempts(row)
 		out[i] = *row
 	}
 	return out, nil
@@ -195,7 +267,8 @@ func (r *Run) actionRow(ctx context.Context, a ledger.Action, name string) (*Row
 		if at.Reconciled {
 			o += " (reconciled)"
 		}
-		row.Attempts = append(row.Attempts, AttemptCell{Number: at.Number, TransportID: at.TransportID, Outcome: o})
+		row.Attempts = append(row.Attempts, AttemptCell{Number: at.Number, TransportID: at.TransportID, Outcome: o,
+			Reconciled: at.Reconciled})
 	}
 	return row, nil
 }

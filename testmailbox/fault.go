@@ -85,7 +85,7 @@ func (f *Fault) UnmarshalJSON(b []byte) error {
 	if j.Duration != "" {
 		d, err := time.ParseDuration(j.Duration)
 		if err != nil {
-			return fmt.Errorf("fault %s: field \"duration\": %w", j.Kind, err)
+			return fmt.Errorf("fault %s: field \"duration\": %q is not a duration like 500ms or 3s", j.Kind, j.Duration)
 		}
 		f.Duration = d
 	}
@@ -241,6 +241,9 @@ type FaultStatus struct {
 	Fired int64 `json:"fired"`
 	// Remaining is how many more times it will fire; -1 means no end.
 	Remaining int `json:"remaining"`
+	// Until is when a timed down fault ends (the listener comes back up);
+	// zero for every other fault.
+	Until time.Time `json:"until,omitzero"`
 }
 
 // MarshalJSON flattens the fault and its counters into one object.
@@ -255,6 +258,9 @@ func (s FaultStatus) MarshalJSON() ([]byte, error) {
 	}
 	m["fired"] = s.Fired
 	m["remaining"] = s.Remaining
+	if !s.Until.IsZero() {
+		m["until"] = s.Until
+	}
 	return json.Marshal(m)
 }
 
@@ -263,7 +269,8 @@ type activeFault struct {
 	Fault
 	rng       *rand.Rand
 	fired     int64
-	remaining int // -1: no end
+	remaining int       // -1: no end
+	until     time.Time // when a timed down ends, once it has started
 }
 
 // faultSet holds the configured faults; it is safe for concurrent sessions.
@@ -341,6 +348,18 @@ func (s *faultSet) countDown() {
 	}
 }
 
+// downUntil records when the down fault in force ends.
+func (s *faultSet) downUntil(t time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, a := range s.active {
+		if a.Kind == FaultDown {
+			a.until = t
+			return
+		}
+	}
+}
+
 // pick decides which fault, if any, fires for a message with these
 // recipients, and counts it. The zero Fault means none.
 func (s *faultSet) pick(rcpts []string) Fault {
@@ -384,7 +403,7 @@ func (s *faultSet) status() []FaultStatus {
 	defer s.mu.Unlock()
 	out := make([]FaultStatus, 0, len(s.active))
 	for _, a := range s.active {
-		out = append(out, FaultStatus{Fault: a.Fault, Fired: a.fired, Remaining: a.remaining})
+		out = append(out, FaultStatus{Fault: a.Fault, Fired: a.fired, Remaining: a.remaining, Until: a.until})
 	}
 	return out
 }
@@ -412,7 +431,7 @@ func (s *FaultStatus) UnmarshalJSON(b []byte) error {
 		return fmt.Errorf("fault status: %w", err)
 	}
 	var st FaultStatus
-	for name, dst := range map[string]any{"fired": &st.Fired, "remaining": &st.Remaining} {
+	for name, dst := range map[string]any{"fired": &st.Fired, "remaining": &st.Remaining, "until": &st.Until} {
 		if v, ok := m[name]; ok {
 			if err := json.Unmarshal(v, dst); err != nil {
 				return fmt.Errorf("fault status: field %q: %w", name, err)

@@ -7,7 +7,9 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"reflect"
 	"strconv"
+	"strings"
 )
 
 // HTTP API paging bounds.
@@ -52,9 +54,11 @@ type ErrorResponse struct {
 //	PUT    /api/v1/faults   (FaultsRequest)                              → FaultsResponse
 //	DELETE /api/v1/faults                                                → FaultsResponse
 //
-// Bad parameters get 400, unknown ids and paths 404, each with an
-// ErrorResponse body. Unknown query parameters are refused rather than
-// ignored, so a misspelt filter cannot silently count everything.
+// Bad parameters and bodies get 400, unknown ids and paths 404, a method a
+// path does not take 405 with an Allow header, each with an ErrorResponse
+// body in the API's own words. Unknown query parameters and body fields are
+// refused rather than ignored, so a misspelt filter cannot silently count
+// everything. docs/mailbox.md documents every request with examples.
 func (m *Mailbox) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/v1/messages", m.handleList)
@@ -65,10 +69,31 @@ func (m *Mailbox) Handler() http.Handler {
 	mux.HandleFunc("GET /api/v1/faults", m.handleFaults)
 	mux.HandleFunc("PUT /api/v1/faults", m.handleSetFaults)
 	mux.HandleFunc("DELETE /api/v1/faults", m.handleClearFaults)
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, pattern := mux.Handler(r); pattern != "" {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		if allow := allowed(mux, r); len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("%s takes %s, not %s", r.URL.Path, strings.Join(allow, ", "), r.Method))
+			return
+		}
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
-	return mux
+}
+
+// allowed lists the methods mux serves r's path with.
+func allowed(mux *http.ServeMux, r *http.Request) []string {
+	var out []string
+	for _, method := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		probe := r.Clone(r.Context())
+		probe.Method = method
+		if _, pattern := mux.Handler(probe); pattern != "" {
+			out = append(out, method)
+		}
+	}
+	return out
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -209,7 +234,11 @@ func (m *Mailbox) handleSetFaults(w http.ResponseWriter, r *http.Request) {
 	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, "fault request: "+err.Error())
+		writeError(w, http.StatusBadRequest, "fault request: "+bodyProblem(err))
+		return
+	}
+	if dec.More() {
+		writeError(w, http.StatusBadRequest, "fault request: "+faultsBodyHint+"; send one object, nothing after it")
 		return
 	}
 	faults := req.Faults
@@ -232,6 +261,59 @@ func (m *Mailbox) handleSetFaults(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, m.faultsResponse())
+}
+
+// faultsBodyHint is the shape of a PUT /api/v1/faults body.
+const faultsBodyHint = `want {"specs": ["down=5s"]} or {"faults": [{"kind": "delay_reply", "duration": "3s"}]}`
+
+// bodyProblem words a JSON decoding error in the API's terms: where the
+// body is wrong and what it should hold, never a Go type name.
+func bodyProblem(err error) string {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.Is(err, io.EOF):
+		return "the body is empty; " + faultsBodyHint
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "the body ends before its JSON does; " + faultsBodyHint
+	case errors.As(err, &syn):
+		return fmt.Sprintf("the body is not JSON (at byte %d); %s", syn.Offset, faultsBodyHint)
+	case errors.As(err, &typ):
+		where := "the body"
+		if typ.Field != "" {
+			where = fmt.Sprintf("field %q", typ.Field)
+		}
+		return fmt.Sprintf("%s must be %s, not a JSON %s; %s", where, jsonKind(typ.Type), typ.Value, faultsBodyHint)
+	}
+	msg := err.Error()
+	if f, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
+		return "unknown field " + f + " (want faults, specs); " + faultsBodyHint
+	}
+	if i := strings.Index(msg, "json: unknown field "); i >= 0 { // inside a fault object
+		return strings.Replace(msg[:i], "fault: ", "", 1) + "unknown field " + strings.TrimPrefix(msg[i:], "json: unknown field ") +
+			" in a fault (want kind, duration, count, to, p, seed)"
+	}
+	return strings.ReplaceAll(msg, "json: ", "")
+}
+
+// jsonKind names the JSON a Go type is read from.
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a whole number"
+	}
+	return "another kind of value"
 }
 
 func (m *Mailbox) handleClearFaults(w http.ResponseWriter, _ *http.Request) {

@@ -12,6 +12,12 @@ import (
 
 func httpDo(t *testing.T, method, url, body string) (int, []byte) {
 	t.Helper()
+	status, b, _ := httpDoHeader(t, method, url, body)
+	return status, b
+}
+
+func httpDoHeader(t *testing.T, method, url, body string) (int, []byte, http.Header) {
+	t.Helper()
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
@@ -29,7 +35,7 @@ func httpDo(t *testing.T, method, url, body string) (int, []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return resp.StatusCode, b
+	return resp.StatusCode, b, resp.Header
 }
 
 func TestHTTPErrors(t *testing.T) {
@@ -58,10 +64,21 @@ func TestHTTPErrors(t *testing.T) {
 		{"FaultMissingDelay", "PUT", "/api/v1/faults", `{"faults":[{"kind":"delay_reply"}]}`, 400, `"duration"`},
 		{"FaultBadProbability", "PUT", "/api/v1/faults", `{"faults":[{"kind":"reject_temporary","p":2}]}`, 400, `"p"`},
 		{"FaultBadSpec", "PUT", "/api/v1/faults", `{"specs":["reject_temporary:count=x"]}`, 400, `"count"`},
+		{"FaultEmptyBody", "PUT", "/api/v1/faults", "", 400, `the body is empty; want {"specs": ["down=5s"]}`},
+		{"FaultSpecsNotAList", "PUT", "/api/v1/faults", `{"specs":"down=5s"}`, 400, `field "specs" must be a list, not a JSON string`},
+		{"FaultsNotAList", "PUT", "/api/v1/faults", `{"faults":{"kind":"down"}}`, 400, `field "faults" must be a list, not a JSON object`},
+		{"FaultCountNotANumber", "PUT", "/api/v1/faults", `{"faults":[{"kind":"reject_temporary","count":"2"}]}`, 400, `must be a whole number, not a JSON string`},
+		{"FaultBodyNotAnObject", "PUT", "/api/v1/faults", `["down"]`, 400, `the body must be an object, not a JSON array`},
+		{"FaultUnknownTopField", "PUT", "/api/v1/faults", `{"spec":["down"]}`, 400, `unknown field "spec" (want faults, specs)`},
+		{"FaultTwoBodies", "PUT", "/api/v1/faults", `{"specs":[]} {"specs":[]}`, 400, "nothing after it"},
+		{"PostMessages", "POST", "/api/v1/messages", "{}", 405, "/api/v1/messages takes GET, HEAD, DELETE, not POST"},
+		{"PostFaults", "POST", "/api/v1/faults", "{}", 405, "takes GET, HEAD, PUT, DELETE"},
+		{"DeleteStats", "DELETE", "/api/v1/stats", "", 405, "takes GET, HEAD"},
+		{"PutMessage", "PUT", "/api/v1/messages/1", "", 405, "takes GET, HEAD"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			status, body := httpDo(t, tt.method, api+tt.path, tt.body)
+			status, body, header := httpDoHeader(t, tt.method, api+tt.path, tt.body)
 			if status != tt.status {
 				t.Errorf("status %d; want %d (%s)", status, tt.status, body)
 			}
@@ -71,6 +88,14 @@ func TestHTTPErrors(t *testing.T) {
 			}
 			if !strings.Contains(e.Error, tt.want) {
 				t.Errorf("error %q; want it to mention %s", e.Error, tt.want)
+			}
+			for _, leak := range []string{"json:", "Go ", "struct", "testmailbox.", "[]", "int64"} {
+				if strings.Contains(e.Error, leak) {
+					t.Errorf("error %q leaks %q from the implementation", e.Error, leak)
+				}
+			}
+			if allow := header.Get("Allow"); (status == 405) != (allow != "") || (allow != "" && !strings.Contains(e.Error, allow)) {
+				t.Errorf("status %d with Allow %q (error %q)", status, allow, e.Error)
 			}
 		})
 	}
@@ -276,5 +301,27 @@ func TestParseFault(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tt.field) {
 			t.Errorf("ParseFault(%q) = %v; want an error naming %s", tt.spec, err, tt.field)
 		}
+	}
+}
+
+// TestHTTPTimedDownSaysWhenItEnds: a down fault with a duration reports
+// when the listener comes back; one without reports no end time.
+func TestHTTPTimedDownSaysWhenItEnds(t *testing.T) {
+	m := start(t, Config{})
+	api := m.APIURL()
+	before := time.Now()
+	status, body := httpDo(t, "PUT", api+"/api/v1/faults", `{"specs":["down=1h"]}`)
+	var fr FaultsResponse
+	if err := json.Unmarshal(body, &fr); status != 200 || err != nil || len(fr.Faults) != 1 || !fr.Down {
+		t.Fatalf("put: %d %s", status, body)
+	}
+	until := fr.Faults[0].Until
+	if until.Before(before.Add(time.Hour-time.Second)) || until.After(time.Now().Add(time.Hour)) {
+		t.Fatalf("until %v, want about an hour from %v (%s)", until, before, body)
+	}
+	status, body = httpDo(t, "PUT", api+"/api/v1/faults", `{"specs":["down"]}`)
+	if err := json.Unmarshal(body, &fr); status != 200 || err != nil || !fr.Faults[0].Until.IsZero() ||
+		strings.Contains(string(body), "until") {
+		t.Fatalf("an untimed down says when it ends: %d %s", status, body)
 	}
 }

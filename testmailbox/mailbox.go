@@ -384,6 +384,7 @@ func (m *Mailbox) applyDown() error {
 		m.faults.countDown()
 	}
 	if f.Duration > 0 {
+		m.faults.downUntil(time.Now().Add(f.Duration).UTC().Truncate(time.Millisecond))
 		m.downTimer = time.AfterFunc(f.Duration, func() {
 			m.faults.removeDown()
 			if err := m.applyDown(); err != nil && m.cfg.ErrorLog != nil {

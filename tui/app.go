@@ -92,6 +92,9 @@ func (a *App) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case popMsg:
 		a.onPop()
 	case statusMsg:
+		if msg.owner == 0 {
+			msg.owner = a.top().ID()
+		}
 		a.status = msg
 	default:
 		cmd = a.updateTop(msg)
@@ -174,7 +177,7 @@ func (a *App) onRouted(msg routedMsg) tea.Cmd {
 		if s.ID() == msg.to {
 			var cmd tea.Cmd
 			a.stack[i], cmd = s.Update(msg.msg)
-			return cmd
+			return owned(s.ID(), cmd)
 		}
 	}
 	return nil // the screen was closed meanwhile
@@ -183,12 +186,15 @@ func (a *App) onRouted(msg routedMsg) tea.Cmd {
 func (a *App) onPush(s Screen) tea.Cmd {
 	s.SetSize(a.width, a.bodyHeight())
 	a.stack = append(a.stack, s)
-	return s.Init()
+	a.status = statusMsg{}
+	return owned(s.ID(), s.Init())
 }
 
+// onPop closes the top screen, and with it the status line it set.
 func (a *App) onPop() {
 	if len(a.stack) > 1 {
 		a.stack = a.stack[:len(a.stack)-1]
+		a.status = statusMsg{}
 	}
 }
 
@@ -196,7 +202,31 @@ func (a *App) updateTop(msg tea.Msg) tea.Cmd {
 	i := len(a.stack) - 1
 	var cmd tea.Cmd
 	a.stack[i], cmd = a.stack[i].Update(msg)
-	return cmd
+	return owned(a.stack[i].ID(), cmd)
+}
+
+// owned marks the status lines cmd produces as set by screen id, so each
+// is shown only while that screen is on top.
+func owned(id int, cmd tea.Cmd) tea.Cmd {
+	if cmd == nil {
+		return nil
+	}
+	return func() tea.Msg {
+		switch msg := cmd().(type) {
+		case statusMsg:
+			if msg.owner == 0 {
+				msg.owner = id
+			}
+			return msg
+		case tea.BatchMsg:
+			for i := range msg {
+				msg[i] = owned(id, msg[i])
+			}
+			return msg
+		default:
+			return msg
+		}
+	}
 }
 
 // View implements tea.Model. The root alone decides alt screen and mouse.
@@ -212,29 +242,50 @@ func (a *App) View() tea.View {
 func (a *App) Render() string {
 	body := a.top().View()
 	if a.showHelp {
-		a.help.ShowAll = true
-		body = a.th.Header.Render("Keys") + "\n\n" + a.help.View(a.fullKeys())
-		a.help.ShowAll = false
+		body = a.th.Header.Render("Keys") + a.th.Dim.Render(" — any key closes this") + "\n\n" +
+			strings.Join(fullHelpLines(a.help.Styles, a.fullKeys(), a.width), "\n")
 	}
 	lines := []string{
 		fitLine(a.th.Title.Render("gatehouse")+" "+a.th.Header.Render(a.top().Title()), a.width),
 		fitBlock(body, a.width, a.bodyHeight()),
 		fitLine(a.statusLine(), a.width),
-		fitLine(a.help.View(a.top().KeyMap()), a.width),
+		fitLine(a.shortHelp(), a.width),
 	}
 	return strings.Join(lines, "\n")
 }
 
-// fullKeys adds the app's own bindings to the screen's full help.
-func (a *App) fullKeys() help.KeyMap {
-	km := a.top().KeyMap()
-	return helpKeys{short: km.ShortHelp(), full: append(km.FullHelp(), appKeys())}
+// fullKeys adds the app's own bindings to the screen's full help: back
+// only where there is a screen to go back to.
+func (a *App) fullKeys() [][]key.Binding {
+	app := appKeys()
+	if len(a.stack) > 1 {
+		app = append([]key.Binding{Keys.Back}, app...)
+	}
+	return append(a.top().KeyMap().FullHelp(), app)
+}
+
+// shortHelp is the help line: the screen's keys, most important first, as
+// many as fit, then always back (below the first screen), help and quit.
+// While a screen reads text its own keys (confirm, cancel) are all there is.
+func (a *App) shortHelp() string {
+	keys := a.top().KeyMap().ShortHelp()
+	if a.top().Capturing() {
+		return shortHelpLine(a.help.Styles, keys, nil, a.width)
+	}
+	tail := []key.Binding{Keys.Help, Keys.Quit}
+	if len(a.stack) > 1 {
+		tail = append([]key.Binding{Keys.Back}, tail...)
+	}
+	return shortHelpLine(a.help.Styles, keys, tail, a.width)
 }
 
 func (a *App) statusLine() string {
 	prefix := ""
 	if a.top().Busy() {
 		prefix = a.spin.View() + " "
+	}
+	if a.status.owner != a.top().ID() {
+		return prefix
 	}
 	if a.status.err {
 		return prefix + a.th.Bad.Render("✗ "+a.status.text)

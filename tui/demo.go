@@ -194,8 +194,10 @@ func (d *Demo) KeyMap() help.KeyMap {
 	if d.form != nil {
 		return helpKeys{short: []key.Binding{k.Confirm, k.Cancel}}
 	}
-	short := []key.Binding{k.Step, k.Focus, k.ActView, k.ActTakeOver, k.Back, k.Help, k.Quit}
-	return helpKeys{short: short, full: [][]key.Binding{{k.Step, k.Focus, k.ActView, k.ActTakeOver}}}
+	focus := k.Focus
+	focus.SetHelp("tab", "next pane")
+	short := []key.Binding{k.Step, k.ActTakeOver, k.ActView, focus}
+	return helpKeys{short: short, full: [][]key.Binding{{k.Step, focus, k.ActView, k.ActTakeOver}}}
 }
 
 // View implements Screen.
@@ -208,8 +210,17 @@ func (d *Demo) View() string {
 	if d.form != nil {
 		return strings.Join(append(lines, "", d.form.view(d.th, min(w-2, 76))), "\n")
 	}
-	paneH := max(d.height-len(lines)-2-2-max(len(d.state.arrivals), 1), 6)
+	// Under the panes (two border lines each): the mailbox title, then its
+	// table (a header and a line per arrival) or one line saying it is empty.
+	mailH := 1
+	if n := len(d.state.arrivals); n > 0 {
+		mailH = n + 1
+	}
+	paneH := max(d.height-len(lines)-2-1-mailH, 6)
 	lines = append(lines, d.panes(w, paneH), d.th.Header.Render(fmt.Sprintf("Mailbox — what actually arrived (%d)", len(d.state.arrivals))))
+	if len(d.state.arrivals) == 0 {
+		return strings.Join(append(lines, d.th.Dim.Render("  nothing has arrived yet")), "\n")
+	}
 	lines = append(lines, renderTable(d.th, arrivalCols, arrivalRows(d.state.arrivals), -1, w)...)
 	return strings.Join(lines, "\n")
 }
@@ -274,12 +285,14 @@ func yesNo(b bool) string {
 	return "no"
 }
 
-var arrivalCols = []column{{"message-id", 12, 4}, {"to", 8, 1}, {"subject", 8, 1}, {"arrived", 8, 0}}
+// The message-id (without its constant domain) and the recipient are what
+// prove an arrival, so they are never cut; the subject gives way.
+var arrivalCols = []column{{"message-id", 12, 0}, {"to", 8, 0}, {"subject", 8, 1}, {"arrived", 8, 0}}
 
 func arrivalRows(as []Arrival) []row {
 	out := make([]row, len(as))
 	for i, a := range as {
-		out[i] = row{cells: []string{a.MessageID, a.To, a.Subject, a.At.Format(clockFormat)}}
+		out[i] = row{cells: []string{localPart(a.MessageID), a.To, a.Subject, a.At.Format(clockFormat)}}
 		if a.Duplicate {
 			out[i].mark = markBad
 			out[i].cells[2] = "DUPLICATE · " + a.Subject

@@ -59,7 +59,7 @@ func actionDetailLines(th Theme, d ledger.ActionDetail, w int) []string {
 	)
 	out = append(out, approvalLines(th, d.Approvals, w)...)
 	out = append(out, checkLines(th, d.Checks)...)
-	out = append(out, attemptLines(th, d.Attempts)...)
+	out = append(out, attemptLines(th, d.Attempts, w)...)
 	if len(d.Correction) > 0 {
 		out = append(out, "", th.Header.Render("Corrections"), "  "+strings.Join(d.Correction, ", "))
 	}
@@ -108,16 +108,19 @@ func checkLines(th Theme, cs []ledger.MaterialCheck) []string {
 	return out
 }
 
-func attemptLines(th Theme, ats []ledger.Attempt) []string {
+// attemptLines lead each attempt with its outcome, which a narrow screen
+// must not cut, then who started it and its transport id (the Message-ID).
+func attemptLines(th Theme, ats []ledger.Attempt, w int) []string {
 	out := []string{"", th.Header.Render("Attempts")}
 	if len(ats) == 0 {
 		return append(out, th.Dim.Render("  none"))
 	}
 	for _, at := range ats {
-		out = append(out, fmt.Sprintf("  #%d  %s  by %s at %s → %s", at.Number, at.TransportID, at.Executor,
-			at.StartedAt.Format(clockFormat), th.mark(outcomeMark(at.Outcome)).Render(outcomeLabel(at))))
-		if at.Response != "" {
-			out = append(out, "      "+th.Dim.Render(at.Response))
+		out = append(out, fmt.Sprintf("  #%d  %s, started by %s at %s", at.Number,
+			th.mark(outcomeMark(at.Outcome)).Render(outcomeLabel(at)), at.Executor, at.StartedAt.Format(clockFormat)))
+		out = append(out, "      transport id "+at.TransportID)
+		for _, l := range para("      ", at.Response, w) {
+			out = append(out, th.Dim.Render(l))
 		}
 	}
 	return out
@@ -176,7 +179,7 @@ func taskDetailLines(th Theme, t ledger.Task, pres []ledger.Presence, total int,
 	}
 	out = append(out, para("  on it now  ", orNone(strings.Join(on, ", "))+" — advisory only", w)...)
 	out = append(out, "", th.Header.Render(fmt.Sprintf("Actions (%d)", total)))
-	out = append(out, renderTable(th, actionCols, actionRows(acts), -1, w)...)
+	out = append(out, renderTable(th, actionCols, actionRows(acts, w < wideTable), -1, w)...)
 	return append(out, eventLines(th, "History (newest 50)", evs, w)...)
 }
 

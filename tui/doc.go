@@ -2,6 +2,8 @@ package tui
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 
 	"charm.land/bubbles/v2/help"
@@ -77,13 +79,17 @@ func (d *docScreen) View() string {
 		return "loading…"
 	}
 	end := min(d.off+d.height, len(lines))
-	return strings.Join(lines[min(d.off, end):end], "\n")
+	shown := slices.Clone(lines[min(d.off, end):end])
+	if end < len(lines) && len(shown) > 0 { // say that there is more, and how to see it
+		shown[len(shown)-1] = d.th.Dim.Render(fmt.Sprintf("↓ %d more lines: j or pgdn", len(lines)-end+1))
+	}
+	return strings.Join(shown, "\n")
 }
 
 // KeyMap implements Screen.
 func (d *docScreen) KeyMap() help.KeyMap {
 	k := Keys
-	return helpKeys{short: []key.Binding{k.Up, k.Down, k.PageDown, k.Back, k.Help, k.Quit},
+	return helpKeys{short: []key.Binding{k.Up, k.Down, k.PageDown},
 		full: [][]key.Binding{navKeys()}}
 }
 

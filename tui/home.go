@@ -121,12 +121,19 @@ func (h *Home) onFilterKey(msg tea.KeyPressMsg) tea.Cmd {
 
 // applyFilter keeps the scenarios whose name, title or description
 // contain the filter text.
+// The selected scenario stays selected while it is shown.
 func (h *Home) applyFilter() {
+	was := h.selected()
 	q := strings.ToLower(h.filter.Value())
 	h.shown = h.shown[:0]
 	for _, sc := range h.cfg.Scenarios {
 		if strings.Contains(strings.ToLower(sc.Name+" "+sc.Title+" "+sc.Description), q) {
 			h.shown = append(h.shown, sc)
+		}
+	}
+	for i, sc := range h.shown {
+		if sc == was {
+			h.pos.cursor = i
 		}
 	}
 	h.pos.setTotal(len(h.shown))
@@ -179,11 +186,13 @@ func (h *Home) KeyMap() help.KeyMap {
 		return helpKeys{short: []key.Binding{bind("enter", "apply"), k.Cancel}}
 	}
 	rehearse := bind("enter", "rehearse", "enter")
-	short := []key.Binding{rehearse, k.Filter, k.Demo, k.Inspect, k.Up, k.Down, k.Help, k.Quit}
+	short := []key.Binding{rehearse, k.Filter, k.Demo, k.Inspect, k.Up, k.Down}
 	return helpKeys{short: short, full: [][]key.Binding{navKeys(), {rehearse, k.Filter, k.Demo, k.Inspect}}}
 }
 
-var homeCols = []column{{"scenario", 10, 1}, {"title", 10, 3}, {"last verdict", 12, 0}}
+// A scenario's name is what a reader types (rehearse NAME), so it is never
+// cut; the title gives way.
+var homeCols = []column{{"scenario", 10, 0}, {"title", 10, 1}, {"verdict", 7, 0}}
 
 // View implements Screen.
 func (h *Home) View() string {
@@ -193,7 +202,15 @@ func (h *Home) View() string {
 	for _, sc := range h.shown[h.pos.top:end] {
 		rows = append(rows, h.scenarioRow(sc))
 	}
-	lines = append(lines, renderTable(h.th, homeCols, rows, h.pos.selected(), h.width)...)
+	if len(h.shown) == 0 {
+		return strings.Join(append(lines, "", h.th.Dim.Render("  no matches: esc shows every scenario")), "\n")
+	}
+	// Widths come from every scenario, so filtering never narrows a column.
+	all := make([]row, len(h.cfg.Scenarios))
+	for i, sc := range h.cfg.Scenarios {
+		all[i] = h.scenarioRow(sc)
+	}
+	lines = append(lines, renderTableIn(h.th, homeCols, rows, h.pos.selected(), widths(homeCols, all, h.width))...)
 	if sc := h.selected(); sc != nil {
 		lines = append(lines, "")
 		lines = append(lines, para("", sc.Description, h.width)...)
@@ -205,7 +222,11 @@ func (h *Home) filterLine() string {
 	if h.filtering || h.filter.Value() != "" {
 		return h.filter.View()
 	}
-	return h.th.Dim.Render(plural(len(h.shown), "scenario"))
+	s := plural(len(h.shown), "scenario")
+	if n := len(h.shown); n > h.pos.rows {
+		s += fmt.Sprintf(" · %d–%d shown", h.pos.top+1, min(h.pos.top+h.pos.rows, n))
+	}
+	return h.th.Dim.Render(s)
 }
 
 func (h *Home) scenarioRow(sc *scenarios.Scenario) row {

@@ -50,6 +50,8 @@ var tabNames = [tabCount]string{"Tasks", "Actions", "Holds & unknown", "Metrics"
 // list is the visible window of one list tab and what selects it.
 type list struct {
 	pos     listPos
+	follow  string // the selected row's key or task id, kept across reloads
+	loaded  bool   // a load of this list has come back
 	search  string
 	state   int // actions tab: index into stateChoices
 	tasks   []ledger.TaskSummary
@@ -90,7 +92,7 @@ func NewInspector(th Theme, cfg InspectorConfig) *Inspector {
 	if cfg.Source == "" {
 		cfg.Source = cfg.Ledger.Path()
 	}
-	s := newInput("/", "key, customer or recipient")
+	s := newInput("/", "")
 	return &Inspector{base: newBase(th), cfg: cfg, search: s}
 }
 
@@ -206,16 +208,19 @@ func (in *Inspector) KeyMap() help.KeyMap {
 	case in.searching:
 		return helpKeys{short: []key.Binding{bind("enter", "apply"), k.Cancel}}
 	}
-	short := []key.Binding{k.Focus, k.Open, k.Filter}
+	// Most important first: the app drops keys from the end to fit.
+	focus := k.Focus
+	focus.SetHelp("tab", "next tab")
+	short := []key.Binding{k.Open, focus}
 	switch in.tab {
 	case tabTasks:
-		short = append(short, k.TakeOver)
+		short = append(short, k.Filter, k.TakeOver)
 	case tabActions:
-		short = append(short, k.StateFilter, k.Hold, k.ReleaseHold, k.Reconcile)
+		short = append(short, k.Filter, k.StateFilter, k.Hold, k.ReleaseHold, k.Reconcile)
 	case tabHolds:
-		short = append(short, k.ReleaseHold, k.Reconcile)
+		short = append(short, k.Reconcile, k.ReleaseHold, k.Filter)
 	}
-	short = append(short, k.Stop, k.Resume, k.Help, k.Quit)
+	short = append(short, k.Stop, k.Resume)
 	ops := []key.Binding{k.Hold, k.ReleaseHold, k.Reconcile, k.Arrived, k.NotArrived, k.TakeOver, k.Stop, k.Resume}
-	return helpKeys{short: short, full: [][]key.Binding{navKeys(), {k.Open, k.Filter, k.StateFilter}, ops}}
+	return helpKeys{short: short, full: [][]key.Binding{navKeys(), {k.Open, focus, k.Filter, k.StateFilter}, ops}}
 }

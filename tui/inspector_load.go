@@ -16,12 +16,19 @@ type query struct {
 	tab     tab
 	actions ledger.ActionFilter
 	tasks   ledger.TaskFilter
+	// follow is the key or task id selected before the load; the load finds
+	// where it stands now and keeps it on the same screen line (selRow).
+	follow string
+	selRow int
 }
 
 // loadedMsg is the result of a query.
 type loadedMsg struct {
 	seq     int
 	tab     tab
+	top     int  // the first row loaded
+	found   bool // the followed row was found, at rank
+	rank    int
 	total   int
 	tasks   []ledger.TaskSummary
 	actions []ledger.Action
@@ -46,6 +53,7 @@ func (in *Inspector) load() tea.Cmd {
 		if in.tab == tabHolds {
 			q.actions.States = holdStates
 		}
+		q.follow, q.selRow = li.follow, li.pos.selected()
 		in.loadedTop = li.pos.top
 	}
 	l := in.cfg.Ledger
@@ -60,18 +68,77 @@ func (q query) run(ctx context.Context, l *ledger.Ledger) loadedMsg {
 		m.err = fmt.Errorf("read stop switch: %w", m.err)
 		return m
 	}
-	switch q.tab {
-	case tabTasks:
-		m.total, m.tasks, m.err = l.ListTasks(ctx, q.tasks)
-	case tabActions, tabHolds:
-		m.total, m.actions, m.err = l.ListActions(ctx, q.actions)
-	case tabMetrics:
-		m.metrics, m.err = l.Metrics(ctx)
+	if q.tab >= tabMetrics {
+		if q.tab == tabMetrics {
+			if m.metrics, m.err = l.Metrics(ctx); m.err != nil {
+				m.err = fmt.Errorf("load %s: %w", tabNames[q.tab], m.err)
+			}
+		}
+		return m
+	}
+	if m.err = q.page(ctx, l, &m); m.err == nil {
+		m.err = q.findFollowed(ctx, l, &m)
 	}
 	if m.err != nil {
 		m.err = fmt.Errorf("load %s: %w", tabNames[q.tab], m.err)
 	}
 	return m
+}
+
+// page reads the window of rows at the query's offset.
+func (q *query) page(ctx context.Context, l *ledger.Ledger, m *loadedMsg) error {
+	var err error
+	m.top = q.actions.Offset
+	if q.tab == tabTasks {
+		m.total, m.tasks, err = l.ListTasks(ctx, q.tasks)
+	} else {
+		m.total, m.actions, err = l.ListActions(ctx, q.actions)
+	}
+	return err
+}
+
+// findFollowed keeps the selected row selected: when newer rows arrived
+// above it, it finds where the row stands now and reads the window that
+// keeps it on the same screen line. When the row is still on that line, as
+// on most reloads, it costs nothing more.
+func (q *query) findFollowed(ctx context.Context, l *ledger.Ledger, m *loadedMsg) error {
+	if q.follow == "" {
+		return nil
+	}
+	if i := m.indexOf(q.follow); i >= 0 {
+		m.found, m.rank = true, m.top+i
+	} else {
+		var err error
+		if q.tab == tabTasks {
+			m.rank, m.found, err = l.TaskRank(ctx, q.tasks, q.follow)
+		} else {
+			m.rank, m.found, err = l.ActionRank(ctx, q.actions, q.follow)
+		}
+		if err != nil || !m.found {
+			return err
+		}
+	}
+	top := max(m.rank-q.selRow, 0)
+	if top == m.top {
+		return nil
+	}
+	q.actions.Offset, q.tasks.Offset = top, top
+	return q.page(ctx, l, m)
+}
+
+// indexOf is where the row with this key or task id is in the page, or -1.
+func (m *loadedMsg) indexOf(id string) int {
+	for i, t := range m.tasks {
+		if t.ID == id {
+			return i
+		}
+	}
+	for i, a := range m.actions {
+		if a.Key == id {
+			return i
+		}
+	}
+	return -1
 }
 
 // onLoaded shows a result unless a newer load was asked for meanwhile.
@@ -89,10 +156,28 @@ func (in *Inspector) onLoaded(msg loadedMsg) tea.Cmd {
 		return nil
 	}
 	li := &in.lists[msg.tab]
-	li.tasks, li.actions = msg.tasks, msg.actions
+	li.tasks, li.actions, li.loaded = msg.tasks, msg.actions, true
+	if msg.found {
+		li.pos.cursor, li.pos.top = msg.rank, msg.top
+	}
+	in.loadedTop = li.pos.top
 	li.pos.setTotal(msg.total)
 	if li.pos.top != in.loadedTop {
 		return in.load() // the list shrank under the cursor: load where it is now
 	}
+	li.follow = in.keyAt(msg.tab, li.pos.selected())
 	return nil
+}
+
+// keyAt is the identity (action key or task id) of a loaded row of tab t.
+func (in *Inspector) keyAt(t tab, i int) string {
+	li := &in.lists[t]
+	switch {
+	case i < 0:
+	case t == tabTasks && i < len(li.tasks):
+		return li.tasks[i].ID
+	case t != tabTasks && i < len(li.actions):
+		return li.actions[i].Key
+	}
+	return ""
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
@@ -25,12 +26,16 @@ func (in *Inspector) onKey(msg tea.KeyPressMsg) tea.Cmd {
 	case key.Matches(msg, Keys.Filter) && in.current() != nil:
 		in.searching = true
 		in.search.SetValue(in.current().search)
+		in.search.Placeholder = "any part of the key, customer, recipient or subject"
+		if in.tab == tabTasks {
+			in.search.Placeholder = "any part of the task id, customer or subject"
+		}
 		in.search.CursorEnd()
 		return in.search.Focus()
 	case key.Matches(msg, Keys.StateFilter) && in.tab == tabActions:
 		li := in.current()
 		li.state = (li.state + 1) % len(stateChoices)
-		li.pos.cursor, li.pos.top = 0, 0
+		li.pos.cursor, li.pos.top, li.follow = 0, 0, ""
 		return in.load()
 	case key.Matches(msg, Keys.Open):
 		return in.openDetail()
@@ -38,8 +43,13 @@ func (in *Inspector) onKey(msg tea.KeyPressMsg) tea.Cmd {
 	if op, ok := in.operationFor(msg); ok {
 		return in.ask(op)
 	}
-	if li := in.current(); li != nil && li.pos.onKey(msg) && li.pos.top != in.loadedTop {
-		return in.load()
+	if li := in.current(); li != nil && li.pos.onKey(msg) {
+		// The selection moved: it is what the cursor is on now, once loaded.
+		li.follow = ""
+		if li.pos.top != in.loadedTop {
+			return in.load()
+		}
+		li.follow = in.keyAt(in.tab, li.pos.selected())
 	}
 	return nil
 }
@@ -55,7 +65,7 @@ func (in *Inspector) onSearchKey(msg tea.KeyPressMsg) tea.Cmd {
 		in.search.Blur()
 		li := in.current()
 		li.search = in.search.Value()
-		li.pos.cursor, li.pos.top = 0, 0
+		li.pos.cursor, li.pos.top, li.follow = 0, 0, ""
 		return in.load()
 	}
 	var cmd tea.Cmd
@@ -187,17 +197,33 @@ func (in *Inspector) ask(op operation) tea.Cmd {
 	return cmd
 }
 
-// perform runs op through the gate; a refusal comes back in the gate's words.
+// perform runs op through the gate; a refusal comes back in the gate's
+// words, reason first (so a narrow status line keeps it) and the key once.
 func (in *Inspector) perform(op operation, title, reason string) tea.Cmd {
 	in.ops++
 	l, actor := in.cfg.Ledger, in.cfg.Actor
 	return in.do(func() tea.Msg {
 		err := op.run(context.Background(), l, actor, op.target, reason)
-		if err != nil {
-			err = fmt.Errorf("%s refused: %w", title, err)
+		name := strings.TrimSuffix(strings.TrimSuffix(op.verb, ":"), " on")
+		if err != nil && op.target != "" {
+			err = fmt.Errorf("%s refused: %s — %s", name, withoutKey(refusal(err), op.target), op.target)
+		} else if err != nil {
+			err = fmt.Errorf("%s refused: %w", name, err)
 		}
 		return opMsg{what: title, err: err}
 	})
+}
+
+// refusal is a gate error in plain words, without the key it is about.
+func refusal(err error) string {
+	var se *ledger.StateError
+	if errors.As(err, &se) {
+		if se.Hint != "" { // what a person can do says most
+			return fmt.Sprintf("%s (it is %s)", se.Hint, stateWord(se.State, false))
+		}
+		return fmt.Sprintf("%v (it is %s)", se.Err, stateWord(se.State, false))
+	}
+	return err.Error()
 }
 
 func (in *Inspector) onOp(msg opMsg) tea.Cmd {

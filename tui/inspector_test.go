@@ -1,6 +1,8 @@
 package tui
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -68,7 +70,7 @@ func TestInspectorKeys(t *testing.T) {
 		quit  bool
 		check func(t *testing.T, a *App, in *Inspector)
 	}{
-		{name: "TabCyclesTabs", keys: []string{"tab"}, want: []string{"action key"},
+		{name: "TabCyclesTabs", keys: []string{"tab"}, want: []string{"why"},
 			check: func(t *testing.T, _ *App, in *Inspector) { wantTab(t, in, tabActions) }},
 		{name: "TabWrapsAround", keys: []string{"tab", "tab", "tab", "tab", "tab"}, want: []string{"viewers"}},
 		{name: "JMovesDown", keys: []string{"j", "j"},
@@ -92,12 +94,17 @@ func TestInspectorKeys(t *testing.T) {
 		{name: "HoldNeedsReason", keys: []string{"tab", "j", "h", "enter"},
 			want: []string{"Hold gh1:cust-cyd", "a reason is required"}},
 		{name: "ReleaseRefusedInGateWords", keys: []string{"tab", "G", "u", "o", "k", "enter"},
-			want: []string{"✗ Release hold on gh1:cust-ada", "refused"}},
+			want: []string{"✗ Release hold refused: it is not held (it is sent)"},
+			check: func(t *testing.T, a *App, _ *Inspector) {
+				if s := screenText(a); strings.Count(s, "gh1:cust-ada") > 0 && strings.Index(s, "not held") > strings.Index(s, "gh1:cust-ada") {
+					t.Fatalf("the key comes before the reason:\n%s", s)
+				}
+			}},
 		{name: "HoldRecorded", keys: []string{"tab", "G", "k", "h", "w", "a", "i", "t", "enter"},
 			want: []string{"done: Hold gh1:cust-bob"}},
 		{name: "FormEscCancels", keys: []string{"tab", "h", "esc"}, want: []string{"cancelled: Hold"}},
 		{name: "ArrivedRefusedUnlessUnknown", keys: []string{"tab", "G", "Y", "o", "k", "enter"},
-			want: []string{"✗ Record as arrived: gh1:cust-ada", "refused"}},
+			want: []string{"✗ Record as arrived refused: its outcome is not unknown (it is sent)"}},
 		{name: "StopAndResume", keys: []string{"S", "x", "enter"}, want: []string{"■ STOPPED", "done: STOP"},
 			check: func(t *testing.T, a *App, _ *Inspector) {
 				typeKeys(a, "R", "o", "k", "enter")
@@ -137,5 +144,63 @@ func wantCursor(t *testing.T, in *Inspector, want int) {
 	t.Helper()
 	if got := in.current().pos.cursor; got != want {
 		t.Fatalf("cursor = %d, want %d", got, want)
+	}
+}
+
+// TestInspectorSelectionFollowsKey: newer rows arriving above the selection
+// (a proposal elsewhere, a task that changed) leave the same key or task
+// selected; a scrolled window moves with it, so it keeps its screen line.
+func TestInspectorSelectionFollowsKey(t *testing.T) {
+	tests := []struct {
+		name   string
+		h      int
+		keys   []string
+		insert int
+		line   int // the selection's screen line afterwards
+	}{
+		// A list that fits shows the newer rows above the selection.
+		{"Actions", 24, []string{"tab", "j"}, 1, 2},
+		{"ActionsTwoNewer", 24, []string{"tab", "j", "j"}, 2, 4},
+		{"Tasks", 24, []string{"j", "j"}, 1, 3},
+		{"Holds", 24, []string{"tab", "tab", "j"}, 1, 2},
+		// A window of three rows scrolls so the selection keeps its line.
+		{"ActionsScrolledWindow", 10, []string{"tab", "j", "j"}, 2, 2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			l := seedLedger(t)
+			if tc.name == "Holds" {
+				if _, err := l.Hold(context.Background(), proposeApproved(t, l, "T-1010", "cust-eli", "wf").Key, "olga", "wait"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			in := newTestInspector(l)
+			a := newDriven(in, 80, tc.h)
+			typeKeys(a, tc.keys...)
+			before := in.keyAt(in.tab, in.current().pos.selected())
+			if before == "" {
+				t.Fatal("nothing selected")
+			}
+			for i := range tc.insert {
+				a := proposeApproved(t, l, fmt.Sprintf("T-20%02d", i), fmt.Sprintf("cust-new%d", i), "late-workflow")
+				if tc.name == "Holds" {
+					if _, err := l.Hold(context.Background(), a.Key, "olga", "wait"); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			drive(a, in.checkChanges())
+			li := in.current()
+			if got := in.keyAt(in.tab, li.pos.selected()); got != before {
+				t.Fatalf("selected %q after the reload, want %q still\n%s", got, before, screenText(a))
+			}
+			if li.pos.selected() != tc.line {
+				t.Fatalf("selection on line %d, want %d", li.pos.selected(), tc.line)
+			}
+			typeKeys(a, "k") // and moving still moves
+			if got := in.keyAt(in.tab, li.pos.selected()); got == before {
+				t.Fatalf("k left %q selected", got)
+			}
+		})
 	}
 }

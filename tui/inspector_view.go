@@ -67,13 +67,39 @@ func (in *Inspector) filterLine() string {
 func (in *Inspector) table() []string {
 	li := in.current()
 	sel := li.pos.selected()
+	if li.pos.total == 0 && li.loaded {
+		return []string{"", in.th.Dim.Render("  " + in.emptyText(li))}
+	}
+	short := in.width < wideTable
 	switch in.tab {
 	case tabTasks:
 		return renderTable(in.th, taskCols, taskRows(li.tasks), sel, in.width)
 	case tabHolds:
-		return renderTable(in.th, holdCols, holdRows(li.actions), sel, in.width)
+		return renderTable(in.th, holdCols, holdRows(li.actions, short), sel, in.width)
 	}
-	return renderTable(in.th, actionCols, actionRows(li.actions), sel, in.width)
+	return renderTable(in.th, actionCols, actionRows(li.actions, short), sel, in.width)
+}
+
+// wideTable is the width from which states and causes are shown in their
+// long forms.
+const wideTable = 120
+
+// emptyText says why a list is empty: nothing matches what was asked, or
+// there is nothing yet.
+func (in *Inspector) emptyText(li *list) string {
+	switch {
+	case in.tab == tabActions && (li.search != "" || li.state != 0):
+		return "no matches: / changes the search, s the state"
+	case li.search != "":
+		return "no matches: / changes the search"
+	}
+	switch in.tab {
+	case tabTasks:
+		return "no tasks in this ledger yet"
+	case tabHolds:
+		return "nothing is held and no outcome is unknown"
+	}
+	return "no actions in this ledger yet"
 }
 
 var taskCols = []column{
@@ -98,30 +124,69 @@ func taskRows(ts []ledger.TaskSummary) []row {
 	return out
 }
 
+// On a narrow screen the key column shows what tells keys apart (see
+// keyLabels); enter opens the whole key.
 var actionCols = []column{
-	{"action key", 30, 1}, {"state", 7, 0}, {"task", 7, 1}, {"why", 8, 4}, {"updated", 8, 0},
+	{"action", 14, 0}, {"state", 9, 0}, {"task", 6, 0}, {"why", 12, 1}, {"updated", 8, 0},
 }
 
-func actionRows(as []ledger.Action) []row {
-	out := make([]row, len(as))
+// labels are the page's keys as the key column shows them: whole when
+// there is room (short false), else the part that tells them apart.
+func labels(as []ledger.Action, short bool) []string {
+	keys, tasks := make([]string, len(as)), make([]string, len(as))
 	for i, a := range as {
-		out[i] = row{cells: []string{a.Key, stateLabel(a.State), a.TaskID, a.Reason,
+		keys[i], tasks[i] = a.Key, a.TaskID
+	}
+	if !short {
+		return keys
+	}
+	return keyLabels(keys, tasks)
+}
+
+func actionRows(as []ledger.Action, short bool) []row {
+	out := make([]row, len(as))
+	for i, label := range labels(as, short) {
+		a := as[i]
+		out[i] = row{cells: []string{label, stateWord(a.State, short), a.TaskID, withoutKey(a.Reason, a.Key),
 			a.UpdatedAt.Format(clockFormat)}, mark: stateMark(a.State)}
 	}
 	return out
 }
 
 var holdCols = []column{
-	{"action key", 30, 1}, {"state", 7, 0}, {"cause", 14, 1}, {"task", 7, 1}, {"why", 8, 4},
+	{"action", 14, 0}, {"state", 7, 0}, {"cause", 8, 0}, {"task", 6, 0}, {"why", 12, 1},
 }
 
-func holdRows(as []ledger.Action) []row {
+func holdRows(as []ledger.Action, short bool) []row {
 	out := make([]row, len(as))
-	for i, a := range as {
-		out[i] = row{cells: []string{a.Key, stateLabel(a.State), strings.ReplaceAll(string(a.HoldCause), "_", " "),
-			a.TaskID, a.Reason}, mark: stateMark(a.State)}
+	for i, label := range labels(as, short) {
+		a := as[i]
+		out[i] = row{cells: []string{label, stateWord(a.State, short), causeWord(a.HoldCause, short),
+			a.TaskID, withoutKey(a.Reason, a.Key)}, mark: stateMark(a.State)}
 	}
 	return out
+}
+
+// withoutKey drops an action key from a sentence about that action, for a
+// row or a status line that names the action already.
+func withoutKey(s, key string) string {
+	s = strings.ReplaceAll(s, " "+key, "")
+	return strings.TrimSpace(strings.ReplaceAll(s, key, ""))
+}
+
+// causeWord is why an action is held; the short forms are still words.
+func causeWord(c ledger.HoldCause, short bool) string {
+	if short {
+		switch c {
+		case ledger.HoldOwnerMissing:
+			return "no owner"
+		case ledger.HoldSourceUnavailable:
+			return "source down"
+		case ledger.HoldUnknownOutcome:
+			return "unknown"
+		}
+	}
+	return strings.ReplaceAll(string(c), "_", " ")
 }
 
 // stateLabel is a state in plain words.

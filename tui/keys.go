@@ -1,8 +1,13 @@
 package tui
 
 import (
+	"slices"
+	"strings"
+
 	"charm.land/bubbles/v2/help"
 	"charm.land/bubbles/v2/key"
+	"charm.land/lipgloss/v2"
+	"github.com/charmbracelet/x/ansi"
 )
 
 // KeyMap is the one keymap of the whole app. Screens pick the bindings
@@ -87,8 +92,78 @@ func navKeys() []key.Binding {
 	return []key.Binding{k.Up, k.Down, k.PageUp, k.PageDown, k.Top, k.Bottom}
 }
 
-// appKeys are the bindings the root handles, for full help.
+// appKeys are the bindings the root handles everywhere, for full help.
 func appKeys() []key.Binding {
 	k := Keys
-	return []key.Binding{k.Focus, k.Back, k.Help, k.Quit}
+	return []key.Binding{k.Help, k.Quit}
+}
+
+// helpEntry is one binding as help shows it.
+func helpEntry(b key.Binding, keyStyle, descStyle lipgloss.Style) string {
+	return keyStyle.Render(b.Help().Key) + " " + descStyle.Render(b.Help().Desc)
+}
+
+// shortHelpLine fits keys, in order, into width w followed by every one of
+// tail: keys are dropped from the end, never the tail (so q quit is always
+// on screen).
+func shortHelpLine(st help.Styles, keys, tail []key.Binding, w int) string {
+	sep := st.ShortSeparator.Render(" • ")
+	render := func(bs []key.Binding) string {
+		parts := make([]string, 0, len(bs))
+		for _, b := range bs {
+			if b.Enabled() && b.Help().Key != "" {
+				parts = append(parts, helpEntry(b, st.ShortKey, st.ShortDesc))
+			}
+		}
+		return strings.Join(parts, sep)
+	}
+	for n := len(keys); n >= 0; n-- {
+		line := render(append(slices.Clip(keys[:n]), tail...))
+		if ansi.StringWidth(line) <= w || n == 0 {
+			return line
+		}
+	}
+	return ""
+}
+
+// fullHelpLines lays every binding of groups out in two columns (one
+// below 60 columns), each binding once, in the order given.
+func fullHelpLines(st help.Styles, groups [][]key.Binding, w int) []string {
+	var entries []key.Binding
+	seen := map[string]bool{}
+	keyW := 0
+	for _, g := range groups {
+		for _, b := range g {
+			h := b.Help()
+			if !b.Enabled() || h.Key == "" || seen[h.Key+h.Desc] {
+				continue
+			}
+			seen[h.Key+h.Desc] = true
+			entries = append(entries, b)
+			keyW = max(keyW, ansi.StringWidth(h.Key))
+		}
+	}
+	cell := func(b key.Binding) string {
+		h := b.Help()
+		return st.FullKey.Render(h.Key+strings.Repeat(" ", keyW-ansi.StringWidth(h.Key))) + "  " + st.FullDesc.Render(h.Desc)
+	}
+	if w < 60 {
+		out := make([]string, len(entries))
+		for i, b := range entries {
+			out[i] = cell(b)
+		}
+		return out
+	}
+	half := (len(entries) + 1) / 2
+	colW := w/2 - 2
+	var out []string
+	for i := range half {
+		left := fitLine(cell(entries[i]), colW)
+		right := ""
+		if i+half < len(entries) {
+			right = cell(entries[i+half])
+		}
+		out = append(out, left+"  "+right)
+	}
+	return out
 }

@@ -30,11 +30,15 @@ type Rehearsal struct {
 	last    *scenarios.StepResult
 	report  *scenarios.Report
 	pos     listPos
+	selKey  string // the selected row's action key, kept across steps
 	playing bool
 	speed   int // index into speeds
 	gen     int // invalidates the play ticks of an earlier play or run
 	busy    bool
 	homeID  int // where the verdict is reported (0: nowhere)
+	// layouts are the three columns' layouts chosen so far, by width; they
+	// depend on the scenario only, so a run's columns never change width.
+	layouts map[int]threeLayout
 }
 
 // Rehearsal messages (delivered through routedMsg).
@@ -134,9 +138,25 @@ func (r *Rehearsal) onReady(msg runReadyMsg) tea.Cmd {
 		return fail(msg.err)
 	}
 	r.run, r.snap = msg.run, msg.snap
-	r.pos = listPos{rows: r.pos.rows}
-	r.pos.setTotal(len(r.snap.Rows))
+	r.pos, r.selKey = listPos{rows: r.pos.rows}, ""
+	r.follow()
 	return nil
+}
+
+// follow keeps the selected key selected when a step adds rows, and
+// remembers which key the cursor is on.
+func (r *Rehearsal) follow() {
+	for i, row := range r.snap.Rows {
+		if r.selKey != "" && row.Key == r.selKey {
+			r.pos.cursor = i
+			break
+		}
+	}
+	r.pos.setTotal(len(r.snap.Rows))
+	r.selKey = ""
+	if r.pos.cursor < len(r.snap.Rows) {
+		r.selKey = r.snap.Rows[r.pos.cursor].Key
+	}
 }
 
 func (r *Rehearsal) onKey(msg tea.KeyPressMsg) tea.Cmd {
@@ -160,7 +180,10 @@ func (r *Rehearsal) onKey(msg tea.KeyPressMsg) tea.Cmd {
 	case key.Matches(msg, Keys.Inspect) && r.run != nil:
 		return push(NewInspector(r.th, InspectorConfig{Ledger: r.run.Ledger(), Actor: "trainer", Source: r.sc.Name}))
 	default:
-		r.pos.onKey(msg)
+		if r.pos.onKey(msg) {
+			r.selKey = ""
+			r.follow()
+		}
 	}
 	return nil
 }
@@ -213,7 +236,7 @@ func (r *Rehearsal) onStepped(msg steppedMsg) tea.Cmd {
 		r.report, r.playing = msg.report, false
 		r.snap.Rows, r.snap.Counts, r.snap.Verdicts = msg.report.Rows, msg.report.Counts, msg.report.Verdicts
 	}
-	r.pos.setTotal(len(r.snap.Rows))
+	r.follow()
 	var cmds []tea.Cmd
 	if r.report != nil {
 		cmds = append(cmds, r.tellHome())
@@ -254,6 +277,6 @@ func (r *Rehearsal) openDetail() tea.Cmd {
 // KeyMap implements Screen.
 func (r *Rehearsal) KeyMap() help.KeyMap {
 	k := Keys
-	short := []key.Binding{k.Step, k.Play, k.Restart, k.Faster, k.Slower, k.Open, k.Inspect, k.Back, k.Help, k.Quit}
+	short := []key.Binding{k.Step, k.Play, k.Open, k.Inspect, k.Restart, k.Faster, k.Slower}
 	return helpKeys{short: short, full: [][]key.Binding{{k.Step, k.Play, k.Restart, k.Faster, k.Slower}, navKeys(), {k.Open, k.Inspect}}}
 }

@@ -1,8 +1,10 @@
 package tui
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"gatehouse/scenarios"
 )
@@ -112,5 +114,87 @@ func TestHomeEscClearsFilter(t *testing.T) {
 	typeKeys(a, "esc")
 	if s := screenText(a); !strings.Contains(s, "webhook-twice") {
 		t.Fatalf("esc kept the filter:\n%s", s)
+	}
+}
+
+// TestRehearsalShowsUnmatchedArrival: an arrival whose Message-ID no
+// attempt carries gets a line of its own, marked, at every width.
+func TestRehearsalShowsUnmatchedArrival(t *testing.T) {
+	for _, w := range []int{80, 100, 200} {
+		t.Run(fmt.Sprint(w), func(t *testing.T) {
+			r := newTestRehearsal(t, "webhook-twice")
+			a := newDriven(r, w, 30)
+			at := epoch.Add(5 * time.Second)
+			r.snap.Rows = []scenarios.Row{{Key: "gh1:cust-ada:enquiry-5001:reply_ack:t-5001:r0", Name: "ack", State: "sent", Owner: "wf-ack",
+				Attempts: []scenarios.AttemptCell{{Number: 1, TransportID: "gh-aa-a1@gatehouse.invalid", Outcome: "accepted"}},
+				Arrivals: []scenarios.ArrivalCell{
+					{MessageID: "gh-aa-a1@gatehouse.invalid", To: "ada@example.com", Subject: "Hello", At: at, Attempt: 1},
+					{MessageID: "by-hand-7@elsewhere.test", To: "ada@example.com", Subject: "Hello again", At: at, Duplicate: true, Unmatched: true},
+				}}}
+			r.pos.setTotal(1)
+			s := screenText(a)
+			var line string
+			for _, l := range strings.Split(s, "\n") {
+				if strings.Contains(l, "UNMATCHED") {
+					line = l
+				}
+			}
+			if line == "" || !strings.Contains(line, "by-hand-7") || strings.Contains(line, "accepted") {
+				t.Fatalf("no line of its own for the unmatched arrival:\n%s", s)
+			}
+		})
+	}
+}
+
+// TestRehearsalColumnsKeepTheirWidths: the three columns' header does not
+// move between steps, from the first to the last, at any width.
+func TestRehearsalColumnsKeepTheirWidths(t *testing.T) {
+	for _, name := range []string{"stop-mid-batch", "audience-messy-file", "interrupted-before-accept", "deliberate-correction"} {
+		for _, w := range []int{80, 100, 200} {
+			t.Run(fmt.Sprintf("%s/%d", name, w), func(t *testing.T) {
+				r := newTestRehearsal(t, name)
+				a := newDriven(r, w, 40)
+				var first string
+				for step := 0; step <= len(r.sc.Steps); step++ {
+					var header string
+					for _, l := range strings.Split(screenText(a), "\n") {
+						if strings.HasPrefix(l, "action ") {
+							header = l
+						}
+					}
+					switch {
+					case header == "":
+					case first == "":
+						first = header
+					case header != first:
+						t.Fatalf("after step %d the columns moved:\n%s\nwas\n%s", step, header, first)
+					}
+					typeKeys(a, "n")
+				}
+				if first == "" {
+					t.Fatal("the columns never showed")
+				}
+			})
+		}
+	}
+}
+
+// TestRehearsalSelectionFollowsKey: a step that adds a row above the
+// selected one leaves the same key selected.
+func TestRehearsalSelectionFollowsKey(t *testing.T) {
+	r := newTestRehearsal(t, "webhook-twice")
+	a := newDriven(r, 100, 30)
+	row := func(key string) scenarios.Row { return scenarios.Row{Key: key, Name: key, State: "drafting"} }
+	r.snap.Rows = []scenarios.Row{row("a"), row("b")}
+	r.follow()
+	typeKeys(a, "j")
+	if r.selKey != "b" {
+		t.Fatalf("selected %q, want b", r.selKey)
+	}
+	snap := r.snap
+	snap.Rows = []scenarios.Row{row("new"), row("a"), row("b")}
+	r.onStepped(steppedMsg{snap: snap})
+	if r.selKey != "b" || r.pos.cursor != 2 {
+		t.Fatalf("selected %q at %d after a row arrived above, want b at 2", r.selKey, r.pos.cursor)
 	}
 }

@@ -2,6 +2,7 @@ package tui
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/charmbracelet/x/ansi"
@@ -14,11 +15,13 @@ import (
 func (r *Rehearsal) View() string {
 	w := r.width
 	top := r.headLines(w)
-	top = append(top, para("", r.countsBar(), w)...)
+	top = append(top, packItems(r.countsBar(), w)...)
 	top = append(top, r.audienceLines(w, audienceSampleRows(r.height))...)
 	exp := r.verdictLines(w, max(r.height/4, 3))
 	rest := r.height - len(top) - len(exp)
-	table := r.columns(w, max(rest/2, 3))
+	// The columns come first: they get every line they need but the three
+	// the history keeps (its title and its newest sentence, at least).
+	table := r.columns(w, max(rest-3, 3))
 	hist := r.historyLines(w, max(rest-len(table), 2))
 	lines := append(top, table...)
 	lines = append(lines, hist...)
@@ -40,8 +43,11 @@ func (r *Rehearsal) headLines(w int) []string {
 	lines := []string{r.th.Header.Render(fmt.Sprintf("step %d of %d", r.snap.Step, r.snap.Steps)) + " · " + state}
 	if r.last != nil {
 		res := r.last.Class
-		if r.last.Detail != "" {
-			res += ": " + r.last.Detail
+		if d := r.last.Detail; d != "" {
+			for _, row := range r.snap.Rows { // the step names its action already
+				d = withoutKey(d, row.Key+":")
+			}
+			res += ": " + d
 		}
 		lines = append(lines, para(fmt.Sprintf("did %d: ", r.last.Index), r.last.Label+" → "+res, w)...)
 	}
@@ -52,29 +58,238 @@ func (r *Rehearsal) headLines(w int) []string {
 }
 
 // countsBar keeps the figures apart, as the design demands.
-func (r *Rehearsal) countsBar() string {
+func (r *Rehearsal) countsBar() []string {
 	c := r.snap.Counts
-	return (fmt.Sprintf("intended %d · attempts %d · confirmed %d · arrived %d · denials %d · duplicate blocks %d · holds %d · conflicts %d · unknown %d",
-		c.Intended, c.Attempts, c.Confirmed, c.Arrived, c.Denials, c.DuplicateBlocks, c.Holds, c.Conflicts, c.Unknown))
+	return []string{fmt.Sprintf("intended %d", c.Intended), fmt.Sprintf("attempts %d", c.Attempts),
+		fmt.Sprintf("confirmed %d", c.Confirmed), fmt.Sprintf("arrived %d", c.Arrived),
+		fmt.Sprintf("denials %d", c.Denials), fmt.Sprintf("duplicate blocks %d", c.DuplicateBlocks),
+		fmt.Sprintf("holds %d", c.Holds), fmt.Sprintf("conflicts %d", c.Conflicts), fmt.Sprintf("unknown %d", c.Unknown)}
 }
+
+// packItems joins items with " · " into as few lines of width w as it can
+// without breaking an item, so a figure never sits apart from its name.
+func packItems(items []string, w int) []string {
+	var lines []string
+	cur := ""
+	for _, it := range items {
+		switch {
+		case cur == "":
+			cur = it
+		case ansi.StringWidth(cur+" · "+it) <= w:
+			cur += " · " + it
+		default:
+			lines, cur = append(lines, cur+" ·"), it
+		}
+	}
+	return append(lines, cur)
+}
+
+// The columns of the three-column table, by index into threeCols.
+const (
+	cName = iota
+	cState
+	cOwner
+	cNum
+	cTransport
+	cOutcome
+	cMessageID
+	cTo
+	cSubject
+	cAt
+)
 
 var threeCols = []column{
-	{"action", 6, 2}, {"state", 7, 1}, {"owner", 6, 1},
-	{"#", 2, 0}, {"transport id", 6, 2}, {"outcome", 8, 1},
-	{"message-id", 6, 2}, {"to", 5, 1}, {"subject", 6, 2}, {"at", 8, 0},
+	{"action", 6, 1}, {"state", 9, 0}, {"owner", 6, 1},
+	{"#", 1, 0}, {"transport id", 6, 0}, {"outcome", 9, 0},
+	{"message-id", 6, 0}, {"to", 5, 0}, {"subject", 8, 1}, {"arrived", 8, 0},
 }
 
-// narrowWidth is below which the transport id and recipient columns give
-// way to the others; the detail (enter) still shows them.
-const narrowWidth = 120
+// threeLayout is which columns a width shows, how wide each is and whether
+// states and outcomes are in their short forms. It depends only on the
+// scenario and the width, so the columns keep their widths for a whole run.
+type threeLayout struct {
+	keep   []int // indexes of threeCols shown
+	groups []int // where intended, attempts and arrived start among keep
+	widths []int // per kept column
+	short  bool
+}
 
-// visibleCols are the indexes of threeCols shown at width w, and where
-// each group (intended, attempts, arrived) starts among them.
-func visibleCols(w int) (keep, groups []int) {
-	if w < narrowWidth {
-		return []int{0, 1, 2, 3, 5, 6, 8, 9}, []int{0, 3, 5}
+// layoutTiers drop columns by meaning as the screen narrows: first the
+// message-id (an arrival on an attempt's line carries that attempt's id),
+// then the long words, the transport id (the detail has it), the
+// recipient and, last, the owner.
+var layoutTiers = []struct {
+	drop  []int
+	short bool
+}{
+	{nil, false},
+	{[]int{cMessageID}, false},
+	{[]int{cMessageID}, true},
+	{[]int{cMessageID, cTransport}, true},
+	{[]int{cMessageID, cTransport, cTo}, true},
+	{[]int{cMessageID, cTransport, cTo, cOwner}, true},
+}
+
+// subjectRoom is the least a subject column is worth showing with.
+const subjectRoom = 12
+
+// layoutFor chooses the richest tier whose columns fit width w.
+func (r *Rehearsal) layoutFor(w int) threeLayout {
+	if l, ok := r.layouts[w]; ok {
+		return l
 	}
-	return []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, []int{0, 3, 6}
+	var l threeLayout
+	for _, tier := range layoutTiers {
+		l = r.buildLayout(tier.drop, tier.short, w)
+		if sum(l.widths)+colGap*(len(l.widths)-1) <= w && l.widths[len(l.widths)-2] >= subjectRoom {
+			break
+		}
+	}
+	if r.layouts == nil {
+		r.layouts = map[int]threeLayout{}
+	}
+	r.layouts[w] = l
+	return l
+}
+
+func (r *Rehearsal) buildLayout(drop []int, short bool, w int) threeLayout {
+	seeds := r.seedWidths(short)
+	l := threeLayout{short: short}
+	for i := range threeCols {
+		if slices.Contains(drop, i) {
+			continue
+		}
+		switch i {
+		case cName:
+			l.groups = append(l.groups, len(l.keep))
+		case cNum:
+			l.groups = append(l.groups, len(l.keep))
+		case cMessageID, cTo, cSubject:
+			if len(l.groups) < 3 {
+				l.groups = append(l.groups, len(l.keep))
+			}
+		}
+		l.keep = append(l.keep, i)
+		l.widths = append(l.widths, seeds[i])
+	}
+	// The subject takes what is left; when nothing is, the action and owner
+	// columns give way down to their minimum.
+	subj := len(l.keep) - 2
+	rest := w - colGap*(len(l.keep)-1) - (sum(l.widths) - l.widths[subj])
+	l.widths[subj] = max(rest, threeCols[cSubject].min)
+	for over := sum(l.widths) + colGap*(len(l.keep)-1) - w; over > 0; over-- {
+		i := widest(l, []int{cName, cOwner})
+		if i < 0 {
+			break
+		}
+		l.widths[i]--
+	}
+	return l
+}
+
+// widest is the position in l of the widest of cols still above its
+// minimum, or -1.
+func widest(l threeLayout, cols []int) int {
+	best := -1
+	for pos, c := range l.keep {
+		if slices.Contains(cols, c) && l.widths[pos] > threeCols[c].min && (best < 0 || l.widths[pos] > l.widths[best]) {
+			best = pos
+		}
+	}
+	return best
+}
+
+// seedWidths are the widths every value of the scenario needs: its action
+// names, actors, recipients, every state and outcome word, the transport
+// id's fixed length.
+func (r *Rehearsal) seedWidths(short bool) []int {
+	out := make([]int, len(threeCols))
+	for i, c := range threeCols {
+		out[i] = ansi.StringWidth(c.title)
+	}
+	grow := func(i int, s string) { out[i] = max(out[i], ansi.StringWidth(s)) }
+	w := r.sc.World
+	for _, a := range w.Actions {
+		grow(cName, a.Name)
+		grow(cTo, a.To)
+	}
+	audience := slices.ContainsFunc(r.sc.Steps, func(s scenarios.Step) bool { return s.Do == "import_audience" })
+	for _, c := range w.Customers {
+		grow(cTo, c.Email)
+		if audience {
+			grow(cName, c.ID) // a release's rows are named by customer
+		}
+	}
+	for _, a := range w.Actors {
+		grow(cOwner, a.ID)
+	}
+	for _, s := range ledger.AllStates {
+		grow(cState, stateWord(s, short))
+	}
+	for _, o := range []ledger.Outcome{ledger.OutcomeAccepted, ledger.OutcomeNotDelivered,
+		ledger.OutcomeRejectedTemporary, ledger.OutcomeRejectedPermanent, ledger.OutcomeUnknown} {
+		grow(cOutcome, outcomeWord(string(o), false, short))
+		grow(cOutcome, outcomeWord(string(o), true, short))
+	}
+	grow(cNum, "99")
+	grow(cTransport, localPart(ledger.TransportID("", 1)))
+	grow(cMessageID, localPart(ledger.TransportID("", 1)))
+	grow(cAt, clockFormat)
+	out[cSubject] = threeCols[cSubject].min
+	return out
+}
+
+// localPart drops the constant "@gatehouse.invalid" of transport ids; the
+// detail screen shows them whole.
+func localPart(id string) string {
+	if i := strings.IndexByte(id, '@'); i > 0 {
+		return id[:i]
+	}
+	return id
+}
+
+// columns draws intended actions | attempts | arrived messages joined by
+// action key, each arrival on the line of the attempt whose Message-ID it
+// carries.
+func (r *Rehearsal) columns(w, h int) []string {
+	l := r.layoutFor(w)
+	rows, owner := threeRows(r.snap.Rows, l.short)
+	if len(rows) == 0 && r.report != nil {
+		return []string{r.th.Dim.Render("No action was proposed in this rehearsal: nothing to send, nothing arrived.")}
+	}
+	if len(rows) == 0 {
+		return []string{r.th.Dim.Render("No action yet: the columns fill as the steps run.")}
+	}
+	sel := -1
+	if r.pos.total > 0 {
+		sel = owner[0]
+		for i, o := range owner {
+			if o == r.pos.cursor {
+				sel = i
+				break
+			}
+		}
+	}
+	for i := range rows {
+		rows[i].cells[cName] = abbrev(rows[i].cells[cName], l.widths[0])
+	}
+	cols, rows := project(l.keep, threeCols, rows)
+	// Group line, column header and a footer leave h-3 lines for rows;
+	// scroll so the selected line stays on screen.
+	var footer string
+	if avail := max(h-3, 1); len(rows) > avail {
+		start := min(max(sel-avail/2, 0), len(rows)-avail)
+		footer = r.th.Dim.Render(fmt.Sprintf("lines %d–%d of %d (%d keys); ↑/↓ select, enter opens",
+			start+1, start+avail, len(rows), len(r.snap.Rows)))
+		rows, sel = rows[start:start+avail], sel-start
+	}
+	table := renderLipglossTable(r.th, cols, rows, sel, l.widths)
+	group := groupHeader(r.th, l.widths, l.groups, []string{"intended actions", "attempts", "arrived messages"})
+	out := append([]string{group}, table...)
+	if footer != "" {
+		out = append(out, footer)
+	}
+	return out
 }
 
 func project(keep []int, cols []column, rows []row) ([]column, []row) {
@@ -93,61 +308,29 @@ func project(keep []int, cols []column, rows []row) ([]column, []row) {
 	return pc, pr
 }
 
-// columns draws intended actions | attempts | arrived messages joined by
-// action key, one block of lines per key.
-func (r *Rehearsal) columns(w, h int) []string {
-	rows, owner := threeRows(r.snap.Rows)
-	sel := -1
-	if r.pos.total > 0 {
-		sel = owner[0]
-		for i, o := range owner {
-			if o == r.pos.cursor {
-				sel = i
-				break
-			}
-		}
-	}
-	keep, groups := visibleCols(w)
-	cols, rows := project(keep, threeCols, rows)
-	colW := widths(cols, rows, w)
-	// Group line, column header and a footer leave h-3 lines for rows;
-	// scroll so the selected line stays on screen.
-	var footer string
-	if avail := max(h-3, 1); len(rows) > avail {
-		start := min(max(sel-avail/2, 0), len(rows)-avail)
-		footer = r.th.Dim.Render(fmt.Sprintf("lines %d–%d of %d (%d keys); ↑/↓ select, enter opens",
-			start+1, start+avail, len(rows), len(r.snap.Rows)))
-		rows, sel = rows[start:start+avail], sel-start
-	}
-	table := renderTableIn(r.th, cols, rows, sel, colW)
-	group := groupHeader(r.th, colW, groups, []string{"intended actions", "attempts", "arrived messages"})
-	out := append([]string{group}, table...)
-	if footer != "" {
-		out = append(out, footer)
-	}
-	return out
-}
-
-// threeRows expands each key into as many lines as it has attempts or
-// arrivals; owner maps each line back to its key's row.
-func threeRows(keys []scenarios.Row) (rows []row, owner []int) {
+// threeRows expands each key into its lines aligned by attempt (see
+// scenarios.Row.Lines); owner maps each line back to its key's row.
+func threeRows(keys []scenarios.Row, short bool) (rows []row, owner []int) {
 	for i, k := range keys {
-		n := max(len(k.Attempts), len(k.Arrivals), 1)
 		m, note := rowMark(k)
-		for j := range n {
+		for j, ln := range k.Lines() {
 			cells := make([]string, len(threeCols))
 			if j == 0 {
-				cells[0], cells[1], cells[2] = orText(k.Name, k.Key), orText(k.State, "(none)"), k.Owner
+				st := "not in the ledger"
+				if k.State != "" {
+					st = stateWord(ledger.State(k.State), short)
+				}
+				cells[cName], cells[cState], cells[cOwner] = orText(k.Name, keyLabel(k.Key, "")), st, k.Owner
 			}
-			if j < len(k.Attempts) {
-				a := k.Attempts[j]
-				cells[3], cells[4], cells[5] = fmt.Sprint(a.Number), a.TransportID, a.Outcome
+			if a := ln.Attempt; a != nil {
+				cells[cNum], cells[cTransport] = fmt.Sprint(a.Number), localPart(a.TransportID)
+				cells[cOutcome] = outcomeWord(scenarioOutcome(a.Outcome), a.Reconciled, short)
 			}
-			if j < len(k.Arrivals) {
-				a := k.Arrivals[j]
-				cells[6], cells[7], cells[8], cells[9] = a.MessageID, a.To, a.Subject, a.At.Format(clockFormat)
+			if a := ln.Arrival; a != nil {
+				cells[cMessageID], cells[cTo], cells[cAt] = localPart(a.MessageID), a.To, a.At.Format(clockFormat)
+				cells[cSubject] = arrivalSubject(*a)
 			} else if j == 0 && note != "" {
-				cells[6] = note
+				cells[cSubject] = note
 			}
 			rows = append(rows, row{cells: cells, mark: m})
 			owner = append(owner, i)
@@ -156,14 +339,27 @@ func threeRows(keys []scenarios.Row) (rows []row, owner []int) {
 	return rows, owner
 }
 
+// arrivalSubject leads with what is wrong with an arrival, so the mark
+// survives a narrow column: an arrival no attempt sent names its own
+// Message-ID, since no attempt on its line does.
+func arrivalSubject(a scenarios.ArrivalCell) string {
+	s := a.Subject
+	if a.Duplicate {
+		s = "DUPLICATE · " + s
+	}
+	if a.Unmatched {
+		s = "UNMATCHED " + localPart(a.MessageID) + " · " + s
+	}
+	return s
+}
+
 // rowMark highlights a duplicate (two arrivals for one action), a missing
-// send (the ledger says sent, nothing arrived) and an arrival nobody
-// intended.
+// send (the ledger says sent, nothing arrived), an arrival no attempt sent
+// and an arrival nobody intended.
 func rowMark(k scenarios.Row) (mark, string) {
+	unmatched := slices.ContainsFunc(k.Arrivals, func(a scenarios.ArrivalCell) bool { return a.Unmatched })
 	switch {
-	case len(k.Arrivals) > 1:
-		return markBad, ""
-	case k.State == "":
+	case len(k.Arrivals) > 1, k.State == "", unmatched:
 		return markBad, ""
 	case len(k.Arrivals) == 0 && k.State == "sent":
 		return markBad, "MISSING: the ledger says sent, nothing arrived"

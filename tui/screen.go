@@ -76,10 +76,13 @@ type pushMsg struct{ screen Screen }
 // popMsg closes the top screen.
 type popMsg struct{}
 
-// statusMsg puts a line into the status bar.
+// statusMsg puts a line into the status bar. It belongs to the screen
+// that set it (owner, filled in by the app) and is shown only while that
+// screen is on top.
 type statusMsg struct {
-	text string
-	err  bool
+	text  string
+	err   bool
+	owner int
 }
 
 func push(s Screen) tea.Cmd { return func() tea.Msg { return pushMsg{screen: s} } }

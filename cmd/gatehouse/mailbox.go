@@ -348,24 +348,33 @@ recipient; p=P fires with probability P, drawn from a generator seeded by S.`,
 				return c.SetFaults(ctx, faults)
 			}
 			return c.Faults(ctx)
-		}, printMailboxFaults)
+		}, func(w io.Writer, r testmailbox.FaultsResponse) error { return printMailboxFaults(w, r, time.Now()) })
 	}
 	return cmd
 }
 
-func printMailboxFaults(w io.Writer, r testmailbox.FaultsResponse) error {
+// printMailboxFaults writes each fault with what it did and how long it
+// lasts: a count left, an end time, or until cleared.
+func printMailboxFaults(w io.Writer, r testmailbox.FaultsResponse, now time.Time) error {
 	if len(r.Faults) == 0 {
 		fmt.Fprintln(w, "no faults")
 	}
 	for _, f := range r.Faults {
-		left := "no end"
-		if f.Remaining >= 0 {
-			left = fmt.Sprintf("%d left", f.Remaining)
-		}
-		fmt.Fprintf(w, "%s  (fired %d, %s)\n", f.Fault, f.Fired, left)
+		fmt.Fprintf(w, "%s  (fired %d, %s)\n", f.Fault, f.Fired, faultLasts(f, now))
 	}
 	if r.Down {
 		fmt.Fprintln(w, "smtp listener is down")
 	}
 	return nil
+}
+
+func faultLasts(f testmailbox.FaultStatus, now time.Time) string {
+	switch {
+	case !f.Until.IsZero():
+		left := max(f.Until.Sub(now), 0).Round(100 * time.Millisecond)
+		return fmt.Sprintf("ends %s, in %s", f.Until.Local().Format("15:04:05"), left)
+	case f.Remaining >= 0:
+		return fmt.Sprintf("%d left", f.Remaining)
+	}
+	return "until cleared"
 }
