@@ -25,7 +25,7 @@ type Proposal struct {
 	// (Destination.Identity); the approval binds it.
 	Destination string
 	// Lookup is where the destination's records are consulted, if anywhere
-	// (Looker.LookupEndpoint); recorded, not approved.
+	// (Looker.LookupEndpoint); approved with the destination.
 	Lookup string
 	// Sender is the From address; DefaultSender when empty.
 	Sender  string
@@ -37,7 +37,7 @@ type Proposal struct {
 // content is what the proposal asks an approval to bind.
 func (p Proposal) content() Content {
 	return Content{Recipient: p.Recipient, RecipientName: p.RecipientName, Sender: p.Sender,
-		Destination: p.Destination, Subject: p.Subject, Body: p.Body, Target: p.Target}
+		Destination: p.Destination, Lookup: p.Lookup, Subject: p.Subject, Body: p.Body, Target: p.Target}
 }
 
 // Key is the proposal's action key.
@@ -144,12 +144,6 @@ func (t *wtx) repropose(a *Action, p Proposal, digest string) error {
 			return t.blockDuplicate(a, p.Actor, "proposal")
 		}
 	}
-	if p.Lookup != "" && p.Lookup != a.Lookup {
-		if _, err := t.Exec(`UPDATE actions SET lookup = ? WHERE key = ?`, p.Lookup, a.Key); err != nil {
-			return err
-		}
-		a.Lookup = p.Lookup
-	}
 	if digest == a.Digest {
 		if a.Body != p.Body || a.Subject != p.Subject || a.Recipient != p.Recipient || a.RecipientName != p.RecipientName {
 			if _, err := t.Exec(`UPDATE actions SET recipient = ?, recipient_name = ?, subject = ?, body = ?, version = version + 1, updated_at = ? WHERE key = ?`,
@@ -177,13 +171,13 @@ func (t *wtx) repropose(a *Action, p Proposal, digest string) error {
 			Hint: "the proposal was withdrawn (" + a.Reason + "); different content needs a new business event, or a correction once sent"}
 	}
 	changed := describeChange(*a, p)
-	if _, err := t.Exec(`UPDATE actions SET recipient = ?, recipient_name = ?, destination = ?, sender = ?, subject = ?, body = ?, digest = ?,
+	if _, err := t.Exec(`UPDATE actions SET recipient = ?, recipient_name = ?, destination = ?, lookup = ?, sender = ?, subject = ?, body = ?, digest = ?,
 		version = version + 1, updated_at = ? WHERE key = ?`,
-		p.Recipient, p.RecipientName, p.Destination, p.Sender, p.Subject, p.Body, digest, ns(t.now), a.Key); err != nil {
+		p.Recipient, p.RecipientName, p.Destination, p.Lookup, p.Sender, p.Subject, p.Body, digest, ns(t.now), a.Key); err != nil {
 		return err
 	}
 	a.Recipient, a.RecipientName, a.Subject, a.Body, a.Digest = p.Recipient, p.RecipientName, p.Subject, p.Body, digest
-	a.Destination, a.Sender = p.Destination, p.Sender
+	a.Destination, a.Lookup, a.Sender = p.Destination, p.Lookup, p.Sender
 	a.Version++
 	n, err := t.invalidateApprovals(a.Key, "content changed: "+changed)
 	if err != nil {
@@ -212,6 +206,9 @@ func describeChange(a Action, p Proposal) string {
 	}
 	if a.Destination != p.Destination {
 		parts = append(parts, fmt.Sprintf("destination %s → %s", orDash(a.Destination), p.Destination))
+	}
+	if a.Lookup != p.Lookup {
+		parts = append(parts, fmt.Sprintf("records %s → %s", orDash(a.Lookup), orDash(p.Lookup)))
 	}
 	if normalizeText(a.Subject) != normalizeText(p.Subject) {
 		parts = append(parts, "subject changed")

@@ -86,6 +86,7 @@ type AudienceSummary struct {
 	Subject      string
 	ApprovedBy   string
 	Destination  string // bound at approval ("" before destinations were bound)
+	Lookup       string // where the destination's records are consulted, bound with it
 	Sender       string
 	// AllowImplicit: customers with implicit consent are eligible.
 	AllowImplicit bool
@@ -346,10 +347,10 @@ func (t *wtx) withdrawRecipient(releaseID, customerID, key, actor, reason string
 	a, err := getAction(t, key)
 	switch {
 	case errors.Is(err, ErrNotFound):
-		var subject, body, actionType, email, dest, sender string
-		if err := t.QueryRow(`SELECT r.subject, r.body, r.action_type, a.email, r.destination, r.sender FROM audience_releases r
+		var subject, body, actionType, email, dest, lookup, sender string
+		if err := t.QueryRow(`SELECT r.subject, r.body, r.action_type, a.email, r.destination, r.lookup, r.sender FROM audience_releases r
 			JOIN audience_rows a ON a.release_id = r.id WHERE r.id = ? AND a.customer_id = ? AND a.status = 'eligible'`,
-			releaseID, customerID).Scan(&subject, &body, &actionType, &email, &dest, &sender); err != nil {
+			releaseID, customerID).Scan(&subject, &body, &actionType, &email, &dest, &lookup, &sender); err != nil {
 			return fmt.Errorf("remove %s from %s: %w", customerID, releaseID, err)
 		}
 		task, err := t.ensureTask("release:"+releaseID, "", subject, actor)
@@ -357,7 +358,7 @@ func (t *wtx) withdrawRecipient(releaseID, customerID, key, actor, reason string
 			return err
 		}
 		p := Proposal{Customer: customerID, Event: releaseID, ActionType: actionType, Target: "audience",
-			Recipient: email, Subject: subject, Body: body, Actor: actor, Destination: dest, Sender: sender}
+			Recipient: email, Subject: subject, Body: body, Actor: actor, Destination: dest, Lookup: lookup, Sender: sender}
 		_, err = t.insertAction(p, key, p.content().Digest(), task.ID, "", StateCancelled)
 		return err
 	case err != nil:
@@ -379,6 +380,13 @@ func (t *wtx) withdrawRecipient(releaseID, customerID, key, actor, reason string
 // ApproveAudience binds the send approval of a release to its content and
 // source file, the destination it goes to and the sender it comes from.
 func (l *Ledger) ApproveAudience(ctx context.Context, releaseID, approver, destination, sender string) error {
+	return l.ApproveAudienceAt(ctx, releaseID, approver, Endpoint{Destination: destination}, sender)
+}
+
+// ApproveAudienceAt is ApproveAudience for a destination whose records are
+// consulted at ep.Lookup: the approval binds that endpoint too.
+func (l *Ledger) ApproveAudienceAt(ctx context.Context, releaseID, approver string, ep Endpoint, sender string) error {
+	destination := ep.Destination
 	if approver == "" {
 		return invalidf("approve release %s: approver is empty", releaseID)
 	}
@@ -403,11 +411,11 @@ func (l *Ledger) ApproveAudience(ctx context.Context, releaseID, approver, desti
 		if err != nil {
 			return err
 		}
-		if _, err := t.Exec(`UPDATE audience_releases SET approved_by = ?, approved_at = ?, approved_digest = ?, destination = ?, sender = ? WHERE id = ?`,
-			approver, ns(t.now), content, destination, sender, releaseID); err != nil {
+		if _, err := t.Exec(`UPDATE audience_releases SET approved_by = ?, approved_at = ?, approved_digest = ?, destination = ?, lookup = ?, sender = ? WHERE id = ?`,
+			approver, ns(t.now), content, destination, ep.Lookup, sender, releaseID); err != nil {
 			return err
 		}
 		return t.event(approver, "", "", EvApproved, "", "%s approved sending release %s from %s via %s (content %s).",
-			approver, releaseID, sender, destination, content[:19])
+			approver, releaseID, sender, ep, content[:19])
 	})
 }

@@ -12,9 +12,9 @@ import (
 func (l *Ledger) AudienceSummary(ctx context.Context, releaseID string) (AudienceSummary, error) {
 	s := AudienceSummary{ReleaseID: releaseID, Arrived: -1}
 	err := l.read(ctx, func(tx queryTx) error {
-		err := tx.QueryRow(`SELECT source_name, source_digest, action_type, subject, approved_by, allow_implicit, destination, sender
+		err := tx.QueryRow(`SELECT source_name, source_digest, action_type, subject, approved_by, allow_implicit, destination, lookup, sender
 			FROM audience_releases WHERE id = ?`, releaseID).
-			Scan(&s.SourceName, &s.SourceDigest, &s.ActionType, &s.Subject, &s.ApprovedBy, &s.AllowImplicit, &s.Destination, &s.Sender)
+			Scan(&s.SourceName, &s.SourceDigest, &s.ActionType, &s.Subject, &s.ApprovedBy, &s.AllowImplicit, &s.Destination, &s.Lookup, &s.Sender)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("release %s: %w", releaseID, ErrNotFound)
 		}
@@ -119,7 +119,7 @@ func (l *Ledger) SendAudience(ctx context.Context, req AudienceSend, dest Destin
 	if rel.ApprovedBy == "" {
 		return rel, fmt.Errorf("send release %s: %w: the release has no send approval", req.ReleaseID, ErrApprovalStale)
 	}
-	if rel, err = l.bindRelease(ctx, rel, req, dest.Identity()); err != nil {
+	if rel, err = l.bindRelease(ctx, rel, req, EndpointOf(dest)); err != nil {
 		return rel, err
 	}
 	task := TaskRef{ID: "release:" + req.ReleaseID, Subject: rel.Subject}
@@ -156,12 +156,15 @@ func (l *Ledger) SendAudience(ctx context.Context, req AudienceSend, dest Destin
 // the release was approved with, binding a release approved before
 // approvals named a destination to this first send's. A send elsewhere is
 // refused before any recipient is touched.
-func (l *Ledger) bindRelease(ctx context.Context, rel AudienceSummary, req AudienceSend, dest string) (AudienceSummary, error) {
+func (l *Ledger) bindRelease(ctx context.Context, rel AudienceSummary, req AudienceSend, ep Endpoint) (AudienceSummary, error) {
+	dest := ep.Destination
 	var de *DestinationError
 	switch {
 	case rel.Destination == "":
 	case rel.Destination != dest:
 		de = &DestinationError{Key: "release " + rel.ReleaseID, Field: "destination", Recorded: rel.Destination, Named: dest}
+	case ep.Lookup != "" && ep.Lookup != rel.Lookup:
+		de = &DestinationError{Key: "release " + rel.ReleaseID, Field: "records endpoint", Recorded: orDash(rel.Lookup), Named: ep.Lookup}
 	case req.From != "" && !strings.EqualFold(req.From, rel.Sender):
 		de = &DestinationError{Key: "release " + rel.ReleaseID, Field: "sender", Recorded: rel.Sender, Named: req.From}
 	default:
@@ -171,17 +174,18 @@ func (l *Ledger) bindRelease(ctx context.Context, rel AudienceSummary, req Audie
 		if de != nil {
 			if err := t.event(req.Actor, "", "", EvWrongDestination, "",
 				"The gate refused %s's send of release %s %s %s: the approved %s is %s; nothing was sent.",
-				req.Actor, rel.ReleaseID, map[string]string{"destination": "to", "sender": "from"}[de.Field], de.Named, de.Field, de.Recorded); err != nil {
+				req.Actor, rel.ReleaseID, map[string]string{"destination": "to", "sender": "from", "records endpoint": "with records at"}[de.Field],
+				de.Named, de.Field, de.Recorded); err != nil {
 				return err
 			}
 			return refuse(de)
 		}
 		sender := firstNonEmpty(req.From, DefaultSender)
-		if _, err := t.Exec(`UPDATE audience_releases SET destination = ?, sender = ? WHERE id = ? AND destination = ''`,
-			dest, sender, rel.ReleaseID); err != nil {
+		if _, err := t.Exec(`UPDATE audience_releases SET destination = ?, lookup = ?, sender = ? WHERE id = ? AND destination = ''`,
+			dest, ep.Lookup, sender, rel.ReleaseID); err != nil {
 			return err
 		}
-		rel.Destination, rel.Sender = dest, sender
+		rel.Destination, rel.Lookup, rel.Sender = dest, ep.Lookup, sender
 		return t.event(req.Actor, "", "", EvDestinationBound, "",
 			"Release %s was approved before approvals named a destination; it is bound now to the destination of its first send, %s, from %s.",
 			rel.ReleaseID, dest, sender)
@@ -259,7 +263,7 @@ func (l *Ledger) sendRecipient(ctx context.Context, req AudienceSend, rel Audien
 func (l *Ledger) proposeRecipient(ctx context.Context, req AudienceSend, rel AudienceSummary, body string, r AudienceRow) error {
 	p := Proposal{Task: TaskRef{ID: "release:" + req.ReleaseID}, Customer: r.CustomerID, Event: req.ReleaseID,
 		ActionType: rel.ActionType, Target: "audience", Recipient: r.Email, Subject: rel.Subject, Body: body, Actor: req.Actor,
-		Destination: rel.Destination, Sender: rel.Sender}
+		Destination: rel.Destination, Lookup: rel.Lookup, Sender: rel.Sender}
 	if _, err := l.Propose(ctx, p); errors.Is(err, ErrCancelled) {
 		return nil // withdrawn meanwhile (removed from the release): Execute refuses it
 	} else if err != nil && !errors.Is(err, ErrDuplicate) && !errors.Is(err, ErrInFlight) {

@@ -24,13 +24,17 @@ type Content struct {
 	RecipientName string
 	Sender        string
 	Destination   string
-	Subject       string
-	Body          string
-	Target        string
+	// Lookup is where the destination's records are consulted: approved
+	// too, because pointing reconciliation at other records could prove a
+	// sent message "absent".
+	Lookup  string
+	Subject string
+	Body    string
+	Target  string
 }
 
 // Digest is the approval digest of the content: recipient (and its display
-// name), sender, destination and content, with the same formatting
+// name), sender, destination and its records endpoint, and content, with the same formatting
 // tolerance as the package-level Digest. Content without a destination is
 // a row recorded before destinations were bound and keeps that digest.
 func (c Content) Digest() string {
@@ -39,7 +43,7 @@ func (c Content) Digest() string {
 	}
 	d := digestOf("v2",
 		strings.ToLower(strings.TrimSpace(c.Recipient)), normalizeText(c.RecipientName),
-		strings.ToLower(strings.TrimSpace(c.Sender)), strings.TrimSpace(c.Destination),
+		strings.ToLower(strings.TrimSpace(c.Sender)), strings.TrimSpace(c.Destination), strings.TrimSpace(c.Lookup),
 		normalizeText(c.Subject), normalizeText(c.Body), strings.TrimSpace(c.Target))
 	return "sha256:v2:" + strings.TrimPrefix(d, "sha256:")
 }

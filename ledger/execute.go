@@ -299,18 +299,23 @@ func (t *wtx) bindDestination(a *Action, ap *Approval, req ExecuteRequest) error
 		if _, err := t.Exec(`UPDATE approvals SET destination = ?, sender = ? WHERE id = ?`, dest, sender, ap.ID); err != nil {
 			return fmt.Errorf("bind approval of %s: %w", a.Key, err)
 		}
-		if _, err := t.Exec(`UPDATE actions SET destination = ?, sender = ? WHERE key = ?`, dest, sender, a.Key); err != nil {
+		if _, err := t.Exec(`UPDATE actions SET destination = ?, lookup = ?, sender = ? WHERE key = ?`,
+			dest, req.Endpoint.Lookup, sender, a.Key); err != nil {
 			return fmt.Errorf("bind %s: %w", a.Key, err)
 		}
-		ap.Destination, ap.Sender, a.Destination, a.Sender = dest, sender, dest, sender
+		ap.Destination, ap.Sender, a.Destination, a.Lookup, a.Sender = dest, sender, dest, req.Endpoint.Lookup, sender
 		return t.event(req.Executor, a.TaskID, a.Key, EvDestinationBound, "",
 			"The approval of %s was recorded before approvals named a destination; it is bound now to the destination of its first send, %s, from %s.",
-			a.Key, dest, sender)
+			a.Key, Endpoint{dest, req.Endpoint.Lookup}, sender)
 	}
 	var de *DestinationError
 	switch {
 	case dest != ap.Destination:
 		de = &DestinationError{Key: a.Key, Field: "destination", Recorded: ap.Destination, Named: dest}
+	case req.Endpoint.Lookup != "" && req.Endpoint.Lookup != a.Lookup:
+		// Another records endpoint would have reconciliation ask records
+		// that never saw this message: "absent", and a duplicate.
+		de = &DestinationError{Key: a.Key, Field: "records endpoint", Recorded: orDash(a.Lookup), Named: req.Endpoint.Lookup}
 	case req.From != "" && !strings.EqualFold(req.From, ap.Sender):
 		de = &DestinationError{Key: a.Key, Field: "sender", Recorded: ap.Sender, Named: req.From}
 	default:
@@ -318,7 +323,8 @@ func (t *wtx) bindDestination(a *Action, ap *Approval, req ExecuteRequest) error
 	}
 	return t.refuseWith(a, "", "", req.Executor, EvWrongDestination, de,
 		"The gate refused %s's send of %s %s %s: the approved %s is %s; nothing was sent.",
-		req.Executor, a.Key, map[string]string{"destination": "to", "sender": "from"}[de.Field], de.Named, de.Field, de.Recorded)
+		req.Executor, a.Key, map[string]string{"destination": "to", "sender": "from", "records endpoint": "with records at"}[de.Field],
+		de.Named, de.Field, de.Recorded)
 }
 
 // refuseUnlessOwner enforces that only the task's owner executes, and that
@@ -424,7 +430,7 @@ func (t *wtx) startAttempt(a *Action, ap Approval, req ExecuteRequest, checks []
 	}
 	att := Attempt{ActionKey: a.Key, Number: n + 1, TransportID: TransportID(a.Key, n+1), Executor: req.Executor,
 		Holder: t.l.holder, StartedAt: t.now, LeaseUntil: t.now.Add(t.l.lease),
-		Destination: ap.Destination, Lookup: req.Endpoint.Lookup, Recipient: a.Recipient,
+		Destination: ap.Destination, Lookup: a.Lookup, Recipient: a.Recipient,
 		Sender: firstNonEmpty(ap.Sender, DefaultSender)}
 	att.MessageID = att.TransportID
 	err := t.QueryRow(`INSERT INTO attempts (action_key, number, transport_id, executor, holder, started_at, lease_until,

@@ -40,11 +40,11 @@ func (w *world) env(extra ...string) []string {
 		"PROOF_KEYS=" + strings.Join(w.keys, ","), "PROOF_TASK=" + w.task, "PROOF_RELEASE=" + w.releas}, extra...)
 }
 
-// destination is the identity of the mailbox every send goes to.
-func (w *world) destination() string {
+// destination is the endpoint of the mailbox every send goes to.
+func (w *world) destination() ledger.Endpoint {
 	d, err := smtpdest.New(w.mb.Target())
 	must(w.t, err)
-	return d.Identity()
+	return ledger.EndpointOf(d)
 }
 
 func (w *world) open() *ledger.Ledger {
@@ -64,7 +64,7 @@ func (w *world) approvedActions(owner string, n int) {
 	for i := 1; i <= n; i++ {
 		p := ledger.Proposal{Task: ledger.TaskRef{ID: w.task}, Customer: fmt.Sprintf("c%d", i), Event: "enq-1",
 			ActionType: "reply_ack", Target: w.task, Recipient: fmt.Sprintf("c%d@example.org", i),
-			Destination: w.destination(),
+			Destination: w.destination().Destination, Lookup: w.destination().Lookup,
 			Subject:     "We received your enquiry", Body: "We will answer within a day.", Actor: owner}
 		a, err := l.Propose(w.ctx, p)
 		must(w.t, err)
@@ -91,7 +91,7 @@ func (w *world) audienceRelease(n int) {
 		Source: strings.NewReader(csv), ActionType: "notice", Subject: "Opening hours change",
 		Body: "Our opening hours change on 1 April.", Actor: "ops"}, l.Customers())
 	must(w.t, err)
-	must(w.t, l.ApproveAudience(w.ctx, w.releas, "lead", w.destination(), ""))
+	must(w.t, l.ApproveAudienceAt(w.ctx, w.releas, "lead", w.destination(), ""))
 	rows, err := l.AudienceRows(w.ctx, w.releas, ledger.RowEligible, 0, 0)
 	must(w.t, err)
 	for _, r := range rows {

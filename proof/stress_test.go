@@ -82,7 +82,7 @@ func playStress(ctx context.Context, l *ledger.Ledger, dest ledger.Destination) 
 	}
 	for i := range n {
 		p := stressProposal(w, i)
-		p.Destination = dest.Identity()
+		p.Destination, p.Lookup = dest.Identity(), ledger.EndpointOf(dest).Lookup
 		st.Actions++
 		a, err := l.Propose(ctx, p)
 		if err != nil {

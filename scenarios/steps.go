@@ -29,12 +29,12 @@ type actionState struct {
 	body     string
 }
 
-func (a *actionState) proposal(task Task, actor, destination string) ledger.Proposal {
+func (a *actionState) proposal(task Task, actor string, ep ledger.Endpoint) ledger.Proposal {
 	return ledger.Proposal{
 		Task:     ledger.TaskRef{ID: a.taskID, Customer: a.customer, Subject: task.Subject},
 		Customer: a.customer, Event: a.event, ActionType: a.typ, Target: a.target, Revision: a.revision,
 		Recipient: a.to, Subject: a.subject, Body: a.body, Actor: actor,
-		Destination: destination, Sender: sender,
+		Destination: ep.Destination, Lookup: ep.Lookup, Sender: sender,
 	}
 }
 
@@ -69,7 +69,7 @@ func (r *Run) doPropose(ctx context.Context, s *Step, _ barrier) (outcome, error
 	a := r.action(s.Action)
 	r.mu.Lock()
 	a.to, a.subject, a.body = or(s.To, a.to), or(s.Subject, a.subject), or(s.Body, a.body)
-	p := a.proposal(r.tasks[a.taskID], s.Actor, r.env.dest.Identity())
+	p := a.proposal(r.tasks[a.taskID], s.Actor, ledger.EndpointOf(r.env.dest))
 	r.mu.Unlock()
 	_, err := r.env.l.Propose(ctx, p)
 	return fromErr(err, ClassOK)

@@ -109,7 +109,7 @@ func audienceApproveVerb() verbSpec {
 			if err != nil {
 				return nil, err
 			}
-			if err := l.ApproveAudience(ctx, release, g.actor, ep.Destination, from); err != nil {
+			if err := l.ApproveAudienceAt(ctx, release, g.actor, ep, from); err != nil {
 				return nil, err
 			}
 			s, err := l.AudienceSummary(ctx, release)

@@ -204,6 +204,33 @@ func TestApprovalBindsDestinationAndSender(t *testing.T) {
 	}
 }
 
+// TestApprovalBindsTheRecordsEndpoint: the records a reconcile will ask are
+// approved with the destination. A send through the same server but naming
+// other records (an empty mailbox's API) is refused: those records would
+// prove a sent message "absent".
+func TestApprovalBindsTheRecordsEndpoint(t *testing.T) {
+	b := newBinEnv(t)
+	mb := startMailbox(t)
+	empty := startMailbox(t)
+	key := b.approvedVia(mb.Target(), "enq-records")
+	elsewhere := strings.Split(mb.Target(), "?")[0] + "?api=" + empty.APIURL()
+	wantExit(t, b.run("send", "--key", key, "--as", "wf", "--material", "crm.consent=yes", "--destination", elsewhere),
+		exitWrongDestination, "the approved records endpoint is "+mb.APIURL())
+	// The approved records are what the attempt records, whichever way the
+	// destination is named: here without its API.
+	wantExit(t, b.run("send", "--key", key, "--as", "wf", "--material", "crm.consent=yes",
+		"--destination", strings.Split(mb.Target(), "?")[0]), exitOK)
+	var v struct {
+		Attempts []struct {
+			Lookup string `json:"lookup"`
+		} `json:"attempts"`
+	}
+	decodeOne(t, b.mustRun("show", "--key", key, "--json").stdout, &v)
+	if len(v.Attempts) != 1 || v.Attempts[0].Lookup != mb.APIURL() {
+		t.Fatalf("attempts %+v, want one recorded with records at %s", v.Attempts, mb.APIURL())
+	}
+}
+
 // fileSum is the digest of a file's bytes ("" when it does not exist).
 func fileSum(t *testing.T, path string) string {
 	t.Helper()

@@ -14,8 +14,9 @@
 ALTER TABLE actions ADD COLUMN destination TEXT NOT NULL DEFAULT '';
 ALTER TABLE actions ADD COLUMN sender TEXT NOT NULL DEFAULT '';
 ALTER TABLE actions ADD COLUMN recipient_name TEXT NOT NULL DEFAULT '';
--- Where the destination's records are consulted (not approved: it changes
--- nothing about where mail goes); a send that names no destination uses it.
+-- Where the destination's records are consulted: approved with the
+-- destination, since other records could prove a sent message "absent"; a
+-- send that names no destination uses it.
 ALTER TABLE actions ADD COLUMN lookup TEXT NOT NULL DEFAULT '';
 ALTER TABLE approvals ADD COLUMN destination TEXT NOT NULL DEFAULT '';
 ALTER TABLE approvals ADD COLUMN sender TEXT NOT NULL DEFAULT '';
@@ -26,3 +27,4 @@ ALTER TABLE attempts ADD COLUMN recipient TEXT NOT NULL DEFAULT '';
 ALTER TABLE attempts ADD COLUMN sender TEXT NOT NULL DEFAULT '';
 ALTER TABLE audience_releases ADD COLUMN destination TEXT NOT NULL DEFAULT '';
 ALTER TABLE audience_releases ADD COLUMN sender TEXT NOT NULL DEFAULT '';
+ALTER TABLE audience_releases ADD COLUMN lookup TEXT NOT NULL DEFAULT '';

@@ -57,7 +57,7 @@ func TestGateAgainstMailboxFaults(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer l.Close()
-			key := approvedAction(t, l, dest.Identity())
+			key := approvedAction(t, l, ledger.EndpointOf(dest))
 			count := func() int {
 				n, err := mb.Count(ctx, testmailbox.Filter{ActionKey: key})
 				if err != nil {
@@ -122,14 +122,14 @@ func TestGateAgainstMailboxFaults(t *testing.T) {
 	}
 }
 
-func approvedAction(t *testing.T, l *ledger.Ledger, destination string) string {
+func approvedAction(t *testing.T, l *ledger.Ledger, ep ledger.Endpoint) string {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := l.Claim(ctx, ledger.TaskRef{ID: "task-7"}, "wf-ack"); err != nil {
 		t.Fatal(err)
 	}
 	a, err := l.Propose(ctx, ledger.Proposal{Task: ledger.TaskRef{ID: "task-7"}, Customer: "cust-42", Event: "enquiry-1001",
-		ActionType: "reply_ack", Target: "task-7", Destination: destination, Recipient: "ada@example.com", Subject: "We received your enquiry",
+		ActionType: "reply_ack", Target: "task-7", Destination: ep.Destination, Lookup: ep.Lookup, Recipient: "ada@example.com", Subject: "We received your enquiry",
 		Body: "Hello Ada, thank you for writing.", Actor: "wf-ack"})
 	if err != nil {
 		t.Fatal(err)
