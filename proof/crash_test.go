@@ -65,7 +65,7 @@ func (w *world) approvedActions(owner string, n int) {
 		p := ledger.Proposal{Task: ledger.TaskRef{ID: w.task}, Customer: fmt.Sprintf("c%d", i), Event: "enq-1",
 			ActionType: "reply_ack", Target: w.task, Recipient: fmt.Sprintf("c%d@example.org", i),
 			Destination: w.destination().Destination, Lookup: w.destination().Lookup,
-			Subject:     "We received your enquiry", Body: "We will answer within a day.", Actor: owner}
+			Subject: "We received your enquiry", Body: "We will answer within a day.", Actor: owner}
 		a, err := l.Propose(w.ctx, p)
 		must(w.t, err)
 		_, err = l.Approve(w.ctx, a.Key, "lead", consentYes)
