@@ -53,7 +53,9 @@ func actionDetailLines(th Theme, d ledger.ActionDetail, w int) []string {
 	out = append(out, para("  state      ", th.mark(stateMark(a.State)).Render(state)+" — "+a.Reason, w)...)
 	out = append(out,
 		fmt.Sprintf("  task       %s (owner %s)", a.TaskID, orNone(d.Task.Owner)),
-		fmt.Sprintf("  to         %s", a.Recipient),
+		fmt.Sprintf("  to         %s", recipientLabel(a.Recipient, a.RecipientName)),
+		fmt.Sprintf("  from       %s", orNone(a.Sender)),
+		fmt.Sprintf("  via        %s", orNone(ledger.Endpoint{Destination: a.Destination, Lookup: a.Lookup}.String())),
 		fmt.Sprintf("  subject    %s", a.Subject),
 		fmt.Sprintf("  proposed   by %s at %s, digest %s", a.ProposedBy, a.CreatedAt.Format(clockFormat), short(a.Digest)),
 	)
@@ -76,8 +78,8 @@ func approvalLines(th Theme, aps []ledger.Approval, w int) []string {
 		if !ap.Valid {
 			valid = th.Bad.Render("invalid: " + ap.Invalidated)
 		}
-		out = append(out, para(fmt.Sprintf("  %s by %s for owner %s, digest %s — ", ap.At.Format(clockFormat),
-			ap.Approver, orNone(ap.Owner), short(ap.Digest)), valid, w)...)
+		out = append(out, para(fmt.Sprintf("  %s by %s for owner %s, to %s from %s via %s, digest %s — ", ap.At.Format(clockFormat),
+			ap.Approver, orNone(ap.Owner), ap.Recipient, orNone(ap.Sender), orNone(ap.Destination), short(ap.Digest)), valid, w)...)
 		for _, m := range ap.Material {
 			out = append(out, fmt.Sprintf("      approved %s = %q", m.Name(), m.Value))
 		}
@@ -118,7 +120,8 @@ func attemptLines(th Theme, ats []ledger.Attempt, w int) []string {
 	for _, at := range ats {
 		out = append(out, fmt.Sprintf("  #%d  %s, started by %s at %s", at.Number,
 			th.mark(outcomeMark(at.Outcome)).Render(outcomeLabel(at)), at.Executor, at.StartedAt.Format(clockFormat)))
-		out = append(out, "      transport id "+at.TransportID)
+		out = append(out, para("      ", fmt.Sprintf("to %s via %s, Message-ID %s", orNone(at.Recipient),
+			orNone(at.Endpoint().String()), at.MessageID), w)...)
 		for _, l := range para("      ", at.Response, w) {
 			out = append(out, th.Dim.Render(l))
 		}
@@ -197,4 +200,12 @@ func short(digest string) string {
 		return digest[:12]
 	}
 	return digest
+}
+
+// recipientLabel shows the address with its display name, if any.
+func recipientLabel(addr, name string) string {
+	if name == "" {
+		return addr
+	}
+	return addr + " (" + name + ")"
 }

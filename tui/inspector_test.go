@@ -85,7 +85,7 @@ func TestInspectorKeys(t *testing.T) {
 		{name: "SearchEscCancels", keys: []string{"/", "x", "esc"}, want: []string{"1–4 of 4"}},
 		{name: "StateFilterCycles", keys: []string{"tab", "s", "s", "s", "s", "s"},
 			want: []string{"state sent", "1–1 of 1", "cust-ada"}},
-		{name: "EnterOpensDetail", keys: []string{"tab", "enter"}, want: []string{"Material checks", "DIFFERS"}},
+		{name: "EnterOpensDetail", keys: []string{"tab", "enter"}, want: []string{"Material checks", "DIFFERS", "via        fake://destination", "from       gatehouse@localhost"}},
 		{name: "EscGoesBack", keys: []string{"tab", "enter", "esc"}, want: []string{"1–4 of 4"}},
 		{name: "HelpShowsAllKeys", keys: []string{"?"}, want: []string{"Keys", "release hold", "resume"}},
 		{name: "AnyKeyClosesHelp", keys: []string{"?", "j"}, want: []string{"1–4 of 4"}},
