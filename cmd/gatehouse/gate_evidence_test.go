@@ -476,3 +476,39 @@ func TestAudienceSendWithHoldsExits13(t *testing.T) {
 	e.view("approve", "--release", "r1", "--as", "lead", "--destination", "fake://unknown")
 	wantExit(t, e.run("send", "--release", "r1", "--destination", "fake://unknown", "--as", "notice-bot"), exitHeld, "wait for a person")
 }
+
+// countingReader counts what was read from an endless source.
+type countingReader struct{ n int64 }
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = 'a'
+	}
+	c.n += int64(len(p))
+	return len(p), nil
+}
+
+// TestHugeBodyIsRefusedWithoutReadingIt: a body far over the limit (here an
+// endless one on stdin, standing for a 270 MB file) is refused after reading
+// one byte past the limit, never held whole in memory, and nothing is
+// recorded.
+func TestHugeBodyIsRefusedWithoutReadingIt(t *testing.T) {
+	e := newGateEnv(t)
+	src := &countingReader{}
+	var out, errOut bytes.Buffer
+	root := newRootCmd(&out, &errOut)
+	root.SetIn(src)
+	root.SetArgs([]string{"gate", "propose", "--ledger", e.ledger, "--as", "wf", "--task", "t-1", "--customer", "c1",
+		"--event", "e1", "--type", "notice", "--target", "t-1", "--to", "ada@example.com", "--subject", "s",
+		"--destination", "fake://accept", "--body-file", "-"})
+	err := root.Execute()
+	if code := exitCode(err); code != exitUsage || !strings.Contains(err.Error(), "over the limit") {
+		t.Fatalf("exit %d: %v", code, err)
+	}
+	if src.n > ledger.MaxBodyBytes+64<<10 {
+		t.Fatalf("read %d bytes of the body; want at most one read past %d", src.n, ledger.MaxBodyBytes)
+	}
+	if _, err := os.Stat(e.ledger); err == nil {
+		t.Fatal("a refused propose created the ledger")
+	}
+}
