@@ -124,13 +124,16 @@ type listRow struct {
 	State     string    `json:"state"`
 	Task      string    `json:"task"`
 	Recipient string    `json:"recipient"`
+	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
 }
 
+// text lists the actions in the order they were proposed, newest first,
+// which is the order of the PROPOSED column.
 func (lv listView) text(w io.Writer) {
-	fmt.Fprintln(w, "KEY\tSTATE\tTASK\tRECIPIENT\tUPDATED")
+	fmt.Fprintln(w, "KEY\tSTATE\tTASK\tRECIPIENT\tPROPOSED\tUPDATED")
 	for _, r := range lv.Actions {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", r.Key, r.State, r.Task, r.Recipient, fmtTime(r.UpdatedAt))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Key, r.State, r.Task, r.Recipient, fmtTime(r.CreatedAt), fmtTime(r.UpdatedAt))
 	}
 	if len(lv.Actions) == 0 {
 		fmt.Fprintf(w, "no actions on this page; %s in all\n", plural(lv.Total, "action matches", "actions match"))
@@ -144,11 +147,11 @@ func listVerb() verbSpec {
 		f      ledger.ActionFilter
 		states []string
 	)
-	return verbSpec{name: "list", short: "List actions, newest first, with the total", readOnly: true,
+	return verbSpec{name: "list", short: "List actions, newest proposed first, with the total", readOnly: true,
 		flags: func(fs *pflag.FlagSet) {
 			fs.StringSliceVar(&states, "state", nil, "only these states (repeatable or comma-separated)")
 			taskFlag(fs, &f.TaskID)
-			fs.StringVar(&f.Search, "search", "", "substring of the key, customer or recipient")
+			fs.StringVar(&f.Search, "search", "", "text anywhere in the key, customer, recipient or subject (any case)")
 			fs.IntVar(&f.Limit, "limit", 20, "page size")
 			fs.IntVar(&f.Offset, "offset", 0, "how many to skip")
 		},
@@ -165,7 +168,7 @@ func listVerb() verbSpec {
 			v := listView{Total: total, Offset: f.Offset, Limit: f.Limit, Actions: []listRow{}}
 			for _, a := range actions {
 				v.Actions = append(v.Actions, listRow{Key: a.Key, State: string(a.State), Task: a.TaskID,
-					Recipient: a.Recipient, UpdatedAt: a.UpdatedAt})
+					Recipient: a.Recipient, CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt})
 			}
 			return v, nil
 		}}
