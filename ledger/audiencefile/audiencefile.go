@@ -108,13 +108,11 @@ func Read(r io.Reader, fn func(Row) error) (Layout, error) {
 	}
 }
 
+// blank reports whether a line holds nothing at all (white space). A line
+// of separators only (",") is a row whose fields are empty: it is counted,
+// as an error, so the source rows add up to what a person sees in the file.
 func blank(rec []string) bool {
-	for _, f := range rec {
-		if strings.TrimSpace(f) != "" {
-			return false
-		}
-	}
-	return true
+	return len(rec) == 1 && strings.TrimSpace(rec[0]) == ""
 }
 
 func detect(rec []string, line int) (Layout, error) {

@@ -27,9 +27,11 @@ func TestRead(t *testing.T) {
 		{"HeaderAndRows", "customer_id,email\nc1,a@x.org\nc2,b@x.org\n", "2:id:c1 | 3:id:c2"},
 		{"BOMAndCRLF", "\uFEFFEmail,Name\r\nA@X.org,Ada\r\nb@x.org,Bea\r\n", "2:email:a@x.org | 3:email:b@x.org"},
 		{"QuotedFieldsWithCommasAndNewlines", "email,name\n\"a@x.org\",\"Lovelace, Ada\"\nb@x.org,\"two\nlines\"\nc@x.org,C\n", "2:email:a@x.org | 3:email:b@x.org | 5:email:c@x.org"},
-		{"BlankLines", "email\n\na@x.org\n,\n\nb@x.org\n", "3:email:a@x.org | 6:email:b@x.org"},
+		{"BlankLines", "email\n\na@x.org\n  \n\nb@x.org\n", "3:email:a@x.org | 6:email:b@x.org"},
+		// A row of separators only is a row a person sees: counted, as an error.
+		{"RowOfSeparatorsOnly", "customer_id,email\nc1,\n,\nc2,\n", "2:id:c1 | 3:!neither a customer id nor an email | 4:id:c2"},
 		{"NoHeaderDetected", "a@x.org,Ada\nb@x.org,Bea\n", "1:email:a@x.org | 2:email:b@x.org"},
-		{"BadRows", "customer_id,email\n,\nc2,not-an-address\nc3,c@x.org,extra\nc4,\n", "3:!email \"not-an-address\" is not an address | 4:!has 3 fields, the header has 2 | 5:id:c4"},
+		{"BadRows", "customer_id,email\n,\nc2,not-an-address\nc3,c@x.org,extra\nc4,\n", "2:!neither a customer id nor an email | 3:!email \"not-an-address\" is not an address | 4:!has 3 fields, the header has 2 | 5:id:c4"},
 		{"EmptyBothFields", "customer_id,email,name\n,,Ada\n", "2:!neither a customer id nor an email"},
 	}
 	for _, tc := range tests {
