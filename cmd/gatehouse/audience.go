@@ -202,7 +202,7 @@ func audienceShowVerb() verbSpec {
 			releaseFlag(fs, &release)
 			fs.StringVar(&status, "rows", "", "list rows of this status: error, unmatched, duplicate, excluded, removed, eligible")
 			fs.IntVar(&limit, "limit", 20, "rows to list")
-			fs.StringVar(&api, "mailbox-api", "", "count arrivals per eligible recipient at this test mailbox API")
+			fs.StringVar(&api, "api", "", "count arrivals per eligible recipient at this test mailbox API `URL` (the flag the mailbox verbs use)")
 			fs.IntVar(&sample, "sample", 0, "draw N resolved recipients across the CRM's lifecycle stages and check each identity in the source file and the CRM mirror")
 		},
 		run: func(ctx context.Context, g *gateRun) (output, error) {
@@ -218,7 +218,7 @@ func audienceShowVerb() verbSpec {
 			openAPI := func() (err error) {
 				if api != "" {
 					if mb, err = testmailbox.NewClient(api, nil); err != nil {
-						return usageErr("%s: --mailbox-api: %v", verb, err)
+						return usageErr("%s: --api: %v", verb, err)
 					}
 				}
 				return nil

@@ -108,7 +108,7 @@ func TestAudienceReconcileSendOnceAndRerun(t *testing.T) {
 	// So is another sender.
 	wantExit(t, e.run("send", "--release", "spring", "--destination", mb.Target(), "--from", "security@bank.example", "--as", "notice-bot"),
 		exitWrongDestination, "the approved sender is gatehouse@localhost")
-	v = e.view("show", "--release", "spring", "--mailbox-api", mb.APIURL(), "--rows", "eligible")
+	v = e.view("show", "--release", "spring", "--api", mb.APIURL(), "--rows", "eligible")
 	if v.Arrived == nil || *v.Arrived != 3 || v.Confirmed != v.Eligible {
 		t.Fatalf("delivered %v, confirmed %d, eligible %d", v.Arrived, v.Confirmed, v.Eligible)
 	}
