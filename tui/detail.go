@@ -78,8 +78,9 @@ func approvalLines(th Theme, aps []ledger.Approval, w int) []string {
 		if !ap.Valid {
 			valid = th.Bad.Render("invalid: " + ap.Invalidated)
 		}
-		out = append(out, para(fmt.Sprintf("  %s by %s for owner %s, to %s from %s via %s, digest %s — ", ap.At.Format(clockFormat),
-			ap.Approver, orNone(ap.Owner), ap.Recipient, orNone(ap.Sender), orNone(ap.Destination), short(ap.Digest)), valid, w)...)
+		out = append(out, para(fmt.Sprintf("  %s by %s for owner %s, digest %s — ", ap.At.Format(clockFormat),
+			ap.Approver, orNone(ap.Owner), short(ap.Digest)), valid, w)...)
+		out = append(out, para("      ", fmt.Sprintf("to %s from %s via %s", ap.Recipient, orNone(ap.Sender), orNone(ap.Destination)), w)...)
 		for _, m := range ap.Material {
 			out = append(out, fmt.Sprintf("      approved %s = %q", m.Name(), m.Value))
 		}
