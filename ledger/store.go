@@ -47,8 +47,9 @@ const applicationID = 0x47484C44
 // for concurrent use by many goroutines, and several processes may open the
 // same file: every deciding write is one BEGIN IMMEDIATE transaction.
 type Ledger struct {
-	path   string
-	r      *sql.DB // read pool (query_only)
+	path    string
+	dialect *dialect // the SQL the store speaks (nil: SQLite's)
+	r       *sql.DB  // read pool (query_only)
 	clock  Clock
 	lease  time.Duration
 	holder string
@@ -542,17 +543,24 @@ func (c *committedRefusal) Error() string { return c.err.Error() }
 func refuse(err error) error { return &committedRefusal{err: err} }
 
 // queryTx is a read snapshot.
-type queryTx = *sql.Tx
+type queryTx = *rtx
 
 // read runs fn on a read snapshot.
 func (l *Ledger) read(ctx context.Context, fn func(queryTx) error) error {
-	tx, err := l.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	opts := &sql.TxOptions{ReadOnly: true}
+	if l.dialect != nil && l.dialect.postgres {
+		opts.Isolation = sql.LevelRepeatableRead // one snapshot for the whole read, as SQLite's
+	}
+	tx, err := l.r.BeginTx(ctx, opts)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback()
-	return fn(tx)
+	return fn(&rtx{Tx: tx, d: l.dialect})
 }
+
+// pool reads from the read pool outside a snapshot.
+func (l *Ledger) pool() readPool { return readPool{db: l.r, d: l.dialect} }
 
 func isBusy(err error) bool {
 	var se sqlite3.Error
