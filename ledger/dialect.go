@@ -19,6 +19,10 @@ type dialect struct {
 // Statement fragments whose SQLite spelling PostgreSQL does not accept.
 var postgresSpellings = strings.NewReplacer(
 	"email = ? COLLATE NOCASE", "lower(email) = lower(?)",
+	// SQLite's LIKE ignores the case of ASCII letters; PostgreSQL's ILIKE
+	// does the same (and more).
+	" LIKE ", " ILIKE ",
+	"group_concat(", "string_agg(",
 )
 
 // rebind returns q as the store's SQL.
