@@ -6,10 +6,15 @@ PKGS ?= ./...
 run:
 	$(GO) run ./cmd/gatehouse
 
-# test is the one command CI runs: vet, then every test under the race detector.
+# test is the one command CI runs: vet, then every test under the race
+# detector, then the store conformance suite: the ledger's tests and the
+# operation search again, on PostgreSQL (a throwaway cluster the tests
+# start; see internal/pgtest).
 test:
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+	GATEHOUSE_TEST_STORE=postgres $(GO) test -race -count=1 -timeout 15m ./ledger
+	GATEHOUSE_TEST_STORE=postgres $(GO) test -race -count=1 -timeout 15m -run 'TestOperationSearch$$' ./proof
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 6 $(PKGS) | tee bench.txt

@@ -431,12 +431,12 @@ func (l *Ledger) Correct(ctx context.Context, c Correction) (Action, error) {
 			return &StateError{Key: orig.Key, State: orig.State, Err: ErrWrongState,
 				Hint: "only a sent action can be corrected; revise the draft instead"}
 		}
-		// Every revision's key shares the prefix up to ":r", so the key
-		// index finds them as one range.
-		prefix := strings.TrimSuffix(orig.Key, fmt.Sprintf("r%d", orig.Revision))
+		// Every revision has the original's task and business facts; the
+		// task index finds them.
 		var maxRev int
-		if err := t.QueryRow(`SELECT COALESCE(max(revision), 0) FROM actions WHERE key >= ? AND key < ?`,
-			prefix, prefix+"\xff").Scan(&maxRev); err != nil {
+		if err := t.QueryRow(`SELECT COALESCE(max(revision), 0) FROM actions
+			WHERE task_id = ? AND customer = ? AND event = ? AND action_type = ? AND target = ?`,
+			orig.TaskID, orig.Customer, orig.Event, orig.ActionType, orig.Target).Scan(&maxRev); err != nil {
 			return err
 		}
 		p := Proposal{Task: TaskRef{ID: orig.TaskID}, Customer: orig.Customer, Event: orig.Event,

@@ -212,7 +212,7 @@ func (l *Ledger) summaryAfter(ctx context.Context, releaseID string, cause error
 
 func (l *Ledger) releaseBody(ctx context.Context, releaseID string) (string, error) {
 	var body string
-	err := l.r.QueryRowContext(ctx, `SELECT body FROM audience_releases WHERE id = ?`, releaseID).Scan(&body)
+	err := l.pool().QueryRowContext(ctx, `SELECT body FROM audience_releases WHERE id = ?`, releaseID).Scan(&body)
 	return body, err
 }
 
@@ -308,7 +308,7 @@ func (l *Ledger) UpsertCustomers(ctx context.Context, cs []Customer) error {
 }
 
 // Customers is the ledger's mirror of CRM records, usable as a Directory.
-func (l *Ledger) Customers() Directory { return mirror{l.r} }
+func (l *Ledger) Customers() Directory { return mirror{l.pool()} }
 
 // mirror reads the customers table through the read pool, or through the
 // write transaction that has just refreshed it.

@@ -3,11 +3,13 @@ package ledger_test
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"gatehouse/fakes"
+	"gatehouse/internal/pgtest"
 	"gatehouse/ledger"
 )
 
@@ -23,9 +25,34 @@ type world struct {
 	ctx   context.Context
 }
 
+// storeEnv selects the store every world opens: "postgres" runs the same
+// tests on a PostgreSQL database (a throwaway cluster, see internal/pgtest)
+// instead of a file, which is the store conformance suite.
+const storeEnv = "GATEHOUSE_TEST_STORE"
+
+func onPostgres() bool { return os.Getenv(storeEnv) == "postgres" }
+
+// ledgerLocation is a new, empty ledger of the selected store.
+func ledgerLocation(t testing.TB) string {
+	t.Helper()
+	if onPostgres() {
+		return pgtest.Database(t)
+	}
+	return filepath.Join(t.TempDir(), "ledger.db")
+}
+
+// sqliteOnly skips a test of the file store itself when the suite runs on
+// PostgreSQL.
+func sqliteOnly(t testing.TB) {
+	t.Helper()
+	if onPostgres() {
+		t.Skip("a test of the SQLite file itself")
+	}
+}
+
 func newWorld(t *testing.T) *world {
 	t.Helper()
-	w := &world{t: t, path: filepath.Join(t.TempDir(), "ledger.db"), clock: fakes.NewClock(t0),
+	w := &world{t: t, path: ledgerLocation(t), clock: fakes.NewClock(t0),
 		dest: fakes.NewDestination(), ctx: context.Background()}
 	w.open()
 	return w

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"gatehouse/fakes"
+	"gatehouse/internal/pgtest"
 	"gatehouse/ledger"
 )
 
@@ -24,7 +25,7 @@ func TestMain(m *testing.M) {
 	if role := os.Getenv("GATEHOUSE_TEST_ROLE"); role != "" {
 		os.Exit(playRole(role, os.Getenv("GATEHOUSE_TEST_LEDGER"), os.Getenv("GATEHOUSE_TEST_KEY"), os.Getenv("GATEHOUSE_TEST_OUT")))
 	}
-	os.Exit(m.Run())
+	os.Exit(pgtest.Main(m))
 }
 
 // appendDestination "delivers" by appending one line per message to a file

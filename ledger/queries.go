@@ -542,6 +542,6 @@ func (l *Ledger) Metrics(ctx context.Context) (Metrics, error) {
 // newest history id), so a viewer can follow the ledger cheaply.
 func (l *Ledger) Changes(ctx context.Context) (int64, error) {
 	var id sql.NullInt64
-	err := l.r.QueryRowContext(ctx, `SELECT max(id) FROM events`).Scan(&id)
+	err := l.pool().QueryRowContext(ctx, `SELECT max(id) FROM events`).Scan(&id)
 	return id.Int64, err
 }

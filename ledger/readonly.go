@@ -71,6 +71,9 @@ func OpenReadOnly(path string, opts ...Option) (*Ledger, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
+	if IsPostgres(path) {
+		return openPostgres(path, o, true)
+	}
 	if err := statLedger(path); err != nil {
 		return nil, err
 	}

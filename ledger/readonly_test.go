@@ -95,6 +95,7 @@ func readEverything(ctx context.Context, l *ledger.Ledger, key string) error {
 }
 
 func TestOpenReadOnlyLeavesLedgerAndWALUnchanged(t *testing.T) {
+	sqliteOnly(t)
 	// live: a writer has the ledger open, its last commits only in the WAL.
 	live := func(t *testing.T) (string, string) {
 		w := newWorld(t)
@@ -170,6 +171,7 @@ func TestOpenReadOnlyLeavesLedgerAndWALUnchanged(t *testing.T) {
 }
 
 func TestOpenReadOnlyRefusesWithOneLine(t *testing.T) {
+	sqliteOnly(t)
 	dir := t.TempDir()
 	empty := filepath.Join(dir, "empty.db")
 	if err := os.WriteFile(empty, nil, 0o644); err != nil {
@@ -244,6 +246,7 @@ func TestOpenReadOnlyRefusesWithOneLine(t *testing.T) {
 }
 
 func TestOpenReadOnlyRefusesWritesUntilAskedToWrite(t *testing.T) {
+	sqliteOnly(t)
 	w := newWorld(t)
 	w.approved("wf-ack")
 	w.must(w.l.Close())
@@ -270,6 +273,7 @@ func TestOpenReadOnlyRefusesWritesUntilAskedToWrite(t *testing.T) {
 }
 
 func TestRecoveryDueOnlyReads(t *testing.T) {
+	sqliteOnly(t)
 	w := newWorld(t)
 	a := w.approved("wf-ack")
 	_, _, err := w.l.BeginAttempt(w.ctx, ledger.ExecuteRequest{Key: a.Key, Executor: "wf-ack", Reread: consentYes,
@@ -313,6 +317,7 @@ func readOnlyMount(t *testing.T, dir string) {
 }
 
 func TestOpenReadOnlyOnReadOnlyFileSystem(t *testing.T) {
+	sqliteOnly(t)
 	tests := []struct {
 		Name    string
 		WithWAL bool // a killed writer's WAL and index lie beside the ledger

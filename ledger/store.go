@@ -47,11 +47,12 @@ const applicationID = 0x47484C44
 // for concurrent use by many goroutines, and several processes may open the
 // same file: every deciding write is one BEGIN IMMEDIATE transaction.
 type Ledger struct {
-	path   string
-	r      *sql.DB // read pool (query_only)
-	clock  Clock
-	lease  time.Duration
-	holder string
+	path    string
+	dialect *dialect // the SQL the store speaks (nil: SQLite's)
+	r       *sql.DB  // read pool (query_only)
+	clock   Clock
+	lease   time.Duration
+	holder  string
 
 	// wmu guards w, the one connection all deciding writes use. It is nil
 	// in a ledger opened read-only until (with WithWritesOnDemand) the first
@@ -109,6 +110,9 @@ func Open(path string, opts ...Option) (*Ledger, error) {
 	o := options{clock: SystemClock{}, lease: 2 * time.Minute}
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if IsPostgres(path) {
+		return openPostgres(path, o, false)
 	}
 	if o.existing {
 		if err := statLedger(path); err != nil {
@@ -175,6 +179,15 @@ func (l *Ledger) writer() (*sql.DB, error) {
 	if !l.onDemand {
 		return nil, fmt.Errorf("ledger %s: %w", l.path, ErrReadOnly)
 	}
+	if l.dialect.isPostgres() {
+		// The pool reads and writes alike; a reader that starts writing
+		// checks once more that the schema is current.
+		if err := l.checkPostgresReadable(context.Background(), false); err != nil {
+			return nil, fmt.Errorf("open ledger %s for writing: %w", l.path, err)
+		}
+		l.w = l.r
+		return l.w, nil
+	}
 	w, err := openWriter(l.path)
 	if err != nil {
 		return nil, err
@@ -204,7 +217,7 @@ func (l *Ledger) Close() error {
 	}
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
-	if l.w != nil {
+	if l.w != nil && l.w != l.r {
 		errs = append(errs, l.w.Close())
 	}
 	return errors.Join(errs...)
@@ -495,14 +508,29 @@ func (l *Ledger) tryWrite(ctx context.Context, durable bool, fn func(*wtx) error
 		return err
 	}
 	defer conn.Close()
-	if err := l.setDurability(ctx, conn, durable); err != nil {
-		return err
+	if !l.dialect.isPostgres() {
+		if err := l.setDurability(ctx, conn, durable); err != nil {
+			return err
+		}
 	}
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
-	err = fn(&wtx{Tx: tx, l: l, now: l.clock.Now().UTC(), durable: durable})
+	t := &wtx{Tx: tx, l: l, now: l.clock.Now().UTC(), durable: durable}
+	if err := t.lockForDecision(); err != nil {
+		tx.Rollback()
+		return err
+	}
+	if _, system := l.clock.(SystemClock); system && l.dialect.isPostgres() {
+		// Several hosts share this ledger and their clocks disagree:
+		// leases and every decision's time come from the server's clock.
+		if t.now, err = t.serverNow(); err != nil {
+			tx.Rollback()
+			return err
+		}
+	}
+	err = fn(t)
 	var keep *committedRefusal
 	if err != nil && !errors.As(err, &keep) {
 		tx.Rollback()
@@ -527,7 +555,7 @@ func (l *Ledger) tryWrite(ctx context.Context, durable bool, fn func(*wtx) error
 // disk, an I/O error, a closed database) rather than the gate's own answer.
 func isStorageFailure(err error) bool {
 	var se sqlite3.Error
-	return errors.As(err, &se) || errors.Is(err, sql.ErrConnDone) || errors.Is(err, sql.ErrTxDone) ||
+	return errors.As(err, &se) || pgStorageFailure(err) || errors.Is(err, sql.ErrConnDone) || errors.Is(err, sql.ErrTxDone) ||
 		strings.Contains(err.Error(), "sql: database is closed")
 }
 
@@ -542,19 +570,29 @@ func (c *committedRefusal) Error() string { return c.err.Error() }
 func refuse(err error) error { return &committedRefusal{err: err} }
 
 // queryTx is a read snapshot.
-type queryTx = *sql.Tx
+type queryTx = *rtx
 
 // read runs fn on a read snapshot.
 func (l *Ledger) read(ctx context.Context, fn func(queryTx) error) error {
-	tx, err := l.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	opts := &sql.TxOptions{ReadOnly: true}
+	if l.dialect != nil && l.dialect.postgres {
+		opts.Isolation = sql.LevelRepeatableRead // one snapshot for the whole read, as SQLite's
+	}
+	tx, err := l.r.BeginTx(ctx, opts)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback()
-	return fn(tx)
+	return fn(&rtx{Tx: tx, d: l.dialect})
 }
 
+// pool reads from the read pool outside a snapshot.
+func (l *Ledger) pool() readPool { return readPool{db: l.r, d: l.dialect} }
+
 func isBusy(err error) bool {
+	if pgRetryable(err) {
+		return true
+	}
 	var se sqlite3.Error
 	if errors.As(err, &se) {
 		return se.Code == sqlite3.ErrBusy || se.Code == sqlite3.ErrLocked

@@ -51,7 +51,7 @@ func (t *wtx) event(actor, taskID, key string, kind EventKind, reason, format st
 	}
 	if countedKinds[kind] {
 		if _, err := t.Exec(`INSERT INTO counters (kind, n) VALUES (?, 1)
-			ON CONFLICT(kind) DO UPDATE SET n = n + 1`, string(kind)); err != nil {
+			ON CONFLICT(kind) DO UPDATE SET n = counters.n + 1`, string(kind)); err != nil {
 			return fmt.Errorf("count event %s: %w", kind, err)
 		}
 	}

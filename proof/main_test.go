@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"gatehouse/internal/pgtest"
 	"gatehouse/ledger"
 	"gatehouse/ledger/smtpdest"
 	"gatehouse/testmailbox"
@@ -30,7 +31,7 @@ func TestMain(m *testing.M) {
 	if role := os.Getenv("PROOF_ROLE"); role != "" {
 		os.Exit(playRole(role))
 	}
-	os.Exit(m.Run())
+	os.Exit(pgtest.Main(m))
 }
 
 // consentYes is the material snapshot every proof action is approved on and

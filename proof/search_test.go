@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"gatehouse/fakes"
+	"gatehouse/internal/pgtest"
 	"gatehouse/ledger"
 	"gatehouse/ledger/destinations"
 	"gatehouse/ledger/filedest"
@@ -78,7 +79,7 @@ func newSearchWorld(t *testing.T, seed uint64, bin string) *searchWorld {
 	ctx := context.Background()
 	dir := t.TempDir()
 	w := &searchWorld{t: t, ctx: ctx, seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5ea7c4)), bin: bin,
-		path: filepath.Join(dir, "ledger.db"), clock: fakes.NewClock(time.Now().UTC().Truncate(time.Second)),
+		path: searchLedger(t, dir), clock: fakes.NewClock(time.Now().UTC().Truncate(time.Second)),
 		consent: map[string]string{}, facts: map[string]fact{}, foreign: map[string][]string{}, count: map[string]int{},
 		records: destinations.Records()}
 	var err error
@@ -122,6 +123,15 @@ func (w *searchWorld) newEvent(task string) string {
 	w.keys = append(w.keys, k)
 	w.facts[k] = f
 	return k
+}
+
+// searchLedger is a new ledger of the store GATEHOUSE_TEST_STORE selects:
+// a file, or a PostgreSQL database ("postgres").
+func searchLedger(t *testing.T, dir string) string {
+	if os.Getenv("GATEHOUSE_TEST_STORE") == "postgres" {
+		return pgtest.Database(t)
+	}
+	return filepath.Join(dir, "ledger.db")
 }
 
 func (w *searchWorld) pick(list []string) string { return list[w.rng.IntN(len(list))] }

@@ -231,7 +231,7 @@ func (g *gateRun) ledger() (*ledger.Ledger, error) {
 func openForReading(path string, opts ...ledger.Option) (*ledger.Ledger, error) {
 	l, err := ledger.OpenReadOnly(path, opts...)
 	if errors.Is(err, ledger.ErrNeedsMigration) {
-		return nil, fmt.Errorf("%w; run: gatehouse ledger migrate --ledger %s", err, path)
+		return nil, fmt.Errorf("%w; run: gatehouse ledger migrate --ledger %s", err, ledger.RedactLocation(path))
 	}
 	return l, err
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"gatehouse/internal/pgtest"
 	"gatehouse/ledger"
 	"gatehouse/ledger/filedest"
 	"gatehouse/testmailbox"
@@ -50,7 +51,7 @@ func TestMain(m *testing.M) {
 	if path := os.Getenv("GATEHOUSE_TEST_HOLD"); path != "" {
 		os.Exit(holdLedger(path))
 	}
-	code := m.Run()
+	code := pgtest.Main(m)
 	if binPath != "" {
 		os.RemoveAll(filepath.Dir(binPath))
 	}

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"gatehouse/internal/pgtest"
+	"gatehouse/testmailbox"
+)
+
+// TestGateOnPostgres drives the gate through the binary against a
+// PostgreSQL ledger: the same verbs, the same exit codes, and eight
+// processes racing one key send it once.
+func TestGateOnPostgres(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and starts PostgreSQL")
+	}
+	loc := pgtest.Database(t)
+	mb, err := testmailbox.Start(context.Background(), testmailbox.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mb.Close()
+	e := &gateEnv{t: t, ledger: loc, outbox: filepath.Join(t.TempDir(), "outbox")}
+	key := e.approvedTo(mb.Target(), "enq-pg", "alice", "crm.consent=yes")
+	exits := raceSend(t, 8, e, key, mb.Target())
+	sent := 0
+	for i, x := range exits {
+		switch x.code {
+		case exitOK:
+			sent++
+		case exitDuplicate, exitInFlight:
+		default:
+			t.Errorf("process %d: exit %d: %s", i, x.code, x.stderr)
+		}
+	}
+	if sent != 1 {
+		t.Fatalf("%d processes sent, want exactly 1", sent)
+	}
+	if n, _ := mb.Count(context.Background(), testmailbox.Filter{ActionKey: key}); n != 1 {
+		t.Fatalf("%d arrivals, want 1", n)
+	}
+	show := e.must("show", "--key", key).stdout
+	if !strings.Contains(show, "state:        sent") {
+		t.Fatalf("show on PostgreSQL:\n%s", show)
+	}
+	var m struct {
+		Attempts, Confirmed, DuplicateBlocks int
+	}
+	decodeOne(t, e.must("metrics", "--json").stdout, &struct {
+		Attempts        *int `json:"attempts"`
+		Confirmed       *int `json:"confirmed"`
+		DuplicateBlocks *int `json:"duplicate_blocks"`
+		Intended        int  `json:"intended"`
+	}{Attempts: &m.Attempts, Confirmed: &m.Confirmed, DuplicateBlocks: &m.DuplicateBlocks})
+	if m.Attempts != 1 || m.Confirmed != 1 || m.DuplicateBlocks != 7 {
+		t.Fatalf("metrics on PostgreSQL: %+v", m)
+	}
+}

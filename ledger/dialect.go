@@ -1,0 +1,126 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// dialect is the SQL the ledger's store speaks. The ledger writes its
+// statements once, in SQLite's spelling (`?` placeholders); a PostgreSQL
+// store rewrites each statement once (and caches it) into its own.
+type dialect struct {
+	postgres bool
+	cache    sync.Map // statement → rewritten statement
+}
+
+// Statement fragments whose SQLite spelling PostgreSQL does not accept.
+var postgresSpellings = strings.NewReplacer(
+	"email = ? COLLATE NOCASE", "lower(email) = lower(?)",
+	// SQLite's LIKE ignores the case of ASCII letters; PostgreSQL's ILIKE
+	// does the same (and more).
+	" LIKE ", " ILIKE ",
+	"group_concat(", "string_agg(",
+)
+
+// rebind returns q as the store's SQL.
+func (d *dialect) rebind(q string) string {
+	if d == nil || !d.postgres {
+		return q
+	}
+	if r, ok := d.cache.Load(q); ok {
+		return r.(string)
+	}
+	r := numberPlaceholders(postgresSpellings.Replace(q))
+	d.cache.Store(q, r)
+	return r
+}
+
+// numberPlaceholders turns `?` into `$1`, `$2`, … outside quoted text.
+func numberPlaceholders(q string) string {
+	var b strings.Builder
+	n := 0
+	quote := byte(0)
+	for i := 0; i < len(q); i++ {
+		c := q[i]
+		switch {
+		case quote != 0:
+			if c == quote {
+				quote = 0
+			}
+		case c == '\'' || c == '"':
+			quote = c
+		case c == '?':
+			n++
+			b.WriteString("$" + strconv.Itoa(n))
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
+
+// Exec, Query, QueryRow and Prepare speak the store's dialect; every
+// deciding write goes through them.
+func (t *wtx) Exec(q string, args ...any) (sql.Result, error) {
+	return t.Tx.Exec(t.l.dialect.rebind(q), args...)
+}
+
+// Query is sql.Tx.Query in the store's dialect.
+func (t *wtx) Query(q string, args ...any) (*sql.Rows, error) {
+	return t.Tx.Query(t.l.dialect.rebind(q), args...)
+}
+
+// QueryRow is sql.Tx.QueryRow in the store's dialect.
+func (t *wtx) QueryRow(q string, args ...any) *sql.Row {
+	return t.Tx.QueryRow(t.l.dialect.rebind(q), args...)
+}
+
+// Prepare is sql.Tx.Prepare in the store's dialect.
+func (t *wtx) Prepare(q string) (*sql.Stmt, error) {
+	return t.Tx.Prepare(t.l.dialect.rebind(q))
+}
+
+// rtx is a read snapshot speaking the store's dialect.
+type rtx struct {
+	*sql.Tx
+	d *dialect
+}
+
+// Query is sql.Tx.Query in the store's dialect.
+func (r *rtx) Query(q string, args ...any) (*sql.Rows, error) {
+	return r.Tx.Query(r.d.rebind(q), args...)
+}
+
+// QueryRow is sql.Tx.QueryRow in the store's dialect.
+func (r *rtx) QueryRow(q string, args ...any) *sql.Row {
+	return r.Tx.QueryRow(r.d.rebind(q), args...)
+}
+
+// QueryRowContext is sql.Tx.QueryRowContext in the store's dialect.
+func (r *rtx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	return r.Tx.QueryRowContext(ctx, r.d.rebind(q), args...)
+}
+
+// QueryContext is sql.Tx.QueryContext in the store's dialect.
+func (r *rtx) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	return r.Tx.QueryContext(ctx, r.d.rebind(q), args...)
+}
+
+// QueryRowContext on the wtx, for code that reads inside a write.
+func (t *wtx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	return t.Tx.QueryRowContext(ctx, t.l.dialect.rebind(q), args...)
+}
+
+// readPool reads outside a snapshot, in the store's dialect.
+type readPool struct {
+	db *sql.DB
+	d  *dialect
+}
+
+// QueryRowContext is sql.DB.QueryRowContext in the store's dialect.
+func (p readPool) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	return p.db.QueryRowContext(ctx, p.d.rebind(q), args...)
+}

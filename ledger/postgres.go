@@ -1,0 +1,252 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/url"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
+)
+
+// The PostgreSQL store: the same gate, for ledgers several hosts share.
+//
+// Isolation. Every deciding write is one transaction that first takes a
+// transaction-level advisory lock on the ledger (pg_advisory_xact_lock), so
+// deciding writes run one at a time, exactly as SQLite's BEGIN IMMEDIATE
+// makes them, and each reads the state it decides on (the action, the
+// owner, the stop switch) after the previous decision committed. The
+// constraints hold on their own besides: a partial unique index allows one
+// attempt in flight per action, and every state change is a compare-and-swap
+// on the row's version. Reads run in REPEATABLE READ, one snapshot each.
+// Serialization failures and deadlocks (40001, 40P01) are retried like
+// SQLite's "busy". Commits are durable (synchronous_commit on).
+
+//go:embed schema/pg/*.sql
+var pgSchemaFS embed.FS
+
+// writeLockKey is the advisory lock every deciding write takes: "GHLD".
+const writeLockKey = int64(applicationID)
+
+// migrateLockKey is the session lock under which migrations run, so two
+// hosts starting at once migrate once.
+const migrateLockKey = int64(applicationID) + 1
+
+// IsPostgres reports whether a ledger location names a PostgreSQL database
+// (postgres:// or postgresql://) rather than a file.
+func IsPostgres(loc string) bool {
+	return strings.HasPrefix(loc, "postgres://") || strings.HasPrefix(loc, "postgresql://")
+}
+
+// RedactLocation shows a ledger location without its password.
+func RedactLocation(loc string) string {
+	if !IsPostgres(loc) {
+		return loc
+	}
+	u, err := url.Parse(loc)
+	if err != nil {
+		return "postgres://…"
+	}
+	return u.Redacted()
+}
+
+func openPostgres(loc string, o options, readOnly bool) (*Ledger, error) {
+	shown := RedactLocation(loc)
+	db, err := sql.Open("pgx", loc)
+	if err != nil {
+		return nil, fmt.Errorf("open ledger %s: %w", shown, err)
+	}
+	db.SetMaxOpenConns(16)
+	db.SetMaxIdleConns(8)
+	l := &Ledger{path: shown, dialect: &dialect{postgres: true}, r: db, clock: o.clock, lease: o.lease,
+		holder: processHolder(), onDemand: o.onDemand}
+	ctx := context.Background()
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open ledger %s: %w", shown, err)
+	}
+	if readOnly {
+		if err := l.checkPostgresReadable(ctx, o.olderSchema); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("open ledger %s: %w", shown, err)
+		}
+		return l, nil
+	}
+	l.w = db
+	if err := l.migratePostgres(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open ledger %s: %w", shown, err)
+	}
+	if !o.noRecover {
+		if _, err := l.Recover(ctx); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("open ledger %s: recover: %w", shown, err)
+		}
+	}
+	return l, nil
+}
+
+// pgMigration is one schema file as PostgreSQL runs it: its own spelling in
+// schema/pg/ where SQLite's is not portable, SQLite's file otherwise.
+type pgMigration struct {
+	version int
+	path    string
+	fs      fs.FS
+}
+
+func pgMigrations() ([]pgMigration, error) {
+	files, err := migrations()
+	if err != nil {
+		return nil, err
+	}
+	var out []pgMigration
+	for _, m := range files {
+		own := path.Join("schema/pg", path.Base(m.path))
+		if _, err := fs.Stat(pgSchemaFS, own); err == nil {
+			out = append(out, pgMigration{version: m.version, path: own, fs: pgSchemaFS})
+			continue
+		}
+		out = append(out, pgMigration{version: m.version, path: m.path, fs: schemaFS})
+	}
+	return out, nil
+}
+
+// migratePostgres applies the schema files in order under a session
+// advisory lock, each with its version in gatehouse_schema, refusing a
+// database that holds other tables and no ledger, and one from a newer
+// gatehouse.
+func (l *Ledger) migratePostgres(ctx context.Context) error {
+	conn, err := l.w.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock($1)`, migrateLockKey); err != nil {
+		return fmt.Errorf("lock for migration: %w", err)
+	}
+	defer conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, migrateLockKey)
+	version, err := pgVersion(ctx, conn)
+	if err != nil {
+		return err
+	}
+	files, err := pgMigrations()
+	if err != nil {
+		return err
+	}
+	if known := schemaVersions(); version > known {
+		return fmt.Errorf("%w: the database has schema version %d, this binary knows up to %d; upgrade gatehouse (left unchanged)", ErrTooNew, version, known)
+	}
+	for _, m := range files {
+		if m.version <= version {
+			continue
+		}
+		body, err := fs.ReadFile(m.fs, m.path)
+		if err != nil {
+			return err
+		}
+		tx, err := conn.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, string(body)); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("migration %s: %w", m.path, err)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE gatehouse_schema SET version = $1`, m.version); err != nil {
+			tx.Rollback()
+			return err
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("migration %s: %w", m.path, err)
+		}
+	}
+	return nil
+}
+
+// pgVersion reads the schema version, creating the version table in an
+// empty database and refusing one that holds another application's tables.
+func pgVersion(ctx context.Context, conn *sql.Conn) (int, error) {
+	var mine, tables int
+	if err := conn.QueryRowContext(ctx, `SELECT count(*) FILTER (WHERE tablename = 'gatehouse_schema'), count(*)
+		FROM pg_tables WHERE schemaname = current_schema()`).Scan(&mine, &tables); err != nil {
+		return 0, fmt.Errorf("read the database's tables: %w", err)
+	}
+	if mine == 0 {
+		if tables > 0 {
+			return 0, fmt.Errorf("%w: the database holds %d tables of another application (left unchanged); give the ledger its own database or schema", ErrNotLedger, tables)
+		}
+		if _, err := conn.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS gatehouse_schema (version INTEGER NOT NULL);
+			INSERT INTO gatehouse_schema SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM gatehouse_schema)`); err != nil {
+			return 0, fmt.Errorf("create the schema version table: %w", err)
+		}
+	}
+	var version int
+	if err := conn.QueryRowContext(ctx, `SELECT version FROM gatehouse_schema`).Scan(&version); err != nil {
+		return 0, fmt.Errorf("read schema version: %w", err)
+	}
+	return version, nil
+}
+
+// checkPostgresReadable refuses, for a reader, what is not a current ledger.
+func (l *Ledger) checkPostgresReadable(ctx context.Context, olderSchema bool) error {
+	var version int
+	err := l.r.QueryRowContext(ctx, `SELECT version FROM gatehouse_schema`).Scan(&version)
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "42P01" { // undefined_table
+		return fmt.Errorf("%w: the database holds no ledger", ErrNoLedger)
+	}
+	if err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	known := schemaVersions()
+	switch {
+	case version > known:
+		return fmt.Errorf("%w: the database has schema version %d, this binary knows up to %d", ErrTooNew, version, known)
+	case version < known && !olderSchema:
+		return fmt.Errorf("%w: the database has schema version %d, this binary knows %d; run: gatehouse ledger migrate --ledger %s",
+			ErrNeedsMigration, version, known, l.path)
+	}
+	return nil
+}
+
+// lockForDecision serialises deciding writes on PostgreSQL (see the
+// package comment above).
+func (t *wtx) lockForDecision() error {
+	if !t.l.dialect.isPostgres() {
+		return nil
+	}
+	_, err := t.Tx.Exec(`SELECT pg_advisory_xact_lock($1)`, writeLockKey)
+	return err
+}
+
+func (d *dialect) isPostgres() bool { return d != nil && d.postgres }
+
+// pgRetryable reports a PostgreSQL error a write is retried on.
+func pgRetryable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01" || pe.Code == "55P03")
+}
+
+// pgStorageFailure reports a failure of the PostgreSQL server or the
+// connection to it.
+func pgStorageFailure(err error) bool {
+	var pe *pgconn.PgError
+	var ne net.Error
+	return errors.As(err, &pe) || errors.As(err, &ne) || pgconn.Timeout(err)
+}
+
+// serverNow is the database server's clock, which judges leases when
+// several hosts (whose clocks disagree) share a ledger.
+func (t *wtx) serverNow() (time.Time, error) {
+	var ns int64
+	err := t.Tx.QueryRow(`SELECT (extract(epoch from clock_timestamp()) * 1e9)::bigint`).Scan(&ns)
+	return time.Unix(0, ns).UTC(), err
+}
