@@ -38,6 +38,9 @@ type BackupInfo struct {
 // WAL would be replayed into the copy. The ledger may be opened read-only.
 func (l *Ledger) Backup(ctx context.Context, dst string, overwrite bool) (BackupInfo, error) {
 	info := BackupInfo{Path: dst}
+	if l.dialect.isPostgres() {
+		return info, ErrPostgresBackup
+	}
 	if err := checkBackupTarget(l.path, dst, overwrite); err != nil {
 		return info, err
 	}
@@ -201,6 +204,9 @@ type RestoreInfo struct {
 // created.
 func Restore(ctx context.Context, path, from string) (RestoreInfo, error) {
 	info := RestoreInfo{From: from}
+	if IsPostgres(path) || IsPostgres(from) {
+		return info, ErrPostgresBackup
+	}
 	if err := statLedger(from); err != nil {
 		return info, fmt.Errorf("restore: %w", err)
 	}
@@ -418,6 +424,9 @@ func lockHolder(path string) (int, bool) {
 // path and returns its schema version before and after. It never creates a
 // ledger and never runs the recovery pass.
 func Migrate(ctx context.Context, path string) (from, to int, err error) {
+	if IsPostgres(path) {
+		return migratePostgresAt(ctx, path)
+	}
 	if err := statLedger(path); err != nil {
 		return 0, 0, err
 	}
@@ -439,3 +448,7 @@ func Migrate(ctx context.Context, path string) (from, to int, err error) {
 	}
 	return id.version, schemaVersions(), l.Close()
 }
+
+// ErrPostgresBackup: backup and restore copy a ledger file; a PostgreSQL
+// ledger is backed up with the server's own tools.
+var ErrPostgresBackup = errors.New("a PostgreSQL ledger is backed up and restored with the server's own tools (pg_dump, pg_restore, or its continuous archiving), not by copying a file")

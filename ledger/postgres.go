@@ -80,6 +80,12 @@ func openPostgres(loc string, o options, readOnly bool) (*Ledger, error) {
 		}
 		return l, nil
 	}
+	if o.existing {
+		if err := l.checkPostgresReadable(ctx, true); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("open ledger %s: %w", shown, err)
+		}
+	}
 	l.w = db
 	if err := l.migratePostgres(ctx); err != nil {
 		db.Close()
@@ -249,4 +255,22 @@ func (t *wtx) serverNow() (time.Time, error) {
 	var ns int64
 	err := t.Tx.QueryRow(`SELECT (extract(epoch from clock_timestamp()) * 1e9)::bigint`).Scan(&ns)
 	return time.Unix(0, ns).UTC(), err
+}
+
+// migratePostgresAt is Migrate for a PostgreSQL ledger: it never creates
+// one (an empty database is refused) and never runs the recovery pass.
+func migratePostgresAt(ctx context.Context, loc string) (from, to int, err error) {
+	l, err := openPostgres(loc, options{clock: SystemClock{}, olderSchema: true}, true)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer l.Close()
+	if err := l.r.QueryRowContext(ctx, `SELECT version FROM gatehouse_schema`).Scan(&from); err != nil {
+		return 0, 0, err
+	}
+	l.w = l.r
+	if err := l.migratePostgres(ctx); err != nil {
+		return from, from, fmt.Errorf("migrate ledger %s: %w", l.path, err)
+	}
+	return from, schemaVersions(), nil
 }

@@ -1,0 +1,127 @@
+package ledger_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	_ "github.com/jackc/pgx/v5/stdlib"
+
+	"gatehouse/internal/pgtest"
+	"gatehouse/ledger"
+)
+
+// postgresOnly runs a test of the PostgreSQL store itself in the
+// conformance run (GATEHOUSE_TEST_STORE=postgres) only.
+func postgresOnly(t *testing.T) string {
+	t.Helper()
+	if !onPostgres() {
+		t.Skip("a test of the PostgreSQL store; it runs with " + storeEnv + "=postgres")
+	}
+	return pgtest.Database(t)
+}
+
+func pgExec(t *testing.T, loc, q string) {
+	t.Helper()
+	db, err := sql.Open("pgx", loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(q); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPostgresRefusesANewerSchema: a database written by a newer gatehouse
+// is refused by writers and readers alike, and left as it is.
+func TestPostgresRefusesANewerSchema(t *testing.T) {
+	loc := postgresOnly(t)
+	l, err := ledger.Open(loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	pgExec(t, loc, `UPDATE gatehouse_schema SET version = version + 1`)
+	if _, err := ledger.Open(loc); !errors.Is(err, ledger.ErrTooNew) {
+		t.Fatalf("open: %v, want ErrTooNew", err)
+	}
+	if _, err := ledger.OpenReadOnly(loc); !errors.Is(err, ledger.ErrTooNew) {
+		t.Fatalf("open read-only: %v, want ErrTooNew", err)
+	}
+}
+
+// TestPostgresHostsStartingAtOnceMigrateOnce: eight processes' worth of
+// opens race on an empty database; every one succeeds and the schema is
+// applied once.
+func TestPostgresHostsStartingAtOnceMigrateOnce(t *testing.T) {
+	loc := postgresOnly(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l, err := ledger.Open(loc)
+			if err == nil {
+				err = l.Close()
+			}
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("a concurrent open failed: %v", err)
+		}
+	}
+	l, err := ledger.OpenReadOnly(loc)
+	if err != nil {
+		t.Fatalf("the migrated ledger does not read as current: %v", err)
+	}
+	l.Close()
+}
+
+// TestPostgresRefusesAnotherApplicationsDatabase: a database that holds
+// another application's tables and no ledger is refused and not touched.
+func TestPostgresRefusesAnotherApplicationsDatabase(t *testing.T) {
+	loc := postgresOnly(t)
+	pgExec(t, loc, `CREATE TABLE invoices (id int PRIMARY KEY)`)
+	if _, err := ledger.Open(loc); !errors.Is(err, ledger.ErrNotLedger) {
+		t.Fatalf("open: %v, want ErrNotLedger", err)
+	}
+	if _, err := ledger.OpenReadOnly(loc); !errors.Is(err, ledger.ErrNoLedger) {
+		t.Fatalf("open read-only: %v, want ErrNoLedger", err)
+	}
+	if _, err := ledger.Open(loc, ledger.RequireExisting()); err == nil {
+		t.Fatal("RequireExisting created a ledger in another application's database")
+	}
+}
+
+// TestPostgresNeverShowsThePassword: a location with a password is shown
+// without it, in errors and in Path.
+func TestPostgresNeverShowsThePassword(t *testing.T) {
+	loc := postgresOnly(t)
+	bad := strings.Replace(loc, "postgres://gatehouse@", "postgres://gatehouse:s3cret@", 1)
+	bad = strings.Replace(bad, "/gh_", "/nosuchdb_", 1)
+	_, err := ledger.Open(bad)
+	if err == nil || strings.Contains(err.Error(), "s3cret") {
+		t.Fatalf("open with a password: %v", err)
+	}
+	good := strings.Replace(loc, "postgres://gatehouse@", "postgres://gatehouse:s3cret@", 1)
+	l, err := ledger.Open(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if strings.Contains(l.Path(), "s3cret") {
+		t.Fatalf("Path shows the password: %s", l.Path())
+	}
+	if _, err := l.Backup(context.Background(), t.TempDir()+"/b.db", false); !errors.Is(err, ledger.ErrPostgresBackup) {
+		t.Fatalf("backup of a PostgreSQL ledger: %v", err)
+	}
+}
