@@ -87,6 +87,10 @@ func openPostgres(loc string, o options, readOnly bool) (*Ledger, error) {
 		}
 	}
 	l.w = db
+	if err := createSchema(ctx, db, loc); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open ledger %s: %w", shown, err)
+	}
 	if err := l.migratePostgres(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open ledger %s: %w", shown, err)
@@ -274,3 +278,37 @@ func migratePostgresAt(ctx context.Context, loc string) (from, to int, err error
 	}
 	return from, schemaVersions(), nil
 }
+
+// SchemaLocation is loc with the ledger kept in the named schema of its
+// database (search_path), so one database can hold several ledgers, e.g.
+// one per rehearsed scenario.
+func SchemaLocation(loc, schema string) (string, error) {
+	u, err := url.Parse(loc)
+	if err != nil {
+		return "", fmt.Errorf("ledger location %s: %w", RedactLocation(loc), err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String(), nil
+}
+
+// createSchema creates the schema a location names with search_path, so a
+// new ledger can be made in it; an existing one is kept as it is.
+func createSchema(ctx context.Context, db *sql.DB, loc string) error {
+	u, err := url.Parse(loc)
+	if err != nil {
+		return err
+	}
+	schema := u.Query().Get("search_path")
+	if schema == "" || strings.Contains(schema, ",") {
+		return nil
+	}
+	if _, err := db.ExecContext(ctx, `CREATE SCHEMA IF NOT EXISTS `+pgIdent(schema)); err != nil {
+		return fmt.Errorf("create schema %s: %w", schema, err)
+	}
+	return nil
+}
+
+// pgIdent quotes an identifier.
+func pgIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }

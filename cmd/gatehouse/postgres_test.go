@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"gatehouse/internal/pgtest"
 	"gatehouse/testmailbox"
@@ -57,5 +60,37 @@ func TestGateOnPostgres(t *testing.T) {
 	}{Attempts: &m.Attempts, Confirmed: &m.Confirmed, DuplicateBlocks: &m.DuplicateBlocks})
 	if m.Attempts != 1 || m.Confirmed != 1 || m.DuplicateBlocks != 7 {
 		t.Fatalf("metrics on PostgreSQL: %+v", m)
+	}
+}
+
+// TestRehearseAllOnPostgres: every built-in rehearsal passes on a
+// PostgreSQL ledger, each scenario in its own schema of one database.
+func TestRehearseAllOnPostgres(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts PostgreSQL")
+	}
+	loc := pgtest.Database(t)
+	var out, errOut strings.Builder
+	code := run([]string{"rehearse", "--all", "--ledger", loc}, &out, &errOut)
+	if code != exitOK {
+		t.Fatalf("rehearse --all on PostgreSQL: exit %d\n%s\n%s", code, tail(out.String(), 40), errOut.String())
+	}
+	if !strings.Contains(out.String(), "scenarios passed") {
+		t.Fatalf("report:\n%s", tail(out.String(), 10))
+	}
+	db, err := sql.Open("pgx", loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var schemas, actions int
+	if err := db.QueryRow(`SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'rehearsal\_%'`).Scan(&schemas); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.QueryRow(`SELECT count(*) FROM rehearsal_overlapping_reply.actions`).Scan(&actions); err != nil || actions == 0 {
+		t.Fatalf("the overlapping-reply rehearsal left %d actions in its schema (%v)", actions, err)
+	}
+	if schemas < 14 {
+		t.Fatalf("%d rehearsal schemas, want one per built-in (at least 14)", schemas)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"gatehouse/ledger"
 	"gatehouse/scenarios"
 )
 
@@ -41,7 +42,7 @@ is invalid.`,
 	cmd.Flags().BoolVar(&f.all, "all", false, "rehearse every built-in scenario")
 	cmd.Flags().BoolVar(&f.json, "json", false, "print the reports as JSON")
 	cmd.Flags().StringVar(&f.junit, "junit", "", "also write JUnit XML to this file")
-	cmd.Flags().StringVar(&f.ledger, "ledger", "", "keep the ledger in this file (one scenario only)")
+	cmd.Flags().StringVar(&f.ledger, "ledger", "", "keep the ledger in this file (one scenario only), or at this postgres:// URL (each scenario in its own schema)")
 	return cmd
 }
 
@@ -56,12 +57,20 @@ func runRehearse(ctx context.Context, stdout io.Writer, args []string, f rehears
 	if err != nil {
 		return err
 	}
-	if f.ledger != "" && len(list) != 1 {
-		return usageErr("rehearse: --ledger keeps one scenario's ledger; name exactly one scenario")
+	perScenario := ledger.IsPostgres(f.ledger) && len(list) > 1
+	if f.ledger != "" && len(list) != 1 && !perScenario {
+		return usageErr("rehearse: --ledger keeps one scenario's ledger file; name exactly one scenario (a postgres:// ledger keeps each in its own schema)")
 	}
 	reps := make([]scenarios.Report, 0, len(list))
 	for _, sc := range list {
-		rep, err := scenarios.RunAll(ctx, sc, scenarios.Options{LedgerPath: f.ledger})
+		loc := f.ledger
+		if perScenario {
+			// Each scenario in its own schema of the database: rehearsal_NAME.
+			if loc, err = ledger.SchemaLocation(f.ledger, "rehearsal_"+strings.ReplaceAll(sc.Name, "-", "_")); err != nil {
+				return usageErr("rehearse: --ledger: %v", err)
+			}
+		}
+		rep, err := scenarios.RunAll(ctx, sc, scenarios.Options{LedgerPath: loc})
 		if err != nil {
 			rep = scenarios.ErrorReport(sc, err)
 		}
