@@ -228,13 +228,23 @@ func (l *Ledger) checkPostgresReadable(ctx context.Context, olderSchema bool) er
 }
 
 // lockForDecision serialises deciding writes on PostgreSQL (see the
-// package comment above).
+// package comment above) and, in the same round trip, reads the server's
+// clock: with the system clock, several hosts' decisions and leases take
+// the server's time, since the hosts' clocks disagree.
 func (t *wtx) lockForDecision() error {
 	if !t.l.dialect.isPostgres() {
 		return nil
 	}
-	_, err := t.Tx.Exec(`SELECT pg_advisory_xact_lock($1)`, writeLockKey)
-	return err
+	var ns int64
+	err := t.Tx.QueryRow(`SELECT (extract(epoch from clock_timestamp()) * 1e9)::bigint FROM (SELECT pg_advisory_xact_lock($1)) AS locked`,
+		writeLockKey).Scan(&ns)
+	if err != nil {
+		return err
+	}
+	if _, system := t.l.clock.(SystemClock); system {
+		t.now = time.Unix(0, ns).UTC()
+	}
+	return nil
 }
 
 func (d *dialect) isPostgres() bool { return d != nil && d.postgres }
@@ -253,13 +263,6 @@ func pgStorageFailure(err error) bool {
 	return errors.As(err, &pe) || errors.As(err, &ne) || pgconn.Timeout(err)
 }
 
-// serverNow is the database server's clock, which judges leases when
-// several hosts (whose clocks disagree) share a ledger.
-func (t *wtx) serverNow() (time.Time, error) {
-	var ns int64
-	err := t.Tx.QueryRow(`SELECT (extract(epoch from clock_timestamp()) * 1e9)::bigint`).Scan(&ns)
-	return time.Unix(0, ns).UTC(), err
-}
 
 // migratePostgresAt is Migrate for a PostgreSQL ledger: it never creates
 // one (an empty database is refused) and never runs the recovery pass.

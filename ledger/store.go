@@ -522,14 +522,6 @@ func (l *Ledger) tryWrite(ctx context.Context, durable bool, fn func(*wtx) error
 		tx.Rollback()
 		return err
 	}
-	if _, system := l.clock.(SystemClock); system && l.dialect.isPostgres() {
-		// Several hosts share this ledger and their clocks disagree:
-		// leases and every decision's time come from the server's clock.
-		if t.now, err = t.serverNow(); err != nil {
-			tx.Rollback()
-			return err
-		}
-	}
 	err = fn(t)
 	var keep *committedRefusal
 	if err != nil && !errors.As(err, &keep) {
