@@ -263,7 +263,6 @@ func pgStorageFailure(err error) bool {
 	return errors.As(err, &pe) || errors.As(err, &ne) || pgconn.Timeout(err)
 }
 
-
 // migratePostgresAt is Migrate for a PostgreSQL ledger: it never creates
 // one (an empty database is refused) and never runs the recovery pass.
 func migratePostgresAt(ctx context.Context, loc string) (from, to int, err error) {
