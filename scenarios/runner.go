@@ -47,8 +47,8 @@ type StepResult struct {
 	Parallel []StepResult `json:"parallel,omitempty"`
 	// Runs are the processes a workflow step ran: command, how each ended
 	// and the last lines of its output.
-	Runs []RunResult `json:"runs,omitempty"`
-	Verdicts []Verdict    `json:"verdicts,omitempty"`
+	Runs     []RunResult `json:"runs,omitempty"`
+	Verdicts []Verdict   `json:"verdicts,omitempty"`
 }
 
 // Verdict is the result of one expectation.
