@@ -287,7 +287,11 @@ func (v *validator) step(name string, s *Step, inParallel bool) {
 		}
 	}
 	if inParallel && spec.noParallel {
-		v.problem(s.KeyPos["do"], "put it before or after the parallel block", "%s: %s cannot run in parallel", name, s.Do)
+		hint := "put it before or after the parallel block"
+		if isWorkflowVerb(s.Do) {
+			hint = "to run a command several times at once, give the step copies: N"
+		}
+		v.problem(s.KeyPos["do"], hint, "%s: %s cannot run in parallel", name, s.Do)
 	}
 	v.stepKeys(name, s, spec)
 	v.stepRefs(s)

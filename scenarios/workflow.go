@@ -216,14 +216,35 @@ func startProc(s *Step, dir string, env []string, stdin []byte) (*proc, error) {
 	}()
 	go func() {
 		err := cmd.Wait()
+		// Whatever the process left running in its group ends with it.
+		pgid := cmd.Process.Pid
+		syscall.Kill(-pgid, syscall.SIGKILL)
+		awaitGroupGone(pgid)
 		p.mu.Lock()
 		p.waitErr = err
 		close(p.exited)
 		p.mu.Unlock()
-		// Whatever the process left running in its group ends with it.
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	}()
 	return p, nil
+}
+
+// groupGoneWait bounds how long a run waits for the rest of its killed
+// process group to be reaped.
+const groupGoneWait = 10 * time.Second
+
+// awaitGroupGone waits until no process of the group is left, zombies
+// included. A killed grandchild (the gatehouse process a script ran) is
+// reaped by init, not by us, and until then it still looks alive to the
+// ledger's recovery, which would leave its attempt in flight. No signal
+// says when that happens, so the group is polled.
+func awaitGroupGone(pgid int) {
+	deadline := time.Now().Add(groupGoneWait)
+	for time.Now().Before(deadline) {
+		if err := syscall.Kill(-pgid, 0); errors.Is(err, syscall.ESRCH) {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // watch ends the run's processes at the timeout, after kill_after, or when
