@@ -1,0 +1,71 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestRehearsalClock: with $GATEHOUSE_REHEARSAL_CLOCK a gate verb records
+// the rehearsal's time, not the wall clock's; a clock that does not answer
+// with a time refuses the verb before the ledger is touched.
+func TestRehearsalClock(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/clock" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Write([]byte(`{"now":"2026-03-02T09:00:07Z"}`))
+	}))
+	defer srv.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := "http://" + ln.Addr().String() + "/clock"
+	ln.Close()
+
+	ledgerPath := filepath.Join(t.TempDir(), "l.db")
+	claim := []string{"gate", "claim", "--ledger", ledgerPath, "--as", "wf", "--task", "t-1", "--customer", "c-1", "--json"}
+	for _, tc := range []struct {
+		Name  string
+		Clock string
+		Code  int
+		Want  string
+	}{
+		{"Answers", srv.URL + "/clock", 0, `"owner":"wf"`},
+		{"Gone", gone, 1, "$GATEHOUSE_REHEARSAL_CLOCK: ask the rehearsal's clock: Get"},
+		{"NotATime", srv.URL + "/other", 1, "answered 404 Not Found, not a time"},
+	} {
+		t.Run(tc.Name, func(t *testing.T) {
+			t.Setenv(rehearsalClockEnv, tc.Clock)
+			var out, errOut bytes.Buffer
+			if code := run(claim, &out, &errOut); code != tc.Code || !strings.Contains(out.String(), tc.Want) {
+				t.Fatalf("exit %d, want %d with %q\nstdout: %s\nstderr: %s", code, tc.Code, tc.Want, out.String(), errOut.String())
+			}
+		})
+	}
+	t.Setenv(rehearsalClockEnv, srv.URL+"/clock")
+	var out, errOut bytes.Buffer
+	if code := run([]string{"gate", "history", "--ledger", ledgerPath, "--json"}, &out, &errOut); code != 0 {
+		t.Fatalf("history: exit %d: %s", code, errOut.String())
+	}
+	var h struct {
+		Events []struct {
+			At string `json:"at"`
+		} `json:"events"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &h); err != nil || len(h.Events) == 0 {
+		t.Fatalf("history: %v\n%s", err, out.String())
+	}
+	for _, e := range h.Events {
+		if !strings.HasPrefix(e.At, "2026-03-02T09:00:07") {
+			t.Errorf("event at %s, want the rehearsal's time", e.At)
+		}
+	}
+}
