@@ -380,3 +380,33 @@ func TestBuiltinsRunNoCommands(t *testing.T) {
 		t.Fatalf("commands = %q", got)
 	}
 }
+
+// TestDocsWorkflowExample rehearses the scenario docs/scenarios.md shows in
+// "Rehearse your own workflow", beside a copy of the example it runs.
+func TestDocsWorkflowExample(t *testing.T) {
+	withGatehouse(t)
+	doc, err := os.ReadFile("../docs/scenarios.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "```yaml\nname: my-ack-crash\n")
+	block, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatal("docs/scenarios.md has no my-ack-crash example")
+	}
+	dir := t.TempDir()
+	script, err := os.ReadFile("../examples/ack.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "ack.sh"), script, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "my-ack-crash.yaml")
+	if err := os.WriteFile(file, []byte("name: my-ack-crash\n"+block), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if rep := mustRun(t, parseFile(t, file), Options{}); !rep.Passed || rep.Counts.Arrived != 1 {
+		t.Fatalf("the documented example fails:\n%s", reportText(t, rep))
+	}
+}
