@@ -17,6 +17,8 @@ Environment (a rehearsal sets the first four; production sets its own):
   ACK_APPROVER           a policy that approves at once when the customer has
                          consented; without it the workflow sends only what a
                          person approved
+  ACK_AWAIT_APPROVAL     without ACK_APPROVER: wait up to this many seconds for a
+                         person to approve the draft before sending
 
 It prints one line saying how it ended (two after an unknown outcome).
 Exit codes: the gate's (docs/cli.md), after doing what each one asks:
@@ -69,6 +71,24 @@ def reconcile(actor, facts):
     return code
 
 
+def await_approval(facts, seconds):
+    """Waits until the action is approved (or leaves the draft states).
+
+    Whatever happens meanwhile (a takeover, a changed field), the send after
+    it is where the gate decides; this only waits for a person.
+    """
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        p = subprocess.run(["gatehouse", "gate", "show", *facts, "--json"], capture_output=True, text=True)
+        try:
+            state = json.loads(p.stdout)["action"]["state"]
+        except (ValueError, KeyError, TypeError):
+            state = ""
+        if state not in ("drafting", "awaiting_approval"):
+            return
+        time.sleep(0.1)
+
+
 def main():
     ev = json.load(sys.stdin)
     actor = os.environ["GATEHOUSE_ACTOR"]
@@ -97,6 +117,9 @@ def main():
             gate("approve", "--as", approver, *facts, "--material", "crm.consent=" + c)
         else:
             print(f"no consent ({c}): the policy does not approve")
+
+    elif os.environ.get("ACK_AWAIT_APPROVAL"):
+        await_approval(facts, float(os.environ["ACK_AWAIT_APPROVAL"]))
 
     for _ in range(100):
         code, msg = gate("send", "--as", actor, *facts, "--material", "crm.consent=" + consent(ev["customer"]))

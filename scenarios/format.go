@@ -130,6 +130,7 @@ type Step struct {
 	ExpectExit     string            `yaml:"expect_exit"` // an exit code, killed or timeout
 	ExpectExits    []string          `yaml:"expect_exits"`
 	OutputContains string            `yaml:"output_contains"`
+	State          string            `yaml:"state"` // await_state: the state to wait for
 
 	Expect         string `yaml:"expect"`
 	ReasonContains string `yaml:"reason_contains"`

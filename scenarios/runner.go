@@ -245,7 +245,7 @@ func label(s *Step) string {
 	parts := []string{s.Do}
 	for _, p := range []struct{ pre, v string }{
 		{"", s.Action}, {"", s.Task}, {"", s.Customer}, {"", s.Source}, {"", s.Fault},
-		{"", s.For}, {"at ", s.Point}, {"", s.Field}, {"= ", s.Value}, {"as ", s.As}, {"", s.Run}, {"by ", s.Actor},
+		{"", s.For}, {"at ", s.Point}, {"", s.Field}, {"= ", s.Value}, {"as ", s.As}, {"", s.Run}, {"is ", s.State}, {"by ", s.Actor},
 	} {
 		if p.v != "" {
 			parts = append(parts, p.pre+p.v)

@@ -63,6 +63,7 @@ func init() {
 		"import_audience": (*Run).doImportAudience, "remove_recipient": (*Run).doRemoveRecipient,
 		"approve_audience": (*Run).doApproveAudience, "send_audience": (*Run).doSendAudience,
 		"run_workflow": (*Run).doRunWorkflow, "start_workflow": (*Run).doStartWorkflow, "await_workflow": (*Run).doAwaitWorkflow,
+		"await_state": (*Run).doAwaitState,
 	}
 }
 

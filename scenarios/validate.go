@@ -61,6 +61,7 @@ var verbs = map[string]verbSpec{
 	"run_workflow":   {required: []string{"actor"}, optional: append(workflowKeys, "expect_exit", "expect_exits", "output_contains"), noParallel: true},
 	"start_workflow": {required: []string{"actor", "run"}, optional: workflowKeys, noParallel: true},
 	"await_workflow": {required: []string{"run"}, optional: []string{"expect_exit", "expect_exits", "output_contains"}, noParallel: true},
+	"await_state":    {required: []string{"action", "state"}, optional: []string{"timeout"}, noParallel: true},
 }
 
 // stepCommon are keys every verb step may carry.
@@ -298,6 +299,10 @@ func (v *validator) step(name string, s *Step, inParallel bool) {
 	v.stepWords(name, s)
 	if isWorkflowVerb(s.Do) {
 		v.workflowStep(name, s)
+	}
+	if s.Do == "await_state" {
+		v.oneOf(s.KeyPos, "state", s.State, stateNames())
+		v.positiveDuration(s.KeyPos, "timeout", s.Timeout)
 	}
 }
 

@@ -2,9 +2,13 @@ package scenarios
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
+	"time"
+
+	"gatehouse/ledger"
 )
 
 // doRunWorkflow starts the command (all its copies at once) and waits for
@@ -96,4 +100,46 @@ func describeEnd(run RunResult) string {
 		return run.ExitText() + " (" + run.End + ")"
 	}
 	return run.ExitText()
+}
+
+// stateWaitPoll is how often await_state reads the ledger. Another process
+// writes it, and SQLite tells no one, so the step looks again.
+const stateWaitPoll = 20 * time.Millisecond
+
+// doAwaitState waits, in real time, until a background run has brought an
+// action to a state (it proposed its draft, say), so the next steps happen
+// in the middle of that run rather than before or after it. Not reaching
+// the state within the timeout fails the step's verdict.
+func (r *Run) doAwaitState(ctx context.Context, s *Step, _ barrier) (outcome, error) {
+	timeout := DefaultTimeout
+	if s.Timeout != "" {
+		timeout, _ = time.ParseDuration(s.Timeout) // validated
+	}
+	key := r.action(s.Action).key
+	deadline := time.Now().Add(timeout)
+	got := "absent"
+	for {
+		a, err := r.env.l.Action(ctx, key)
+		switch {
+		case err == nil:
+			got = string(a.State)
+		case !errors.Is(err, ledger.ErrNotFound):
+			return outcome{}, fmt.Errorf("await_state: %w", err)
+		}
+		if got == s.State || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-time.After(stateWaitPoll):
+		case <-ctx.Done():
+			return outcome{}, ctx.Err()
+		}
+	}
+	v := Verdict{Name: fmt.Sprintf("await_state %s %s", s.Action, s.State), Pos: s.KeyPos["state"],
+		Expected: s.State, Actual: got, Pass: got == s.State}
+	if !v.Pass {
+		v.Actual += " after " + timeout.String()
+		return outcome{class: "timeout", detail: fmt.Sprintf("%s is %s, not %s, after %s", s.Action, got, s.State, timeout), verdicts: []Verdict{v}}, nil
+	}
+	return outcome{class: ClassOK, detail: s.Action + " is " + got, verdicts: []Verdict{v}}, nil
 }

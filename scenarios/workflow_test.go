@@ -410,3 +410,27 @@ func TestDocsWorkflowExample(t *testing.T) {
 		t.Fatalf("the documented example fails:\n%s", reportText(t, rep))
 	}
 }
+
+// TestAwaitStateTimesOut: a state no run brings the action to fails the
+// step after its timeout, saying what the state was.
+func TestAwaitStateTimesOut(t *testing.T) {
+	file := writeScenario(t, `name: never
+title: Waiting for a state that never comes
+description: nobody proposes
+world:
+  customers: [{id: cust-ada, email: ada@example.com}]
+  tasks: [{id: t-1, customer: cust-ada, subject: Hello}]
+  actors: [{id: wf, kind: workflow}]
+  actions: [{name: ack, task: t-1, event: e-1, type: reply_ack, subject: Hi}]
+steps:
+  - {do: await_state, action: ack, state: sent, timeout: 100ms}
+expect:
+  arrivals: {total: 0}
+`)
+	rep := mustRun(t, parseFile(t, file), Options{})
+	text := reportText(t, rep)
+	want := "FAIL  step 1 (await_state ack is sent) await_state ack sent: expected sent, got absent after 100ms"
+	if rep.Passed || !strings.Contains(text, want) || rep.Steps[0].Class != "timeout" {
+		t.Fatalf("report lacks %q:\n%s", want, text)
+	}
+}

@@ -81,6 +81,8 @@ func stepSentence(s scenarios.Step) string {
 		return runSentence(s)
 	case "await_workflow":
 		return "wait for run " + s.Run + " to end"
+	case "await_state":
+		return "wait until " + act + " is " + s.State + " (a running workflow gets it there)"
 	}
 	return strings.TrimSpace(s.Do + " " + act + " " + task + " " + a)
 }
