@@ -236,3 +236,16 @@ expect:
 		}
 	}
 }
+
+// TestHomeSaysAFileRunsCommands: selecting a scenario file that starts
+// programs lists them before anyone rehearses it.
+func TestHomeSaysAFileRunsCommands(t *testing.T) {
+	sc, err := scenarios.ParseFile(filepath.Join("..", "examples", "ack-takeover.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := newDriven(NewHome(NewTheme(true), HomeConfig{Scenarios: []*scenarios.Scenario{sc}}), 100, 40)
+	if s := screenText(a); !strings.Contains(s, "runs: ./ack.sh t-4201 cust-ada enquiry-4201 ada@example.com") {
+		t.Fatalf("home does not list the command:\n%s", s)
+	}
+}
