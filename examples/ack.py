@@ -104,12 +104,14 @@ def main():
         return code
     if code == UNKNOWN:  # an earlier run's send has no known outcome
         return reconcile(actor, facts)
-    if code != 0:
+    if code not in (0, IN_FLIGHT):  # in flight: the send below waits for the other delivery's answer
         print(f"propose refused (exit {code}): {msg}")
         return code
 
     approver = os.environ.get("ACK_APPROVER", "")
-    if approver:
+    if code == IN_FLIGHT:
+        pass
+    elif approver:
         c = consent(ev["customer"])
         if c == "yes":
             # A concurrent delivery may have approved or sent it already: the

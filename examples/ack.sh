@@ -65,11 +65,12 @@ code=$?
 case $code in
 0) ;;
 10) echo "already sent: $event was acknowledged before; nothing sent"; exit 10 ;;
+11) ;; # another delivery of the event is sending it right now: the send below waits for its answer
 14) reconcile ;; # an earlier run's send has no known outcome
 *) echo "propose refused (exit $code): $msg"; exit "$code" ;;
 esac
 
-if [ -n "${ACK_APPROVER:-}" ]; then
+if [ "$code" -eq 0 ] && [ -n "${ACK_APPROVER:-}" ]; then
 	c=$(consent)
 	if [ "$c" = yes ]; then
 		# A concurrent delivery may have approved or sent it already: the
