@@ -16,7 +16,7 @@ import (
 //
 //	GET /crm/customers/{id}   {"id": …, "fields": {"email": …, "consent": …}}
 //	GET /helpdesk/tasks/{id}  {"id": …, "customer": …, "subject": …, "status": …, "owner": …, "viewers": […]}
-//	GET /clock                {"now": "2026-03-02T09:00:05Z"}
+//	GET /clock                {"now": "2026-03-02T09:00:05Z", "lease": "30s"}
 //
 // Errors are {"error": "…"} with 404 (no such record) or 503 (the source is
 // unavailable). The API only reads: changes go through the gate or the
@@ -25,6 +25,10 @@ type API struct {
 	CRM      *CRM
 	Helpdesk *Helpdesk
 	Clock    *Clock
+	// Lease, when set, is the attempt lease of the rehearsal's ledger,
+	// served with the time so that every process writing that ledger
+	// gives its attempts the lease the rehearsal's restart runs out.
+	Lease time.Duration
 }
 
 // Handler returns the API's routes.
@@ -73,7 +77,11 @@ func (a *API) task(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) clock(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"now": a.Clock.Now().Format(time.RFC3339Nano)})
+	body := map[string]string{"now": a.Clock.Now().Format(time.RFC3339Nano)}
+	if a.Lease > 0 {
+		body["lease"] = a.Lease.String()
+	}
+	writeJSON(w, http.StatusOK, body)
 }
 
 func writeError(w http.ResponseWriter, err error, what string) {

@@ -17,7 +17,7 @@ func TestAPIAnswersWhatTheFakesSay(t *testing.T) {
 	desk.AddTask("t-1", "cust-ada", "Where is my order?", "", "wf-ack")
 	desk.AddViewer("t-1", "sam")
 	clock := NewClock(time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC))
-	srv := httptest.NewServer((&API{CRM: crm, Helpdesk: desk, Clock: clock}).Handler())
+	srv := httptest.NewServer((&API{CRM: crm, Helpdesk: desk, Clock: clock, Lease: 30 * time.Second}).Handler())
 	defer srv.Close()
 
 	get := func(path string, wantCode int) map[string]any {
@@ -56,7 +56,7 @@ func TestAPIAnswersWhatTheFakesSay(t *testing.T) {
 	desk.SetAvailable(false)
 	get("/helpdesk/tasks/t-1", 503)
 	clock.Advance(5 * time.Second)
-	if now := get("/clock", 200)["now"]; now != "2026-03-02T09:00:05Z" {
-		t.Fatalf("clock = %v", now)
+	if c := get("/clock", 200); c["now"] != "2026-03-02T09:00:05Z" || c["lease"] != "30s" {
+		t.Fatalf("clock = %v", c)
 	}
 }

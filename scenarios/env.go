@@ -89,7 +89,7 @@ func (e *env) startAPI() error {
 	if err != nil {
 		return fmt.Errorf("serve the fakes' API: %w", err)
 	}
-	e.api = &http.Server{Handler: (&fakes.API{CRM: e.crm, Helpdesk: e.desk, Clock: e.clock}).Handler(),
+	e.api = &http.Server{Handler: (&fakes.API{CRM: e.crm, Helpdesk: e.desk, Clock: e.clock, Lease: Lease}).Handler(),
 		ReadHeaderTimeout: 10 * time.Second}
 	e.apiURL = "http://" + ln.Addr().String()
 	go e.api.Serve(ln)

@@ -232,19 +232,53 @@ func startProc(s *Step, dir string, env []string, stdin []byte) (*proc, error) {
 // process group to be reaped.
 const groupGoneWait = 10 * time.Second
 
-// awaitGroupGone waits until no process of the group is left, zombies
-// included. A killed grandchild (the gatehouse process a script ran) is
-// reaped by init, not by us, and until then it still looks alive to the
-// ledger's recovery, which would leave its attempt in flight. No signal
-// says when that happens, so the group is polled.
+// awaitGroupGone waits until no process of the group is left running. A
+// killed grandchild (the gatehouse process a script ran) is reaped by init,
+// not by us, and until then it still looks alive to the ledger's recovery,
+// which would leave its attempt in flight until its lease ran out. No
+// signal says when that happens, so the group is polled; where init never
+// reaps, only zombies remain, and the wait ends there (the rehearsal's
+// restart still recovers their attempts by the lease).
 func awaitGroupGone(pgid int) {
 	deadline := time.Now().Add(groupGoneWait)
 	for time.Now().Before(deadline) {
 		if err := syscall.Kill(-pgid, 0); errors.Is(err, syscall.ESRCH) {
 			return
 		}
+		if onlyZombies(pgid) {
+			return
+		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// onlyZombies reports whether every process left in the group has exited
+// and waits only to be reaped, as /proc shows it. Without /proc it says no.
+func onlyZombies(pgid int) bool {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return false
+	}
+	want := strconv.Itoa(pgid)
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue // gone meanwhile
+		}
+		// "pid (comm) state ppid pgrp …"; comm may hold spaces and ')'.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || i+2 > len(b) {
+			continue
+		}
+		f := strings.Fields(string(b[i+2:]))
+		if len(f) >= 3 && f[2] == want && f[0] != "Z" {
+			return false
+		}
+	}
+	return true
 }
 
 // watch ends the run's processes at the timeout, after kill_after, or when

@@ -157,6 +157,12 @@ func TestKilledAtMailboxAcceptedThenRestarted(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
+	// The killed gate process gave its attempt the rehearsal's lease, the
+	// one the restart step runs out.
+	atts, err := l.Attempts(context.Background(), rep.Rows[0].Key)
+	if err != nil || len(atts) != 1 || atts[0].LeaseUntil.Sub(atts[0].StartedAt) != Lease {
+		t.Fatalf("attempts %+v (%v), want one with a lease of %s", atts, err, Lease)
+	}
 	events, err := l.History(context.Background(), ledger.HistoryFilter{})
 	if err != nil {
 		t.Fatal(err)
@@ -219,9 +225,23 @@ expect:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
-		t.Fatalf("the command's child %d is still there (kill: %v)", pid, err)
+	if running(pid) {
+		t.Fatalf("the command's child %d is still running", pid)
 	}
+}
+
+// running reports whether pid is a process that has not exited (a zombie
+// has: it only waits for init to reap it).
+func running(pid int) bool {
+	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i < 0 || i+2 >= len(b) || b[i+2] != 'Z'
 }
 
 // TestRunEnvironment: a run sees the rehearsal's addresses, a scratch HOME,

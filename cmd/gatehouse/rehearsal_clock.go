@@ -36,32 +36,46 @@ func ledgerOptions() ([]ledger.Option, error) {
 		return nil, nil
 	}
 	c := &rehearsalClock{url: url, client: &http.Client{Timeout: 5 * time.Second}}
-	t, err := c.ask()
+	t, lease, err := c.ask()
 	if err != nil {
 		return nil, fmt.Errorf("$%s: %w", rehearsalClockEnv, err)
 	}
 	c.last = t
-	return []ledger.Option{ledger.WithClock(c)}, nil
+	opts := []ledger.Option{ledger.WithClock(c)}
+	if lease > 0 {
+		// The rehearsal's restart runs out its own lease; attempts this
+		// process starts must carry the same one.
+		opts = append(opts, ledger.WithLease(lease))
+	}
+	return opts, nil
 }
 
-func (c *rehearsalClock) ask() (time.Time, error) {
+// ask reads the rehearsal's time and, when it serves one, its lease.
+func (c *rehearsalClock) ask() (time.Time, time.Duration, error) {
 	resp, err := c.client.Get(c.url)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("ask the rehearsal's clock: %w", err)
+		return time.Time{}, 0, fmt.Errorf("ask the rehearsal's clock: %w", err)
 	}
 	defer resp.Body.Close()
 	var body struct {
-		Now time.Time `json:"now"`
+		Now   time.Time `json:"now"`
+		Lease string    `json:"lease"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || resp.StatusCode != http.StatusOK || body.Now.IsZero() {
-		return time.Time{}, fmt.Errorf("the rehearsal's clock at %s answered %s, not a time", c.url, resp.Status)
+		return time.Time{}, 0, fmt.Errorf("the rehearsal's clock at %s answered %s, not a time", c.url, resp.Status)
 	}
-	return body.Now.UTC(), nil
+	var lease time.Duration
+	if body.Lease != "" {
+		if lease, err = time.ParseDuration(body.Lease); err != nil || lease <= 0 {
+			return time.Time{}, 0, fmt.Errorf("the rehearsal's clock at %s serves lease %q, not a duration", c.url, body.Lease)
+		}
+	}
+	return body.Now.UTC(), lease, nil
 }
 
 // Now implements ledger.Clock.
 func (c *rehearsalClock) Now() time.Time {
-	t, err := c.ask()
+	t, _, err := c.ask()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err == nil {

@@ -16,11 +16,14 @@ import (
 // with a time refuses the verb before the ledger is touched.
 func TestRehearsalClock(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/clock" {
+		switch r.URL.Path {
+		case "/clock":
+			w.Write([]byte(`{"now":"2026-03-02T09:00:07Z","lease":"30s"}`))
+		case "/bad-lease":
+			w.Write([]byte(`{"now":"2026-03-02T09:00:07Z","lease":"soon"}`))
+		default:
 			http.NotFound(w, r)
-			return
 		}
-		w.Write([]byte(`{"now":"2026-03-02T09:00:07Z"}`))
 	}))
 	defer srv.Close()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -41,6 +44,7 @@ func TestRehearsalClock(t *testing.T) {
 		{"Answers", srv.URL + "/clock", 0, `"owner":"wf"`},
 		{"Gone", gone, 1, "$GATEHOUSE_REHEARSAL_CLOCK: ask the rehearsal's clock: Get"},
 		{"NotATime", srv.URL + "/other", 1, "answered 404 Not Found, not a time"},
+		{"BadLease", srv.URL + "/bad-lease", 1, `serves lease \"soon\", not a duration`},
 	} {
 		t.Run(tc.Name, func(t *testing.T) {
 			t.Setenv(rehearsalClockEnv, tc.Clock)
