@@ -57,6 +57,15 @@ type env struct {
 
 func newEnv(ctx context.Context, sc *Scenario, opts Options) (*env, error) {
 	e := &env{clock: fakes.NewClock(Start), crm: fakes.NewCRM(), desk: fakes.NewHelpdesk(), path: opts.LedgerPath}
+	if e.path != "" {
+		// Commands the scenario runs work in another folder and must find
+		// the same file.
+		abs, err := filepath.Abs(e.path)
+		if err != nil {
+			return nil, fmt.Errorf("rehearse %s: ledger %s: %w", sc.Name, e.path, err)
+		}
+		e.path = abs
+	}
 	if e.path == "" {
 		dir, err := os.MkdirTemp("", "gatehouse-rehearse-*")
 		if err != nil {

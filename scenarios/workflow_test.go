@@ -183,6 +183,16 @@ func TestWebhookTwiceAtOnce(t *testing.T) {
 	if len(runs) != 2 || runs[0].ExitCode != 0 || runs[1].ExitCode != 10 || rep.Counts.Arrived != 1 {
 		t.Fatalf("runs %+v, arrived %d; want exits 0 and 10 and one arrival:\n%s", runs, rep.Counts.Arrived, reportText(t, rep))
 	}
+	var js bytes.Buffer
+	if err := WriteJSON(&js, []Report{rep}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"command": "./ack.sh t-5001 cust-ada enquiry-5001 ada@example.com"`, `"exit_code": 10`,
+		`"end": "exit 10"`, `"already sent: enquiry-5001 was acknowledged before; nothing sent"`} {
+		if !strings.Contains(js.String(), want) {
+			t.Errorf("JSON report lacks %s:\n%s", want, js.String())
+		}
+	}
 }
 
 // TestHangingCommandKilledAtTimeout: a background run whose command hangs,
@@ -364,6 +374,20 @@ expect:
 	if err == nil || !strings.Contains(err.Error(), "step 1 (run_workflow by wf): start ./not-there.sh") {
 		t.Fatalf("err = %v, want the step and the command named", err)
 	}
+	noDir := writeScenario(t, `name: no-dir
+title: A working directory that is not there
+description: it cannot start
+world:
+  actors: [{id: wf, kind: workflow}]
+steps:
+  - {do: run_workflow, actor: wf, command: [true], dir: missing}
+expect:
+  arrivals: {total: 0}
+`)
+	_, err = RunAll(context.Background(), parseFile(t, noDir), Options{})
+	if err == nil || !strings.Contains(err.Error(), "missing (") || !strings.Contains(err.Error(), "s.yaml:7:5) is not a directory") {
+		t.Fatalf("err = %v, want the folder and the step's place named", err)
+	}
 }
 
 // TestSameReportTwiceWithRuns: a rehearsal with real processes, a kill and
@@ -452,5 +476,32 @@ expect:
 	want := "FAIL  step 1 (await_state ack is sent) await_state ack sent: expected sent, got absent after 100ms"
 	if rep.Passed || !strings.Contains(text, want) || rep.Steps[0].Class != "timeout" {
 		t.Fatalf("report lacks %q:\n%s", want, text)
+	}
+}
+
+// TestKeptLedgerRelativePath: a ledger kept under a relative path is the
+// one the scenario's commands write, although they work in another folder.
+func TestKeptLedgerRelativePath(t *testing.T) {
+	withGatehouse(t)
+	example, err := filepath.Abs("../examples/ack-consent-withdrawn.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	t.Chdir(dir)
+	rep := mustRun(t, parseFile(t, example), Options{LedgerPath: "kept.db"})
+	if !rep.Passed || rep.Counts.Denials != 1 {
+		t.Fatalf("failed:\n%s", reportText(t, rep))
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(example), "kept.db")); err == nil {
+		t.Fatal("the command wrote a ledger beside the scenario file")
+	}
+	l, err := ledger.OpenReadOnly(filepath.Join(dir, "kept.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if m, err := l.Metrics(context.Background()); err != nil || m.Denials != 1 {
+		t.Fatalf("kept ledger: %+v, %v; want the command's denial in it", m, err)
 	}
 }
