@@ -101,19 +101,18 @@ type proc struct {
 	exited  chan struct{} // the process exited and was reaped
 	waitErr error
 
-	mu     sync.Mutex
-	killed string // why the rehearsal killed it, or ""
-	how    string // EndKilled or EndTimeout
+	mu         sync.Mutex
+	leaderDone bool   // the process itself exited (its group may linger)
+	killed     string // why the rehearsal killed it, or ""
+	how        string // EndKilled or EndTimeout
 }
 
 // kill ends the process's whole group, once, and remembers why.
 func (p *proc) kill(how, why string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	select {
-	case <-p.exited:
-		return // already gone: nothing was killed
-	default:
+	if p.leaderDone {
+		return // it ended by itself; its leftovers are being killed anyway
 	}
 	if p.killed == "" {
 		p.killed, p.how = why, how
@@ -149,7 +148,7 @@ func (r *Run) startWorkflow(ctx context.Context, s *Step) (*workflowRun, error) 
 	if err != nil {
 		return nil, err
 	}
-	wctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	wctx, stop := context.WithCancel(ctx)
 	w := &workflowRun{step: s, command: commandLine(s), stop: stop, done: make(chan struct{})}
 	arrivedBefore := 0
 	if s.KillAt == "mailbox_accepted" {
@@ -177,7 +176,7 @@ func (r *Run) startWorkflow(ctx context.Context, s *Step) (*workflowRun, error) 
 		}
 		w.procs = append(w.procs, p)
 	}
-	w.watch(wctx, r.env.mb, arrivedBefore)
+	w.watch(ctx, wctx, r.env.mb, arrivedBefore)
 	return w, nil
 }
 
@@ -216,14 +215,14 @@ func startProc(s *Step, dir string, env []string, stdin []byte) (*proc, error) {
 	}()
 	go func() {
 		err := cmd.Wait()
+		p.mu.Lock()
+		p.waitErr, p.leaderDone = err, true
+		p.mu.Unlock()
 		// Whatever the process left running in its group ends with it.
 		pgid := cmd.Process.Pid
 		syscall.Kill(-pgid, syscall.SIGKILL)
 		awaitGroupGone(pgid)
-		p.mu.Lock()
-		p.waitErr = err
 		close(p.exited)
-		p.mu.Unlock()
 	}()
 	return p, nil
 }
@@ -281,9 +280,11 @@ func onlyZombies(pgid int) bool {
 	return true
 }
 
-// watch ends the run's processes at the timeout, after kill_after, or when
-// the mailbox stored a message (kill_at: mailbox_accepted).
-func (w *workflowRun) watch(ctx context.Context, mb *testmailbox.Mailbox, arrivedBefore int) {
+// watch ends the run's processes at the timeout, after kill_after, when
+// the mailbox stored a message (kill_at: mailbox_accepted), or when the
+// rehearsal itself is cancelled (parent). ctx ends the watchers once every
+// process is gone.
+func (w *workflowRun) watch(parent, ctx context.Context, mb *testmailbox.Mailbox, arrivedBefore int) {
 	timeout := DefaultTimeout
 	if w.step.Timeout != "" {
 		timeout, _ = time.ParseDuration(w.step.Timeout) // validated
@@ -307,6 +308,9 @@ func (w *workflowRun) watch(ctx context.Context, mb *testmailbox.Mailbox, arrive
 			}
 			killAll(EndTimeout, "timeout after "+after+": the process group was killed")
 		case <-ctx.Done():
+			if parent.Err() != nil {
+				killAll(EndKilled, "killed: the rehearsal was cancelled")
+			}
 		}
 	}()
 	if w.step.KillAfter != "" {

@@ -505,3 +505,41 @@ func TestKeptLedgerRelativePath(t *testing.T) {
 		t.Fatalf("kept ledger: %+v, %v; want the command's denial in it", m, err)
 	}
 }
+
+// TestCancelledRehearsalKillsItsRuns: a rehearsal that is cancelled (the
+// app quits, ^C) kills the process groups of its runs rather than leave
+// them to their timeouts.
+func TestCancelledRehearsalKillsItsRuns(t *testing.T) {
+	file := writeScenario(t, `name: cancelled
+title: Cancelled while a command runs
+description: the rehearsal stops
+world:
+  actors: [{id: wf, kind: workflow}]
+steps:
+  - {do: run_workflow, actor: wf, shell: "echo $$ > leader.pid; sleep 300", timeout: 10m}
+expect:
+  arrivals: {total: 0}
+`)
+	ctx, cancel := context.WithCancel(context.Background())
+	pidFile := filepath.Join(filepath.Dir(file), "leader.pid")
+	go func() {
+		// Cancel once the command is running, which its pid file shows.
+		for {
+			if b, err := os.ReadFile(pidFile); err == nil && len(b) > 0 && b[len(b)-1] == '\n' {
+				cancel()
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	start := time.Now()
+	_, err := RunAll(ctx, parseFile(t, file), Options{})
+	if err == nil || time.Since(start) > time.Minute {
+		t.Fatalf("err = %v after %s, want the cancelled rehearsal to end at once", err, time.Since(start))
+	}
+	b, _ := os.ReadFile(pidFile)
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	if pid <= 0 || running(pid) {
+		t.Fatalf("the command (pid %d) is still running", pid)
+	}
+}
