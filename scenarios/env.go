@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -169,8 +170,14 @@ const (
 	FakesAPIName   = "http://rehearsal-fakes-api"
 )
 
+// goneExecutorRE finds the process a recovery names (host, boot, pid
+// namespace and pid). In a rehearsal only a command the scenario ran can be
+// gone, and its pid changes every time.
+var goneExecutorRE = regexp.MustCompile(`executor process \S+ is gone`)
+
 // stable replaces the run's changing addresses in text for a report.
 func (e *env) stable(s string) string {
+	s = goneExecutorRE.ReplaceAllLiteralString(s, "executor process (a command the scenario ran) is gone")
 	if e.names == nil {
 		return s
 	}

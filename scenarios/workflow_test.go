@@ -543,3 +543,12 @@ expect:
 		t.Fatalf("the command (pid %d) is still running", pid)
 	}
 }
+
+// TestStableHidesAGoneExecutor: recovery names the dead process by pid,
+// which changes every rehearsal; the report names it by what it was.
+func TestStableHidesAGoneExecutor(t *testing.T) {
+	got := (&env{}).stable("attempt 1 has no recorded outcome: its executor process box/0b1e/pid:[4026531836]:4242 is gone")
+	if want := "attempt 1 has no recorded outcome: its executor process (a command the scenario ran) is gone"; got != want {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+}
