@@ -134,8 +134,17 @@ type workflowRun struct {
 }
 
 // startWorkflow starts the step's copies at once and the watchers that end
-// them: the timeout, kill_after and kill_at.
+// them: the timeout, kill_after and kill_at. A failure names the step's
+// place in the file.
 func (r *Run) startWorkflow(ctx context.Context, s *Step) (*workflowRun, error) {
+	w, err := r.startCopies(ctx, s)
+	if err != nil {
+		return nil, fmt.Errorf("%s:%d:%d: %w", r.sc.File, s.Pos.Line, s.Pos.Col, err)
+	}
+	return w, nil
+}
+
+func (r *Run) startCopies(ctx context.Context, s *Step) (*workflowRun, error) {
 	env, err := r.workflowEnv(s)
 	if err != nil {
 		return nil, err
@@ -492,7 +501,7 @@ func (r *Run) workflowDir(s *Step) (string, error) {
 		return "", fmt.Errorf("working directory %s: %w", s.Dir, err)
 	}
 	if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
-		return "", fmt.Errorf("working directory %s (%s:%d:%d) is not a directory", abs, r.sc.File, s.Pos.Line, s.Pos.Col)
+		return "", fmt.Errorf("working directory %s is not a directory", abs)
 	}
 	return abs, nil
 }

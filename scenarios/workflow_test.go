@@ -371,7 +371,7 @@ expect:
   arrivals: {total: 0}
 `, "\t", "", -1))
 	_, err := RunAll(context.Background(), parseFile(t, bad), Options{})
-	if err == nil || !strings.Contains(err.Error(), "step 1 (run_workflow by wf): start ./not-there.sh") {
+	if err == nil || !strings.Contains(err.Error(), "step 1 (run_workflow by wf): "+bad+":7:5: start ./not-there.sh") {
 		t.Fatalf("err = %v, want the step and the command named", err)
 	}
 	noDir := writeScenario(t, `name: no-dir
@@ -385,7 +385,7 @@ expect:
   arrivals: {total: 0}
 `)
 	_, err = RunAll(context.Background(), parseFile(t, noDir), Options{})
-	if err == nil || !strings.Contains(err.Error(), "missing (") || !strings.Contains(err.Error(), "s.yaml:7:5) is not a directory") {
+	if err == nil || !strings.Contains(err.Error(), noDir+":7:5: working directory ") || !strings.Contains(err.Error(), "missing is not a directory") {
 		t.Fatalf("err = %v, want the folder and the step's place named", err)
 	}
 }
