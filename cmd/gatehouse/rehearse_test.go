@@ -75,3 +75,29 @@ func TestRehearseAllJSONAndJUnit(t *testing.T) {
 		t.Fatalf("junit: %v %+v", err, ju)
 	}
 }
+
+// TestRehearseOwnWorkflow: `gatehouse rehearse FILE` runs a team's workflow
+// against the rehearsal and exits as the expectations say: 0 for the
+// example that handles a webhook twice, 1 for the careless variant, whose
+// second arrival is named.
+func TestRehearseOwnWorkflow(t *testing.T) {
+	bin := gatehouseBinary(t)
+	t.Setenv("PATH", filepath.Dir(bin)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	for _, tc := range []struct {
+		Name     string
+		File     string
+		Code     int
+		Contains string
+	}{
+		{"WebhookTwice", "ack-webhook-twice.yaml", 0, "expect_exits: 0, 10"},
+		{"Careless", "careless-accept-then-drop.yaml", 1, "FAIL  arrivals.total: expected 1, got 2"},
+	} {
+		t.Run(tc.Name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			code := run([]string{"rehearse", filepath.Join("..", "..", "examples", tc.File)}, &out, &errOut)
+			if code != tc.Code || !strings.Contains(out.String(), tc.Contains) {
+				t.Fatalf("exit %d, want %d with %q\nstdout: %s\nstderr: %s", code, tc.Code, tc.Contains, out.String(), errOut.String())
+			}
+		})
+	}
+}
