@@ -84,7 +84,13 @@ func newEnv(ctx context.Context, sc *Scenario, opts Options) (*env, error) {
 	}
 	e.seed(sc.World)
 	if sc.RunsCommands() {
+		// Both before the first step: the names reports replace never
+		// change while a viewer may be reading a snapshot.
 		if err := e.startAPI(); err != nil {
+			e.close()
+			return nil, err
+		}
+		if _, err := e.scratchDir(); err != nil {
 			e.close()
 			return nil, err
 		}
