@@ -1,7 +1,6 @@
 package scenarios
 
 import (
-	"fmt"
 	"regexp"
 	"slices"
 	"strconv"
@@ -111,7 +110,7 @@ func (v *validator) exitExpectations(name string, s *Step, copies int) {
 	case one && all:
 		v.problem(s.KeyPos["expect_exits"], "expect_exit for one process, expect_exits for copies", "%s: expect_exit and expect_exits both given", name)
 	case one && copies > 1:
-		v.problem(s.KeyPos["expect_exit"], fmt.Sprintf("list one exit per copy under expect_exits, in any order, e.g. [0, 10]"), "%s: expect_exit with %d copies", name, copies)
+		v.problem(s.KeyPos["expect_exit"], "list one exit per copy under expect_exits, in any order, e.g. [0, 10]", "%s: expect_exit with %d copies", name, copies)
 	case all && copies > 0 && len(s.ExpectExits) != copies:
 		v.problem(s.KeyPos["expect_exits"], "list one exit per copy, in any order", "%s: expect_exits has %d exits for %d copies", name, len(s.ExpectExits), copies)
 	}
