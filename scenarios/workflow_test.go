@@ -552,3 +552,30 @@ func TestStableHidesAGoneExecutor(t *testing.T) {
 		t.Fatalf("got %q, want %q", got, want)
 	}
 }
+
+// TestUnusedReplyHoldIsDropped: kill_at mailbox_accepted holds the reply
+// of the next message; a run that sends nothing leaves no hold behind to
+// delay a later step's message.
+func TestUnusedReplyHoldIsDropped(t *testing.T) {
+	file := writeScenario(t, `name: quiet
+title: A run that sends nothing
+description: its reply hold must go
+world:
+  customers: [{id: cust-ada, email: ada@example.com, fields: {consent: "yes"}}]
+  tasks: [{id: t-1, customer: cust-ada, subject: Hello, owner: wf}]
+  actors: [{id: wf, kind: workflow}, {id: lead, kind: staff}]
+  actions: [{name: ack, task: t-1, event: e-1, type: reply_ack, subject: Hi}]
+steps:
+  - {do: mailbox_fault, fault: reject_temporary, count: 2}
+  - {do: run_workflow, actor: wf, command: ["true"], kill_at: mailbox_accepted, expect_exit: 0}
+  - {do: deliver_event, action: ack, actor: wf, approver: lead, expect: not_delivered}
+  - {do: send, action: ack, actor: wf, expect: not_delivered}
+  - {do: send, action: ack, actor: wf, expect: sent}
+expect:
+  arrivals: {total: 1}
+`)
+	rep := mustRun(t, parseFile(t, file), Options{})
+	if !rep.Passed {
+		t.Fatalf("failed:\n%s", reportText(t, rep))
+	}
+}
