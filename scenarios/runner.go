@@ -278,8 +278,8 @@ func (r *Run) Finish(ctx context.Context) (Report, error) {
 	return r.report(snap), nil
 }
 
-// Close stops the mailbox and closes (and, if temporary, removes) the
-// ledger.
+// Close kills the process groups of runs still going, stops the mailbox
+// and closes (and, if temporary, removes) the ledger.
 func (r *Run) Close() error {
 	// No process a scenario started outlives its rehearsal.
 	for _, name := range sortedKeys(r.workflows) {
