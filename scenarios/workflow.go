@@ -408,9 +408,9 @@ func (r *Run) dropUnusedHold(hold *testmailbox.Fault) error {
 }
 
 func (r *Run) result(command string, p *proc) RunResult {
-	text, total := p.out.snapshot()
-	text = r.env.stable(text)
-	res := RunResult{Command: command, OutputBytes: total, Truncated: total > len(text), text: text}
+	raw, total := p.out.snapshot()
+	text := r.env.stable(raw)
+	res := RunResult{Command: command, OutputBytes: total, Truncated: total > len(raw), text: text}
 	p.mu.Lock()
 	killed, how, waitErr := p.killed, p.how, p.waitErr
 	p.mu.Unlock()

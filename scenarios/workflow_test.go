@@ -324,6 +324,7 @@ world:
   actors: [{id: wf, kind: workflow}]
 steps:
   - {do: run_workflow, actor: wf, shell: "head -c 200000 /dev/zero | tr '\\0' x; echo; echo last line", expect_exit: 0}
+  - {do: run_workflow, actor: wf, shell: 'echo "$GATEHOUSE_LEDGER $HOME"', expect_exit: 0}
 expect:
   arrivals: {total: 0}
 `)
@@ -331,6 +332,11 @@ expect:
 	run := rep.Steps[0].Runs[0]
 	if run.OutputBytes != 200011 || !run.Truncated || len(run.text) != OutputCap || run.Output[len(run.Output)-1] != "last line" {
 		t.Fatalf("bytes %d truncated %v kept %d tail %q", run.OutputBytes, run.Truncated, len(run.text), run.Output)
+	}
+	// Output that names the rehearsal's addresses is shown shorter, by
+	// name, and is still whole.
+	if env := rep.Steps[1].Runs[0]; env.Truncated || env.Output[0] != "rehearsal-ledger.db $HOME" {
+		t.Fatalf("second run: truncated %v, output %q", env.Truncated, env.Output)
 	}
 	if text := reportText(t, rep); !strings.Contains(text, "(output 200011 bytes; the first 134475 not kept)") {
 		t.Fatalf("report does not say the output was cut:\n%s", text)
