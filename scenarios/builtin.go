@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"path"
 	"sort"
+	"strings"
 )
 
 //go:embed builtin/*.yaml
@@ -36,7 +37,13 @@ func loadBuiltin(file string) (*Scenario, error) {
 	if err != nil {
 		return nil, fmt.Errorf("built-in scenario %s: %w", file, err)
 	}
-	return Parse(file, src)
+	sc, err := Parse(file, src)
+	if err == nil && sc.RunsCommands() {
+		// Built-ins are rehearsed by anyone who installs gatehouse, with no
+		// file of theirs to read first: they must never start a program.
+		return nil, fmt.Errorf("built-in scenario %s starts commands (%s); only a team's own files may", file, strings.Join(sc.Commands(), "; "))
+	}
+	return sc, err
 }
 
 // BuiltinSource returns the YAML text of a built-in scenario, so it can be

@@ -85,6 +85,10 @@ func stateClass(s ledger.State) string {
 type outcome struct {
 	class  string
 	detail string
+	// runs and verdicts are those of workflow steps: how each process
+	// ended and the judgements on its exit code and output.
+	runs     []RunResult
+	verdicts []Verdict
 }
 
 // fromErr makes an outcome from a gate result, or fails for errors that are

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -43,6 +46,10 @@ type env struct {
 	dest    ledger.Destination
 	looker  ledger.Looker
 	names   *strings.Replacer // the mailbox's addresses → stable names
+	renames []string          // the pairs names is built from
+	api     *http.Server      // the fakes' JSON API, when the scenario runs commands
+	apiURL  string
+	scratch string // HOME and TMPDIR of the commands a scenario runs
 	l       *ledger.Ledger
 	path    string
 	tmpDir  string
@@ -51,6 +58,15 @@ type env struct {
 
 func newEnv(ctx context.Context, sc *Scenario, opts Options) (*env, error) {
 	e := &env{clock: fakes.NewClock(Start), crm: fakes.NewCRM(), desk: fakes.NewHelpdesk(), path: opts.LedgerPath}
+	if e.path != "" && !ledger.IsPostgres(e.path) {
+		// Commands the scenario runs work in another folder and must find
+		// the same file.
+		abs, err := filepath.Abs(e.path)
+		if err != nil {
+			return nil, fmt.Errorf("rehearse %s: ledger %s: %w", sc.Name, e.path, err)
+		}
+		e.path = abs
+	}
 	if e.path == "" {
 		dir, err := os.MkdirTemp("", "gatehouse-rehearse-*")
 		if err != nil {
@@ -67,7 +83,56 @@ func newEnv(ctx context.Context, sc *Scenario, opts Options) (*env, error) {
 		return nil, err
 	}
 	e.seed(sc.World)
+	if sc.RunsCommands() {
+		// Both before the first step: the names reports replace never
+		// change while a viewer may be reading a snapshot.
+		if err := e.startAPI(); err != nil {
+			e.close()
+			return nil, err
+		}
+		if _, err := e.scratchDir(); err != nil {
+			e.close()
+			return nil, err
+		}
+	}
 	return e, nil
+}
+
+// startAPI serves the fakes over loopback on a port of the system's
+// choosing, for the commands the scenario runs.
+func (e *env) startAPI() error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("serve the fakes' API: %w", err)
+	}
+	e.api = &http.Server{Handler: (&fakes.API{CRM: e.crm, Helpdesk: e.desk, Clock: e.clock, Lease: Lease, Ledger: e.path}).Handler(),
+		ReadHeaderTimeout: 10 * time.Second}
+	e.apiURL = "http://" + ln.Addr().String()
+	go e.api.Serve(ln)
+	e.rename(e.apiURL, FakesAPIName)
+	return nil
+}
+
+// scratchDir is the HOME and TMPDIR of the commands a scenario runs: empty,
+// so nothing of the caller's home (credentials, configuration) reaches
+// them, and removed with the run.
+func (e *env) scratchDir() (string, error) {
+	if e.scratch != "" {
+		return e.scratch, nil
+	}
+	dir, err := os.MkdirTemp("", "gatehouse-run-home-*")
+	if err != nil {
+		return "", fmt.Errorf("scratch directory for commands: %w", err)
+	}
+	e.scratch = dir
+	e.rename(dir, "$HOME")
+	return dir, nil
+}
+
+// rename adds one address → stable name pair to what reports replace.
+func (e *env) rename(from, to string) {
+	e.renames = append(e.renames, from, to)
+	e.names = strings.NewReplacer(e.renames...)
 }
 
 func (e *env) openLedger() error {
@@ -96,7 +161,11 @@ func (e *env) startMailbox(ctx context.Context) error {
 	e.dest, e.looker = dest, lk
 	// Reports must read the same on every run, but the mailbox listens on
 	// a new port each time: its addresses are shown by name.
-	e.names = strings.NewReplacer(dest.Identity(), MailboxName, lk.LookupEndpoint(), MailboxAPIName)
+	e.rename(dest.Identity(), MailboxName)
+	e.rename(lk.LookupEndpoint(), MailboxAPIName)
+	// A command's output may name the ledger file, which lives in a new
+	// temporary folder each time.
+	e.rename(e.path, "rehearsal-ledger.db")
 	return nil
 }
 
@@ -104,10 +173,17 @@ func (e *env) startMailbox(ctx context.Context) error {
 const (
 	MailboxName    = "smtp://rehearsal-mailbox"
 	MailboxAPIName = "http://rehearsal-mailbox-api"
+	FakesAPIName   = "http://rehearsal-fakes-api"
 )
+
+// goneExecutorRE finds the process a recovery names (host, boot, pid
+// namespace and pid). In a rehearsal only a command the scenario ran can be
+// gone, and its pid changes every time.
+var goneExecutorRE = regexp.MustCompile(`executor process \S+ is gone`)
 
 // stable replaces the run's changing addresses in text for a report.
 func (e *env) stable(s string) string {
+	s = goneExecutorRE.ReplaceAllLiteralString(s, "executor process (a command the scenario ran) is gone")
 	if e.names == nil {
 		return s
 	}
@@ -200,6 +276,12 @@ func (e *env) fault(s *Step) error {
 
 func (e *env) close() error {
 	var errs []error
+	if e.api != nil {
+		errs = append(errs, e.api.Close())
+	}
+	if e.scratch != "" {
+		errs = append(errs, os.RemoveAll(e.scratch))
+	}
 	if e.l != nil {
 		errs = append(errs, e.l.Close())
 	}

@@ -114,6 +114,24 @@ type Step struct {
 	CSV      string `yaml:"csv"`     // an audience file, inline
 	Note     string `yaml:"note"`
 
+	// The keys of run_workflow, start_workflow and await_workflow: a
+	// team's own command, run against the rehearsal (see workflow.go).
+	Command        []string          `yaml:"command"`     // argv; no shell
+	Shell          string            `yaml:"shell"`       // a command line for /bin/sh -c, only when asked
+	Dir            string            `yaml:"dir"`         // working directory, relative to the scenario file
+	Timeout        string            `yaml:"timeout"`     // default 30s; then the process group is killed
+	Stdin          string            `yaml:"stdin"`       // literal standard input
+	Env            map[string]string `yaml:"env"`         // extra variables
+	InheritEnv     []string          `yaml:"inherit_env"` // variables taken from the caller's environment
+	Copies         int               `yaml:"copies"`      // run this many at once (default 1)
+	Run            string            `yaml:"run"`         // names a background run for await_workflow
+	KillAt         string            `yaml:"kill_at"`     // a moment: mailbox_accepted
+	KillAfter      string            `yaml:"kill_after"`  // a duration of real time
+	ExpectExit     string            `yaml:"expect_exit"` // an exit code, killed or timeout
+	ExpectExits    []string          `yaml:"expect_exits"`
+	OutputContains string            `yaml:"output_contains"`
+	State          string            `yaml:"state"` // await_state: the state to wait for
+
 	Expect         string `yaml:"expect"`
 	ReasonContains string `yaml:"reason_contains"`
 

@@ -97,6 +97,7 @@ func writeReport(b *strings.Builder, rep Report) {
 	}
 	b.WriteString("\n")
 	writeColumns(b, rep.Rows)
+	writeRuns(b, rep.Steps)
 	c := rep.Counts
 	fmt.Fprintf(b, "counts  intended %d · attempts %d · confirmed %d · arrived %d · denials %d · duplicate blocks %d · holds %d · conflicts %d · unknown %d\n",
 		c.Intended, c.Attempts, c.Confirmed, c.Arrived, c.Denials, c.DuplicateBlocks, c.Holds, c.Conflicts, c.Unknown)
@@ -287,4 +288,29 @@ func writeAudience(b *strings.Builder, a ledger.AudienceSummary) {
 		a.ReleaseID, a.SourceRows, a.ErrorRows, a.Unmatched, a.Duplicates, a.Resolved)
 	fmt.Fprintf(b, "         %d resolved = %d excluded + %d removed + %d eligible · attempted %d · confirmed %d · arrived %d\n",
 		a.Resolved, a.Excluded, a.Removed, a.Eligible, a.Attempted, a.Confirmed, a.Arrived)
+}
+
+// writeRuns lists every process a workflow step ran beside the columns:
+// its command, how it ended and the last lines of its output.
+func writeRuns(b *strings.Builder, steps []StepResult) {
+	first := true
+	for _, s := range steps {
+		for _, run := range s.Runs {
+			if first {
+				b.WriteString("workflow runs\n")
+				first = false
+			}
+			fmt.Fprintf(b, "  step %d  $ %s\n", s.Index, run.Command)
+			fmt.Fprintf(b, "          → %s\n", run.End)
+			if run.Truncated {
+				fmt.Fprintf(b, "          │ (output %d bytes; the first %d not kept)\n", run.OutputBytes, run.OutputBytes-OutputCap)
+			}
+			for _, l := range run.Output {
+				fmt.Fprintf(b, "          │ %s\n", l)
+			}
+		}
+	}
+	if !first {
+		b.WriteString("\n")
+	}
 }

@@ -30,6 +30,8 @@ type Run struct {
 	verdicts []Verdict
 	arrivals *arrivalLog
 	final    bool
+	// workflows are the background runs started and not yet awaited.
+	workflows map[string]*workflowRun
 }
 
 // stepTick is the fake time each step takes.
@@ -43,7 +45,10 @@ type StepResult struct {
 	Detail   string       `json:"detail,omitempty"`
 	Clock    time.Time    `json:"clock"` // fake-clock time after the step
 	Parallel []StepResult `json:"parallel,omitempty"`
-	Verdicts []Verdict    `json:"verdicts,omitempty"`
+	// Runs are the processes a workflow step ran: command, how each ended
+	// and the last lines of its output.
+	Runs     []RunResult `json:"runs,omitempty"`
+	Verdicts []Verdict   `json:"verdicts,omitempty"`
 }
 
 // Verdict is the result of one expectation.
@@ -71,7 +76,7 @@ func NewRun(ctx context.Context, sc *Scenario, opts Options) (*Run, error) {
 		return nil, err
 	}
 	r := &Run{sc: sc, env: e, actions: map[string]*actionState{}, tasks: map[string]Task{},
-		arrivals: newArrivalLog()}
+		arrivals: newArrivalLog(), workflows: map[string]*workflowRun{}}
 	for _, t := range sc.World.Tasks {
 		r.tasks[t.ID] = t
 	}
@@ -148,7 +153,11 @@ func (r *Run) runOne(ctx context.Context, s *Step, wait barrier) (StepResult, er
 		return res, err
 	}
 	out.detail = r.env.stable(out.detail)
-	res.Class, res.Detail = out.class, out.detail
+	res.Class, res.Detail, res.Runs = out.class, out.detail, out.runs
+	for _, v := range out.verdicts {
+		v.Name = "(" + res.Label + ") " + v.Name
+		res.Verdicts = append(res.Verdicts, v)
+	}
 	if s.Expect != "" {
 		res.Verdicts = append(res.Verdicts, Verdict{Name: "(" + res.Label + ") expect", Pos: s.KeyPos["expect"],
 			Expected: s.Expect, Actual: out.class, Pass: out.class == s.Expect})
@@ -236,7 +245,7 @@ func label(s *Step) string {
 	parts := []string{s.Do}
 	for _, p := range []struct{ pre, v string }{
 		{"", s.Action}, {"", s.Task}, {"", s.Customer}, {"", s.Source}, {"", s.Fault},
-		{"", s.For}, {"at ", s.Point}, {"", s.Field}, {"= ", s.Value}, {"as ", s.As}, {"by ", s.Actor},
+		{"", s.For}, {"at ", s.Point}, {"", s.Field}, {"= ", s.Value}, {"as ", s.As}, {"", s.Run}, {"is ", s.State}, {"by ", s.Actor},
 	} {
 		if p.v != "" {
 			parts = append(parts, p.pre+p.v)
@@ -269,9 +278,19 @@ func (r *Run) Finish(ctx context.Context) (Report, error) {
 	return r.report(snap), nil
 }
 
-// Close stops the mailbox and closes (and, if temporary, removes) the
-// ledger.
-func (r *Run) Close() error { return r.env.close() }
+// Close kills the process groups of runs still going, stops the mailbox
+// and closes (and, if temporary, removes) the ledger.
+func (r *Run) Close() error {
+	// No process a scenario started outlives its rehearsal.
+	for _, name := range sortedKeys(r.workflows) {
+		w := r.workflows[name]
+		for _, p := range w.procs {
+			p.kill(EndKilled, "killed: the rehearsal ended before it was awaited")
+		}
+		<-w.done
+	}
+	return r.env.close()
+}
 
 // RunAll rehearses sc from start to finish and returns its report.
 func RunAll(ctx context.Context, sc *Scenario, opts Options) (rep Report, err error) {

@@ -62,6 +62,8 @@ func init() {
 		"correct": (*Run).doCorrect, "stop": (*Run).doStop, "resume": (*Run).doResume, "wait": (*Run).doWait,
 		"import_audience": (*Run).doImportAudience, "remove_recipient": (*Run).doRemoveRecipient,
 		"approve_audience": (*Run).doApproveAudience, "send_audience": (*Run).doSendAudience,
+		"run_workflow": (*Run).doRunWorkflow, "start_workflow": (*Run).doStartWorkflow, "await_workflow": (*Run).doAwaitWorkflow,
+		"await_state": (*Run).doAwaitState,
 	}
 }
 

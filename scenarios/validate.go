@@ -57,6 +57,11 @@ var verbs = map[string]verbSpec{
 	"remove_recipient": {required: []string{"release", "customer", "actor", "reason"}},
 	"approve_audience": {required: []string{"release", "actor"}},
 	"send_audience":    {required: []string{"release", "actor"}},
+
+	"run_workflow":   {required: []string{"actor"}, optional: append(workflowKeys, "expect_exit", "expect_exits", "output_contains"), noParallel: true},
+	"start_workflow": {required: []string{"actor", "run"}, optional: workflowKeys, noParallel: true},
+	"await_workflow": {required: []string{"run"}, optional: []string{"expect_exit", "expect_exits", "output_contains"}, noParallel: true},
+	"await_state":    {required: []string{"action", "state"}, optional: []string{"timeout"}, noParallel: true},
 }
 
 // stepCommon are keys every verb step may carry.
@@ -147,6 +152,7 @@ type validator struct {
 	customers map[string]bool
 	actions   map[string]bool
 	releases  map[string]bool
+	runs      map[string]Pos // background runs started and not yet awaited, where they start
 }
 
 func (v *validator) problem(pos Pos, hint, format string, a ...any) {
@@ -167,6 +173,9 @@ func (v *validator) run() {
 		v.step(fmt.Sprintf("steps[%d]", i+1), &sc.Steps[i], false)
 	}
 	v.final()
+	for _, run := range sortedKeys(v.runs) {
+		v.problem(v.runs[run], "add a step {do: await_workflow, run: "+run+"} to judge how it ended", "run %q is started but never awaited", run)
+	}
 }
 
 // require reports each empty required value, naming the key.
@@ -182,6 +191,7 @@ func (v *validator) world() {
 	w := v.sc.World
 	v.customers, v.tasks, v.actors, v.actions = map[string]bool{}, map[string]bool{}, map[string]bool{}, map[string]bool{}
 	v.releases = map[string]bool{}
+	v.runs = map[string]Pos{}
 	for _, a := range w.Actors {
 		v.require(a.Pos, "actor", map[string]string{"id": a.ID, "kind": a.Kind})
 		v.define(v.actors, "actor", a.ID, a.Pos)
@@ -278,11 +288,22 @@ func (v *validator) step(name string, s *Step, inParallel bool) {
 		}
 	}
 	if inParallel && spec.noParallel {
-		v.problem(s.KeyPos["do"], "put it before or after the parallel block", "%s: %s cannot run in parallel", name, s.Do)
+		hint := "put it before or after the parallel block"
+		if isWorkflowVerb(s.Do) {
+			hint = "to run a command several times at once, give the step copies: N"
+		}
+		v.problem(s.KeyPos["do"], hint, "%s: %s cannot run in parallel", name, s.Do)
 	}
 	v.stepKeys(name, s, spec)
 	v.stepRefs(s)
 	v.stepWords(name, s)
+	if isWorkflowVerb(s.Do) {
+		v.workflowStep(name, s)
+	}
+	if s.Do == "await_state" {
+		v.oneOf(s.KeyPos, "state", s.State, stateNames())
+		v.positiveDuration(s.KeyPos, "timeout", s.Timeout)
+	}
 }
 
 func (v *validator) parallel(name string, s *Step, inParallel bool) {

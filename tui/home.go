@@ -214,6 +214,11 @@ func (h *Home) View() string {
 	if sc := h.selected(); sc != nil {
 		lines = append(lines, "")
 		lines = append(lines, para("", sc.Description, h.width)...)
+		// A file from someone else may start programs on this machine:
+		// say which before anyone rehearses it.
+		for _, c := range sc.Commands() {
+			lines = append(lines, para(h.th.Bad.Render("runs: "), c, h.width)...)
+		}
 	}
 	return strings.Join(lines, "\n")
 }

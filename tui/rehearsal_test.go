@@ -2,6 +2,8 @@ package tui
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -196,5 +198,54 @@ func TestRehearsalSelectionFollowsKey(t *testing.T) {
 	r.onStepped(steppedMsg{snap: snap})
 	if r.selKey != "b" || r.pos.cursor != 2 {
 		t.Fatalf("selected %q at %d after a row arrived above, want b at 2", r.selKey, r.pos.cursor)
+	}
+}
+
+// TestRehearsalShowsRuns: a step that runs a command shows the command, how
+// it ended and its last line of output in the rehearsal view.
+func TestRehearsalShowsRuns(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "runs.yaml")
+	src := `name: runs
+title: A command in the rehearsal view
+description: it prints and exits
+world:
+  actors: [{id: wf, kind: workflow}]
+steps:
+  - {do: run_workflow, actor: wf, shell: "echo first; echo handled enquiry-1; exit 10", expect_exit: 10}
+expect:
+  arrivals: {total: 0}
+`
+	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sc, err := scenarios.ParseFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := describeStep(sc.Steps[0]); got != `run wf's command: sh -c echo first; echo handled enquiry-1; exit 10` {
+		t.Errorf("step described as %q", got)
+	}
+	r := NewRehearsal(NewTheme(true), sc, nil, 0)
+	t.Cleanup(r.Close)
+	a := newDriven(r, 100, 30)
+	typeKeys(a, "n")
+	s := screenText(a)
+	for _, w := range []string{"did 1: run_workflow by wf → exit 10", `$ sh -c "echo first; echo handled enquiry-1; exit 10" → exit 10`, "│ handled enquiry-1"} {
+		if !strings.Contains(s, w) {
+			t.Errorf("screen lacks %q:\n%s", w, s)
+		}
+	}
+}
+
+// TestHomeSaysAFileRunsCommands: selecting a scenario file that starts
+// programs lists them before anyone rehearses it.
+func TestHomeSaysAFileRunsCommands(t *testing.T) {
+	sc, err := scenarios.ParseFile(filepath.Join("..", "examples", "ack-takeover.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := newDriven(NewHome(NewTheme(true), HomeConfig{Scenarios: []*scenarios.Scenario{sc}}), 100, 40)
+	if s := screenText(a); !strings.Contains(s, "runs: ./ack.sh t-4201 cust-ada enquiry-4201 ada@example.com") {
+		t.Fatalf("home does not list the command:\n%s", s)
 	}
 }

@@ -50,6 +50,7 @@ func (r *Rehearsal) headLines(w int) []string {
 			res += ": " + d
 		}
 		lines = append(lines, para(fmt.Sprintf("did %d: ", r.last.Index), r.last.Label+" → "+res, w)...)
+		lines = append(lines, r.runLines(w)...)
 	}
 	if r.snap.Step < len(r.sc.Steps) {
 		lines = append(lines, para(r.th.Dim.Render("next: "), describeStep(r.sc.Steps[r.snap.Step]), w)...)
@@ -481,4 +482,17 @@ func audienceSampleRows(height int) int {
 		return 0
 	}
 	return height / 5
+}
+
+// runLines show the processes the last step ran, beside the columns: each
+// command, how it ended and its last line of output.
+func (r *Rehearsal) runLines(w int) []string {
+	var lines []string
+	for _, run := range r.last.Runs {
+		lines = append(lines, para(r.th.Dim.Render("  $ "), run.Command+" → "+run.End, w)...)
+		if n := len(run.Output); n > 0 {
+			lines = append(lines, para(r.th.Dim.Render("    │ "), run.Output[n-1], w)...)
+		}
+	}
+	return lines
 }

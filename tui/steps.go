@@ -77,6 +77,35 @@ func stepSentence(s scenarios.Step) string {
 		return a + " approves sending release " + s.Release
 	case "send_audience":
 		return a + " sends release " + s.Release + " once to every eligible customer"
+	case "run_workflow", "start_workflow":
+		return runSentence(s)
+	case "await_workflow":
+		return "wait for run " + s.Run + " to end"
+	case "await_state":
+		return "wait until " + act + " is " + s.State + " (a running workflow gets it there)"
 	}
 	return strings.TrimSpace(s.Do + " " + act + " " + task + " " + a)
+}
+
+// runSentence words a step that runs a team's own command: the command is
+// a real program, so the sentence names it.
+func runSentence(s scenarios.Step) string {
+	cmd := strings.Join(s.Command, " ")
+	if s.Shell != "" {
+		cmd = "sh -c " + s.Shell
+	}
+	text := "run " + s.Actor + "'s command: " + cmd
+	if s.Copies > 1 {
+		text = fmt.Sprintf("run %d copies of %s's command at once: %s", s.Copies, s.Actor, cmd)
+	}
+	if s.Do == "start_workflow" {
+		text += " (in the background, as run " + s.Run + ")"
+	}
+	switch {
+	case s.KillAt != "":
+		text += "; kill it at " + s.KillAt
+	case s.KillAfter != "":
+		text += "; kill it after " + s.KillAfter
+	}
+	return text
 }

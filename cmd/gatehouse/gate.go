@@ -212,12 +212,15 @@ func (g *gateRun) ledger() (*ledger.Ledger, error) {
 	if g.l != nil {
 		return g.l, nil
 	}
+	opts, err := ledgerOptions(g.ledgerPath)
+	if err != nil {
+		return nil, err
+	}
 	var l *ledger.Ledger
-	var err error
 	if g.readOnly {
-		l, err = openForReading(g.ledgerPath)
+		l, err = openForReading(g.ledgerPath, opts...)
 	} else {
-		l, err = ledger.Open(g.ledgerPath)
+		l, err = ledger.Open(g.ledgerPath, opts...)
 	}
 	if err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -22,16 +23,11 @@ func newScenariosCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return listScenarios(cmd.OutOrStdout()) },
 	}, &cobra.Command{
-		Use:   "show NAME",
-		Short: "Print a built-in scenario's file, to read or copy as an example",
+		Use:   "show NAME|FILE",
+		Short: "Print a built-in scenario's file, or a scenario file, and say which commands it would run",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			src, err := scenarios.BuiltinSource(args[0])
-			if err != nil {
-				return usageErr("scenarios show: no built-in scenario %q (see: gatehouse scenarios list)", args[0])
-			}
-			_, err = cmd.OutOrStdout().Write(src)
-			return err
+			return showScenario(cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0])
 		},
 	}, &cobra.Command{
 		Use:   "validate FILE…",
@@ -61,11 +57,12 @@ func listScenarios(w io.Writer) error {
 func validateScenarios(stdout, stderr io.Writer, files []string) error {
 	bad := 0
 	for _, f := range files {
-		_, err := scenarios.ParseFile(f)
+		sc, err := scenarios.ParseFile(f)
 		var probs scenarios.Problems
 		switch {
 		case err == nil:
 			fmt.Fprintf(stdout, "%s: ok\n", f)
+			writeCommands(stdout, f, sc)
 		case errors.As(err, &probs):
 			bad++
 			fmt.Fprintln(stderr, probs.Error())
@@ -78,4 +75,43 @@ func validateScenarios(stdout, stderr io.Writer, files []string) error {
 		return &exitError{code: exitUsage, err: fmt.Errorf("scenarios validate: %d of %d files invalid", bad, len(files))}
 	}
 	return nil
+}
+
+// showScenario prints a built-in by name, or a scenario file as it is. A
+// file that starts commands says so on stderr, command by command, so that
+// nobody rehearses someone else's file without knowing what it runs.
+func showScenario(stdout, stderr io.Writer, arg string) error {
+	if !looksLikeFile(arg) {
+		src, err := scenarios.BuiltinSource(arg)
+		if err != nil {
+			return usageErr("scenarios show: no built-in scenario %q (see: gatehouse scenarios list)", arg)
+		}
+		_, err = stdout.Write(src)
+		return err
+	}
+	src, err := os.ReadFile(arg)
+	if err != nil {
+		return usageErr("scenarios show: %v", err)
+	}
+	if _, err := stdout.Write(src); err != nil {
+		return err
+	}
+	if sc, err := scenarios.Parse(arg, src); err == nil {
+		writeCommands(stderr, arg, sc)
+	} else {
+		fmt.Fprintf(stderr, "%s: not a valid scenario; run: gatehouse scenarios validate %s\n", arg, arg)
+	}
+	return nil
+}
+
+// writeCommands lists the commands a scenario starts when rehearsed.
+func writeCommands(w io.Writer, file string, sc *scenarios.Scenario) {
+	cmds := sc.Commands()
+	if len(cmds) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "%s: runs %d command(s) on this machine when rehearsed (each in the folder of the file unless it names dir:):\n", file, len(cmds))
+	for _, c := range cmds {
+		fmt.Fprintf(w, "  $ %s\n", c)
+	}
 }

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	neturl "net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"gatehouse/ledger"
+)
+
+// rehearsalClockEnv names the clock of a rehearsal that started this
+// process (a team's workflow run by a scenario's run_workflow step). The
+// rehearsal's ledger runs on a pretend clock; a gate verb run inside it
+// must read the same clock, or its history, leases and presence would mix
+// two times and the rehearsal's report would change from run to run.
+const rehearsalClockEnv = "GATEHOUSE_REHEARSAL_CLOCK"
+
+// rehearsalClock asks the rehearsal's clock URL for the time on every read.
+// If the rehearsal stops answering it keeps the last time it was told
+// rather than jump to the wall clock.
+type rehearsalClock struct {
+	url    string
+	client *http.Client
+	mu     sync.Mutex
+	last   time.Time
+}
+
+// ledgerOptions are the options every gate verb opens the ledger with: the
+// rehearsal's clock when $GATEHOUSE_REHEARSAL_CLOCK names one.
+//
+// A pretend clock must never reach a real ledger (its leases and its
+// history would follow someone else's time), so the clock is used only
+// when it is served on this machine's loopback and names the very ledger
+// the verb opens; anything else is refused with one line saying so.
+func ledgerOptions(ledgerPath string) ([]ledger.Option, error) {
+	raw := os.Getenv(rehearsalClockEnv)
+	if raw == "" {
+		return nil, nil
+	}
+	u, err := neturl.Parse(raw)
+	if err != nil || u.Scheme != "http" || !loopbackHost(u.Hostname()) {
+		return nil, fmt.Errorf("$%s=%q: a rehearsal's clock is served over http on this machine's loopback; unset it outside a rehearsal", rehearsalClockEnv, raw)
+	}
+	c := &rehearsalClock{url: raw, client: &http.Client{Timeout: 5 * time.Second}}
+	t, lease, served, err := c.askLedger()
+	if err != nil {
+		return nil, fmt.Errorf("$%s: %w", rehearsalClockEnv, err)
+	}
+	if !sameLedger(served, ledgerPath) {
+		return nil, fmt.Errorf("$%s is the clock of the rehearsal ledger %s, not of %s; unset it outside a rehearsal",
+			rehearsalClockEnv, ledger.RedactLocation(served), ledger.RedactLocation(ledgerPath))
+	}
+	c.last = t
+	opts := []ledger.Option{ledger.WithClock(c)}
+	if lease > 0 {
+		// The rehearsal's restart runs out its own lease; attempts this
+		// process starts must carry the same one.
+		opts = append(opts, ledger.WithLease(lease))
+	}
+	return opts, nil
+}
+
+// loopbackHost reports whether host is this machine's loopback.
+func loopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// sameLedger compares two ledger locations, a file by its absolute path.
+func sameLedger(a, b string) bool {
+	if a == "" || b == "" {
+		return false
+	}
+	if ledger.IsPostgres(a) || ledger.IsPostgres(b) {
+		return a == b
+	}
+	aa, err1 := filepath.Abs(a)
+	bb, err2 := filepath.Abs(b)
+	return err1 == nil && err2 == nil && aa == bb
+}
+
+// askLedger is ask, with the ledger the clock belongs to.
+func (c *rehearsalClock) askLedger() (time.Time, time.Duration, string, error) {
+	resp, err := c.client.Get(c.url)
+	if err != nil {
+		return time.Time{}, 0, "", fmt.Errorf("ask the rehearsal's clock: %w", err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Ledger string `json:"ledger"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		return time.Time{}, 0, "", fmt.Errorf("the rehearsal's clock at %s answered %s, not a time", c.url, resp.Status)
+	}
+	t, lease, err := c.ask()
+	return t, lease, body.Ledger, err
+}
+
+// ask reads the rehearsal's time and, when it serves one, its lease.
+func (c *rehearsalClock) ask() (time.Time, time.Duration, error) {
+	resp, err := c.client.Get(c.url)
+	if err != nil {
+		return time.Time{}, 0, fmt.Errorf("ask the rehearsal's clock: %w", err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Now   time.Time `json:"now"`
+		Lease string    `json:"lease"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || resp.StatusCode != http.StatusOK || body.Now.IsZero() {
+		return time.Time{}, 0, fmt.Errorf("the rehearsal's clock at %s answered %s, not a time", c.url, resp.Status)
+	}
+	var lease time.Duration
+	if body.Lease != "" {
+		if lease, err = time.ParseDuration(body.Lease); err != nil || lease <= 0 {
+			return time.Time{}, 0, fmt.Errorf("the rehearsal's clock at %s serves lease %q, not a duration", c.url, body.Lease)
+		}
+	}
+	return body.Now.UTC(), lease, nil
+}
+
+// Now implements ledger.Clock.
+func (c *rehearsalClock) Now() time.Time {
+	t, _, err := c.ask()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err == nil {
+		c.last = t
+	}
+	return c.last
+}
