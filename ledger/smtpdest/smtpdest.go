@@ -52,9 +52,10 @@ const DefaultFrom = "gatehouse@localhost"
 
 // Compile-time checks: only LookingDestination offers Lookup.
 var (
-	_ ledger.Destination = (*Destination)(nil)
-	_ ledger.Destination = (*LookingDestination)(nil)
-	_ ledger.Looker      = (*LookingDestination)(nil)
+	_ ledger.Destination   = (*Destination)(nil)
+	_ ledger.Destination   = (*LookingDestination)(nil)
+	_ ledger.Looker        = (*LookingDestination)(nil)
+	_ ledger.EpochReporter = (*LookingDestination)(nil)
 )
 
 type config struct {
