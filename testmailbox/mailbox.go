@@ -17,6 +17,9 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"net/url"
+	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -70,6 +73,18 @@ type Config struct {
 	// (PUT and DELETE) as "Authorization: Bearer TOKEN"; reads stay open.
 	APIToken string
 
+	// TLS offers (or requires) STARTTLS; off by default in Go, on in the
+	// CLI. Without TLSCertFile/TLSKeyFile a self-signed certificate is
+	// made at start (see CAFile).
+	TLS         TLSMode
+	TLSCertFile string
+	TLSKeyFile  string
+	// AllowInsecureAuth lets AUTH happen before STARTTLS (in clear text).
+	AllowInsecureAuth bool
+	// Debug, when set, receives the SMTP transcript of every session as
+	// the server reads and writes it (after STARTTLS: the decrypted text).
+	Debug io.Writer
+
 	// ErrorLog receives the SMTP server's internal errors; nil discards them.
 	ErrorLog *log.Logger
 }
@@ -84,6 +99,9 @@ type Mailbox struct {
 
 	httpSrv *http.Server
 	httpLn  net.Listener
+
+	caFile string // PEM a client trusts the mailbox by; "" without TLS
+	tmpDir string // holds a generated certificate; removed by Close
 
 	accepted, refused, dropped atomic.Int64
 
@@ -122,6 +140,9 @@ func Start(ctx context.Context, cfg Config) (*Mailbox, error) {
 			return nil, err
 		}
 	}
+	if err := checkTLSConfig(cfg); err != nil {
+		return nil, err
+	}
 	if err := checkExposure(ctx, &cfg); err != nil {
 		return nil, err
 	}
@@ -149,13 +170,24 @@ func Start(ctx context.Context, cfg Config) (*Mailbox, error) {
 	}
 
 	s := smtp.NewServer(backend{m})
+	if cfg.TLS != TLSOff {
+		if s.TLSConfig, err = m.setUpTLS(); err != nil {
+			m.closeListeners()
+			return nil, err
+		}
+	}
 	s.Domain = cfg.Domain
 	s.MaxMessageBytes = cfg.MaxMessageBytes
 	s.MaxRecipients = cfg.MaxRecipients
 	s.ReadTimeout = cfg.ReadTimeout
 	s.WriteTimeout = cfg.ReadTimeout
 	s.EnableSMTPUTF8 = true
-	s.AllowInsecureAuth = true // loopback test server: AUTH PLAIN without TLS
+	// go-smtp neither advertises nor accepts AUTH before STARTTLS unless
+	// this is set.
+	s.AllowInsecureAuth = cfg.AllowInsecureAuth
+	if cfg.Debug != nil {
+		s.Debug = cfg.Debug
+	}
 	// Assign the *log.Logger only when set: a nil pointer in the Logger
 	// interface would not compare equal to nil and would panic on use.
 	s.ErrorLog = log.New(io.Discard, "", 0)
@@ -245,14 +277,35 @@ func (m *Mailbox) APIURL() string {
 	return "http://" + m.HTTPAddr()
 }
 
-// Target is the destination target the gate uses to send here, with the
-// query API when it is served: smtp://host:port?api=http://host:port.
+// Target is the destination target the gate uses to send here, with
+// everything a client needs: the query API when it is served, and with TLS
+// on, tls=require and the certificate to verify the mailbox by:
+// smtp://host:port?api=http://host:port&tls=require&ca=/path/mailbox-ca.pem.
 func (m *Mailbox) Target() string {
-	t := "smtp://" + m.SMTPAddr()
+	var q []string
 	if api := m.APIURL(); api != "" {
-		t += "?api=" + api
+		q = append(q, "api="+api)
+	}
+	if m.caFile != "" {
+		q = append(q, "tls=require", "ca="+url.QueryEscape(m.caFile))
+	}
+	t := "smtp://" + m.SMTPAddr()
+	if len(q) > 0 {
+		t += "?" + strings.Join(q, "&")
 	}
 	return t
+}
+
+// closeListeners undoes a start that failed after listening.
+func (m *Mailbox) closeListeners() {
+	m.ln.Close()
+	if m.httpSrv != nil {
+		m.httpSrv.Close()
+	}
+	m.store.close()
+	if m.tmpDir != "" {
+		os.RemoveAll(m.tmpDir)
+	}
 }
 
 // Close stops the servers and closes the store. Replies still delayed by a
@@ -275,6 +328,11 @@ func (m *Mailbox) Close() error {
 			}
 		}
 		m.store.close()
+		if m.tmpDir != "" {
+			if err := os.RemoveAll(m.tmpDir); err != nil && m.closeErr == nil {
+				m.closeErr = fmt.Errorf("remove the mailbox certificate: %w", err)
+			}
+		}
 	})
 	return m.closeErr
 }

@@ -68,6 +68,9 @@ func (s *session) Auth(mech string) (sasl.Server, error) {
 }
 
 func (s *session) Mail(from string, _ *smtp.MailOptions) error {
+	if _, isTLS := s.conn.TLSConnectionState(); s.m.cfg.TLS == TLSRequire && !isTLS {
+		return replyNeedTLS
+	}
 	if s.m.cfg.RequireAuth && !s.authed {
 		return smtp.ErrAuthRequired
 	}
