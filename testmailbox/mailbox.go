@@ -27,7 +27,8 @@ import (
 	"github.com/emersion/go-smtp"
 )
 
-// Fixed credentials accepted by AUTH PLAIN when Config.RequireAuth is set.
+// Credentials accepted by AUTH PLAIN when Config.RequireAuth is set and
+// Config.AuthUsername/AuthPassword are not.
 const (
 	TestUsername = "gatehouse"
 	TestPassword = "gatehouse"
@@ -62,6 +63,8 @@ type Config struct {
 	MaxRecipients   int           // more recipients get 452; default 100
 	ReadTimeout     time.Duration // idle time before a session is dropped; default 30s
 	RequireAuth     bool          // offer AUTH PLAIN and require it before MAIL
+	AuthUsername    string        // default TestUsername
+	AuthPassword    string        // default TestPassword
 	Faults          []Fault       // faults in force from the start
 
 	// AllowRemote permits listen addresses that are not loopback. Without
@@ -134,6 +137,9 @@ func Start(ctx context.Context, cfg Config) (*Mailbox, error) {
 	}
 	if cfg.Domain == "" {
 		cfg.Domain = DefaultDomain
+	}
+	if cfg.AuthUsername == "" && cfg.AuthPassword == "" {
+		cfg.AuthUsername, cfg.AuthPassword = TestUsername, TestPassword
 	}
 	for _, f := range cfg.Faults {
 		if err := f.Validate(); err != nil {

@@ -59,7 +59,7 @@ func (s *session) Auth(mech string) (sasl.Server, error) {
 		return nil, smtp.ErrAuthUnknownMechanism
 	}
 	return sasl.NewPlainServer(func(_, user, pass string) error {
-		if user != TestUsername || pass != TestPassword {
+		if user != s.m.cfg.AuthUsername || pass != s.m.cfg.AuthPassword {
 			return smtp.ErrAuthFailed
 		}
 		s.authed = true
