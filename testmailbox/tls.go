@@ -47,22 +47,27 @@ func ParseTLSMode(s string) (TLSMode, error) {
 var replyNeedTLS = &smtp.SMTPError{Code: 530, EnhancedCode: smtp.EnhancedCode{5, 7, 0},
 	Message: "Must issue a STARTTLS command first"}
 
+// ErrBadConfig is returned (wrapped) by Start for TLS and AUTH settings
+// that cannot work together.
+var ErrBadConfig = errors.New("mailbox settings")
+
 // checkTLSConfig refuses combinations that cannot work, before anything is
 // bound.
 func checkTLSConfig(cfg Config) error {
+	bad := func(msg string) error { return fmt.Errorf("%w: %s", ErrBadConfig, msg) }
 	switch cfg.TLS {
 	case TLSOff, TLSOffer, TLSRequire:
 	default:
-		return fmt.Errorf("tls mode %q: want off, offer or require", cfg.TLS)
+		return bad(fmt.Sprintf("tls mode %q: want off, offer or require", cfg.TLS))
 	}
 	if (cfg.TLSCertFile == "") != (cfg.TLSKeyFile == "") {
-		return errors.New("a TLS certificate needs its key and a key its certificate (--tls-cert and --tls-key together)")
+		return bad("a TLS certificate needs its key and a key its certificate (--tls-cert and --tls-key together)")
 	}
 	if cfg.TLS == TLSOff && cfg.TLSCertFile != "" {
-		return errors.New("a TLS certificate was given but TLS is off")
+		return bad("a TLS certificate was given but TLS is off")
 	}
 	if cfg.RequireAuth && cfg.TLS == TLSOff && !cfg.AllowInsecureAuth {
-		return errors.New("AUTH is required but TLS is off, and AUTH is only taken after STARTTLS; turn TLS on or allow AUTH in clear text (--allow-insecure-auth)")
+		return bad("AUTH is required but TLS is off, and AUTH is only taken after STARTTLS; turn TLS on or allow AUTH in clear text (--allow-insecure-auth)")
 	}
 	return nil
 }
