@@ -113,3 +113,26 @@ func TestMailboxTokenVerbs(t *testing.T) {
 		t.Fatalf("fault --clear with $%s: exit %d, %q %q", mailboxTokenEnv, code, out, errOut)
 	}
 }
+
+// TestGateReconcileAfterMailboxClear: through the CLI and a real mailbox
+// process, an attempt whose reply was dropped is reconciled after `mailbox
+// clear`: held, "cannot be established" (exit 13), and never sent again.
+func TestGateReconcileAfterMailboxClear(t *testing.T) {
+	_, _, api, lines := startMailboxProcess(t, "--fault", "accept_then_drop:count=1")
+	target := printed(t, lines, "target")
+	e := newGateEnv(t)
+	key := e.approvedTo(target, "enquiry-forgotten", "ack-workflow")
+	send := []string{"send", "--key", key, "--as", "ack-workflow", "--destination", target}
+	wantExit(t, e.gate(send...), exitUnknown, "reconcile")
+	if code, out, errOut := runMailboxCLI("mailbox", "clear", "--api", api); code != 0 || !strings.Contains(out, "deleted 1") {
+		t.Fatalf("clear: exit %d, %q %q", code, out, errOut)
+	}
+	wantExit(t, e.gate("reconcile", "--key", key, "--as", "ops"), exitHeld, "cannot be established")
+	if r := e.gate(send...); r.code == exitOK {
+		t.Fatalf("sent again after a reconcile that could not establish the outcome:\n%s", r.stdout)
+	}
+	code, out, _ := runMailboxCLI("mailbox", "stats", "--api", api, "--json")
+	if code != 0 || !strings.Contains(out, `"accepted": 0`) || !strings.Contains(out, `"stored": 0`) {
+		t.Fatalf("after the reconcile the mailbox got something: exit %d\n%s", code, out)
+	}
+}
