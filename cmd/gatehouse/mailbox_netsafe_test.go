@@ -124,6 +124,9 @@ func TestGateReconcileAfterMailboxClear(t *testing.T) {
 	key := e.approvedTo(target, "enquiry-forgotten", "ack-workflow")
 	send := []string{"send", "--key", key, "--as", "ack-workflow", "--destination", target}
 	wantExit(t, e.gate(send...), exitUnknown, "reconcile")
+	if show := e.must("show", "--key", key, "--json"); !strings.Contains(show.stdout, `"epoch":`) {
+		t.Fatalf("show does not give the epoch the attempt recorded:\n%s", show.stdout)
+	}
 	if code, out, errOut := runMailboxCLI("mailbox", "clear", "--api", api); code != 0 || !strings.Contains(out, "deleted 1") {
 		t.Fatalf("clear: exit %d, %q %q", code, out, errOut)
 	}
