@@ -456,17 +456,11 @@ func (t *wtx) startAttempt(a *Action, ap Approval, req ExecuteRequest, checks []
 	if err := t.transition(a, StateExecuting, fmt.Sprintf("attempt %d in flight", att.Number), ""); err != nil {
 		return Attempt{}, err
 	}
+	// The epoch stays out of this line: it is in the attempt's record, and a
+	// hold it causes names it; here it would only be noise in every history.
 	return att, t.event(req.Executor, a.TaskID, a.Key, EvAttemptStarted, "",
-		"%s started attempt %d of %s to %s from %s via %s (Message-ID %s%s); the intent is recorded before anything is sent.",
-		req.Executor, att.Number, a.Key, att.Recipient, att.Sender, att.Endpoint(), att.MessageID, epochNote(att.Epoch))
-}
-
-// epochNote is the history's mention of a recorded records epoch.
-func epochNote(epoch string) string {
-	if epoch == "" {
-		return ""
-	}
-	return ", records epoch " + epoch
+		"%s started attempt %d of %s to %s from %s via %s (Message-ID %s); the intent is recorded before anything is sent.",
+		req.Executor, att.Number, a.Key, att.Recipient, att.Sender, att.Endpoint(), att.MessageID)
 }
 
 // Endpoint is where the attempt recorded it went.
