@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"testing"
 
 	"gatehouse/ledger"
+	"gatehouse/ledger/destinations"
 	"gatehouse/ledger/smtpdest"
 	"gatehouse/testmailbox"
 )
@@ -270,5 +272,39 @@ func TestTLSFromEnvironment(t *testing.T) {
 	t.Setenv(smtpdest.TLSEnv, "sometimes")
 	if _, err := smtpdest.New("smtp://" + mb.SMTPAddr()); err == nil || !strings.Contains(err.Error(), "tls=sometimes") {
 		t.Fatalf("a bad $%s: %v", smtpdest.TLSEnv, err)
+	}
+}
+
+// TestAcceptThenDropOverTLSIsUnknown: a reply lost after the final "."
+// inside TLS is as unknown as in clear text, and reconciliation through the
+// mailbox's records settles it without a re-send.
+func TestAcceptThenDropOverTLSIsUnknown(t *testing.T) {
+	ctx := ctxT(t)
+	drop, _ := testmailbox.ParseFault("accept_then_drop:count=1")
+	mb, err := testmailbox.Start(ctx, testmailbox.Config{TLS: testmailbox.TLSRequire, Faults: []testmailbox.Fault{drop}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mb.Close()
+	dest, err := smtpdest.New(mb.Target())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ledger.Open(filepath.Join(t.TempDir(), "ledger.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	key := approvedAction(t, l, dest.Identity())
+	req := ledger.ExecuteRequest{Key: key, Executor: "wf-ack", Reread: []ledger.MaterialRead{{Source: "crm", Field: "consent", Value: "yes"}}}
+	if res, err := l.Execute(ctx, req, dest); !errors.Is(err, ledger.ErrUnknownOutcome) {
+		t.Fatalf("execute over TLS with the reply dropped: %s, %v", res.Action.State, err)
+	}
+	a, err := l.Reconcile(ctx, ledger.ReconcileRequest{Key: key, Actor: "ops", Open: destinations.Records()})
+	if err != nil || a.State != ledger.StateSent {
+		t.Fatalf("reconcile: %s, %v", a.State, err)
+	}
+	if st, err := mb.Stats(ctx); err != nil || st.Accepted != 1 {
+		t.Fatalf("accepted %d (%v), want 1", st.Accepted, err)
 	}
 }
