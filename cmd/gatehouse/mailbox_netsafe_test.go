@@ -102,7 +102,7 @@ func TestMailboxTokenVerbs(t *testing.T) {
 	if code, _, errOut := runMailboxCLI("mailbox", "fault", "--api", api, "down"); code != exitOther || !strings.Contains(errOut, "401") {
 		t.Fatalf("fault without token: exit %d, %q", code, errOut)
 	}
-	if code, out, errOut := runMailboxCLI("mailbox", "stats", "--api", api); code != 0 || !strings.Contains(out, "stored") {
+	if code, out, errOut := runMailboxCLI("mailbox", "stats", "--api", api); code != 0 || !strings.Contains(out, "stored") || !strings.Contains(out, "epoch ") {
 		t.Fatalf("stats without token: exit %d, %q", code, errOut)
 	}
 	if code, out, errOut := runMailboxCLI("mailbox", "clear", "--api", api, "--token", token); code != 0 || !strings.Contains(out, "deleted 0") {
