@@ -316,6 +316,9 @@ func (d *Destination) Send(ctx context.Context, msg ledger.Message) (ledger.Rece
 	if err != nil {
 		return ledger.Receipt{}, fail(ledger.OutcomeNotDelivered, "connect "+d.addr, err)
 	}
+	// Every path closes the socket, also one that fails before the SMTP
+	// client owns it (closing twice is harmless).
+	defer conn.Close()
 	// Closing the socket is the one way to interrupt a blocked read.
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()

@@ -308,3 +308,63 @@ func TestAcceptThenDropOverTLSIsUnknown(t *testing.T) {
 		t.Fatalf("accepted %d (%v), want 1", st.Accepted, err)
 	}
 }
+
+// rawServer answers one SMTP connection from a script: the greeting, then
+// for each command line read, the reply script gives for its verb (written
+// as one piece, so a reply can carry more than it should).
+func rawServer(t *testing.T, replies map[string]string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	t.Cleanup(func() { ln.Close(); <-done })
+	go func() {
+		defer close(done)
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		io.WriteString(c, "220 scripted ESMTP\r\n")
+		buf := make([]byte, 512)
+		for {
+			n, err := c.Read(buf)
+			if err != nil {
+				return
+			}
+			verb, _, _ := strings.Cut(strings.TrimSpace(string(buf[:n])), " ")
+			reply, ok := replies[strings.ToUpper(verb)]
+			if !ok {
+				reply = "502 5.5.1 not scripted\r\n"
+			}
+			io.WriteString(c, reply)
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// TestSTARTTLSRefusedOrTampered: a server that offers STARTTLS and then
+// refuses it, or slips bytes in before the handshake (the STARTTLS
+// injection flaw), gets nothing: not delivered, and no fallback to clear
+// text.
+func TestSTARTTLSRefusedOrTampered(t *testing.T) {
+	ehlo := "250-scripted\r\n250 STARTTLS\r\n"
+	for _, tc := range []struct{ Name, StartTLS, Want string }{
+		{"Refused", "454 4.7.0 TLS not available now\r\n", "TLS not available now"},
+		{"DataBeforeHandshake", "220 2.0.0 go ahead\r\n250 2.0.0 injected\r\n", "sent data before the TLS handshake"},
+	} {
+		t.Run(tc.Name, func(t *testing.T) {
+			addr := rawServer(t, map[string]string{"EHLO": ehlo, "STARTTLS": tc.StartTLS, "QUIT": "221 bye\r\n"})
+			d, err := smtpdest.New("smtp://" + addr + "?insecure=true")
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = d.Send(ctxT(t), newMessage("tls-raw-"+tc.Name, 1))
+			if ledger.ClassifyDelivery(err) != ledger.OutcomeNotDelivered || !strings.Contains(err.Error(), tc.Want) {
+				t.Fatalf("send: %v; want not delivered saying %q", err, tc.Want)
+			}
+		})
+	}
+}
