@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/smtp"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -34,6 +35,9 @@ func startMailboxProcess(t *testing.T, extra ...string) (cmd *exec.Cmd, smtpAddr
 	args := append([]string{"mailbox", "serve", "--smtp", "127.0.0.1:0", "--http", "127.0.0.1:0",
 		"--db", filepath.Join(dir, "mailbox.db")}, extra...)
 	cmd = exec.Command(bin, args...)
+	// The process is killed at the end, so it cannot remove the directory
+	// of the certificate it made: keep that inside the test's own.
+	cmd.Env = append(os.Environ(), "TMPDIR="+dir)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
