@@ -46,8 +46,9 @@ func TestOpenUpgradesVersion3Ledger(t *testing.T) {
 	defer db.Close()
 	var version int
 	w.must(db.QueryRow("PRAGMA user_version").Scan(&version))
-	if version != 5 {
-		t.Fatalf("schema version %d after the upgrade, want 5", version)
+	// At least 5, where consent classes arrived; later files raise it further.
+	if version < 5 {
+		t.Fatalf("schema version %d after the upgrade, want at least 5", version)
 	}
 }
 

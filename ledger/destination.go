@@ -99,6 +99,19 @@ type LookupQuery struct {
 // LookupResult is what a destination's records hold for one query.
 type LookupResult struct {
 	Messages []FoundMessage
+	// Epoch names the life of the records that answered ("" when the
+	// destination has no epochs). Records that were cleared or restarted
+	// since an attempt began answer under another epoch than it recorded,
+	// and their silence is no evidence of absence.
+	Epoch string
+}
+
+// EpochReporter is the optional capability of a Looker whose records can
+// forget (be cleared, or kept only in memory) to name their current life.
+// The epoch must change whenever the records lose what they held, and a
+// Lookup must report the epoch of the records it read.
+type EpochReporter interface {
+	Epoch(ctx context.Context) (string, error)
 }
 
 // FoundMessage is one stored message as the destination's records describe it.
@@ -116,6 +129,9 @@ var ErrLookupUnavailable = errors.New("destination lookup unavailable")
 type Endpoint struct {
 	Destination string
 	Lookup      string
+	// Epoch is the epoch the records reported when the attempt began; it
+	// is recorded, never compared when matching endpoints.
+	Epoch string
 }
 
 // String shows the endpoint as one line.

@@ -38,7 +38,7 @@ type Result struct {
 // acceptance. Every refusal is a typed error (see errors.go); an unknown
 // outcome returns ErrUnknownOutcome and is never retried here.
 func (l *Ledger) Execute(ctx context.Context, req ExecuteRequest, dest Destination) (Result, error) {
-	req.Endpoint = EndpointOf(dest)
+	req.Endpoint = EndpointAt(ctx, dest)
 	att, msg, err := l.BeginAttempt(ctx, req)
 	if err != nil {
 		return Result{Attempt: att}, err
@@ -49,6 +49,22 @@ func (l *Ledger) Execute(ctx context.Context, req ExecuteRequest, dest Destinati
 // EndpointOf is the endpoint a destination is reached and searched through:
 // its identity and, when it is a Looker, its lookup endpoint.
 func EndpointOf(d Destination) Endpoint { return endpointOf(d) }
+
+// EndpointAt is EndpointOf plus the epoch the destination's records report
+// right now, when they report one (an EpochReporter). Read just before the
+// attempt's intent is recorded, it is the epoch the message is handed to:
+// should the records be cleared in between, reconciliation finds another
+// epoch and holds rather than concluding absence. An epoch that cannot be
+// read is left empty, with the same effect.
+func EndpointAt(ctx context.Context, d Destination) Endpoint {
+	ep := endpointOf(d)
+	if er, ok := d.(EpochReporter); ok {
+		if e, err := er.Epoch(ctx); err == nil {
+			ep.Epoch = e
+		}
+	}
+	return ep
+}
 
 // Delivery is what one hand-over to a destination produced.
 type Delivery struct {
@@ -306,7 +322,7 @@ func (t *wtx) bindDestination(a *Action, ap *Approval, req ExecuteRequest) error
 		ap.Destination, ap.Sender, a.Destination, a.Lookup, a.Sender = dest, sender, dest, req.Endpoint.Lookup, sender
 		return t.event(req.Executor, a.TaskID, a.Key, EvDestinationBound, "",
 			"The approval of %s was recorded before approvals named a destination; it is bound now to the destination of its first send, %s, from %s.",
-			a.Key, Endpoint{dest, req.Endpoint.Lookup}, sender)
+			a.Key, Endpoint{Destination: dest, Lookup: req.Endpoint.Lookup}, sender)
 	}
 	var de *DestinationError
 	switch {
@@ -430,13 +446,13 @@ func (t *wtx) startAttempt(a *Action, ap Approval, req ExecuteRequest, checks []
 	}
 	att := Attempt{ActionKey: a.Key, Number: n + 1, TransportID: TransportID(a.Key, n+1), Executor: req.Executor,
 		Holder: t.l.holder, StartedAt: t.now, LeaseUntil: t.now.Add(t.l.lease),
-		Destination: ap.Destination, Lookup: a.Lookup, Recipient: a.Recipient,
+		Destination: ap.Destination, Lookup: a.Lookup, Epoch: req.Endpoint.Epoch, Recipient: a.Recipient,
 		Sender: firstNonEmpty(ap.Sender, DefaultSender)}
 	att.MessageID = att.TransportID
 	err := t.QueryRow(`INSERT INTO attempts (action_key, number, transport_id, executor, holder, started_at, lease_until,
-		destination, lookup, message_id, recipient, sender)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`, att.ActionKey, att.Number, att.TransportID, att.Executor, att.Holder,
-		ns(att.StartedAt), ns(att.LeaseUntil), att.Destination, att.Lookup, att.MessageID, att.Recipient, att.Sender).Scan(&att.ID)
+		destination, lookup, message_id, recipient, sender, epoch)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`, att.ActionKey, att.Number, att.TransportID, att.Executor, att.Holder,
+		ns(att.StartedAt), ns(att.LeaseUntil), att.Destination, att.Lookup, att.MessageID, att.Recipient, att.Sender, att.Epoch).Scan(&att.ID)
 	if err != nil {
 		return Attempt{}, fmt.Errorf("record attempt %d of %s: %w", att.Number, a.Key, err)
 	}
@@ -446,6 +462,8 @@ func (t *wtx) startAttempt(a *Action, ap Approval, req ExecuteRequest, checks []
 	if err := t.transition(a, StateExecuting, fmt.Sprintf("attempt %d in flight", att.Number), ""); err != nil {
 		return Attempt{}, err
 	}
+	// The epoch stays out of this line: it is in the attempt's record, and a
+	// hold it causes names it; here it would only be noise in every history.
 	return att, t.event(req.Executor, a.TaskID, a.Key, EvAttemptStarted, "",
 		"%s started attempt %d of %s to %s from %s via %s (Message-ID %s); the intent is recorded before anything is sent.",
 		req.Executor, att.Number, a.Key, att.Recipient, att.Sender, att.Endpoint(), att.MessageID)
@@ -453,7 +471,7 @@ func (t *wtx) startAttempt(a *Action, ap Approval, req ExecuteRequest, checks []
 
 // Endpoint is where the attempt recorded it went.
 func (at Attempt) Endpoint() Endpoint {
-	return Endpoint{Destination: at.Destination, Lookup: at.Lookup}
+	return Endpoint{Destination: at.Destination, Lookup: at.Lookup, Epoch: at.Epoch}
 }
 
 // RecordOutcome is the recording half of Execute: it stores what the
@@ -536,7 +554,7 @@ func (t *wtx) applyOutcome(a *Action, att Attempt, o Outcome, response string, r
 }
 
 const attemptCols = `id, action_key, number, transport_id, executor, holder, started_at, lease_until, outcome, outcome_at, response, reconciled,
-	destination, lookup, message_id, recipient, sender`
+	destination, lookup, message_id, recipient, sender, epoch`
 
 func scanAttempt(s interface{ Scan(...any) error }) (Attempt, error) {
 	var at Attempt
@@ -544,7 +562,7 @@ func scanAttempt(s interface{ Scan(...any) error }) (Attempt, error) {
 	var o string
 	var rec int
 	err := s.Scan(&at.ID, &at.ActionKey, &at.Number, &at.TransportID, &at.Executor, &at.Holder, &st, &lu, &o, &oa, &at.Response, &rec,
-		&at.Destination, &at.Lookup, &at.MessageID, &at.Recipient, &at.Sender)
+		&at.Destination, &at.Lookup, &at.MessageID, &at.Recipient, &at.Sender, &at.Epoch)
 	at.StartedAt, at.LeaseUntil, at.OutcomeAt = fromNS(st), fromNS(lu), fromNS(oa)
 	at.Outcome, at.Reconciled = Outcome(o), rec == 1
 	if at.MessageID == "" {

@@ -35,7 +35,10 @@ type ReconcileRequest struct {
 //     right Message-ID for another recipient) → held as a contradiction for
 //     a person, named in the reason; never proof of delivery or absence;
 //   - no records to consult, or a lookup that failed or answered
-//     unreadably → held for a person.
+//     unreadably → held for a person;
+//   - nothing found in records of another epoch than the attempt recorded
+//     (cleared or restarted since the hand-over) → held: absence cannot be
+//     established from records that forgot.
 //
 // Naming a destination other than the recorded one is refused unless the
 // request says it moved, with a reason. Reconciling an action whose outcome
@@ -109,8 +112,11 @@ func (l *Ledger) Reconcile(ctx context.Context, req ReconcileRequest) (Action, e
 		case len(v.contradictions) > 0:
 			return t.holdContradiction(&out, att, actor, ep, v)
 		case v.own > 0:
+			// Its own Message-ID is proof of delivery whatever the epoch.
 			return t.settleReconciled(&out, att, actor, OutcomeAccepted,
 				fmt.Sprintf("reconciliation found its message %s for %s at %s", att.MessageID, asked.Recipient, ep.Destination))
+		case res.Epoch != att.Epoch:
+			return t.holdForgotten(&out, att, actor, ep, res.Epoch)
 		default:
 			return t.settleReconciled(&out, att, actor, OutcomeNotDelivered,
 				fmt.Sprintf("reconciliation found no message %s and nothing else for the key at %s", att.MessageID, ep.Destination))
@@ -208,6 +214,27 @@ func containsFold(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// holdForgotten parks the action for a person: the records answered, but
+// they are not the records the attempt was handed to (cleared, or a store
+// that lives in memory restarted), so finding nothing proves nothing.
+func (t *wtx) holdForgotten(a *Action, att Attempt, actor string, ep Endpoint, now string) error {
+	then := att.Epoch
+	if then == "" {
+		then = "none recorded"
+	}
+	reason := fmt.Sprintf("outcome of attempt %d cannot be established: the records at %s answered from epoch %s, but the attempt was handed over under epoch %s; they were cleared or restarted since, so finding nothing proves nothing. A person must look at the destination",
+		att.Number, ep, orDash(now), then)
+	if a.State != StateHeld || a.HoldCause != HoldUnknownOutcome {
+		if err := t.transition(a, StateHeld, reason, HoldUnknownOutcome); err != nil {
+			return err
+		}
+	}
+	return t.refuseWith(a, "", "", actor, EvHeld,
+		&StateError{Key: a.Key, State: a.State, Err: ErrHeld, Hint: reason},
+		"%s tried to reconcile %s at %s, but the outcome cannot be established: its records are of epoch %s, not %s (cleared or restarted since the hand-over); it stays held and will not be re-sent.",
+		actor, a.Key, ep, orDash(now), then)
 }
 
 // holdContradiction parks the action for a person: the records hold

@@ -151,6 +151,7 @@ type Attempt struct {
 	// it was: the only evidence reconciliation may use.
 	Destination string // destination identity, without credentials
 	Lookup      string // where the destination's records are consulted ("" for none)
+	Epoch       string // the epoch those records reported when the attempt began ("" for none)
 	MessageID   string // the Message-ID the message carries, without angle brackets
 	Recipient   string
 	Sender      string

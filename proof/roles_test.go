@@ -24,7 +24,7 @@ func playSend(ctx context.Context, l *ledger.Ledger, dest ledger.Destination, ac
 
 func sendSteps(ctx context.Context, l *ledger.Ledger, dest ledger.Destination, actor, tag, key string, mk *marker) error {
 	att, msg, err := l.BeginAttempt(ctx, ledger.ExecuteRequest{Key: key, Executor: actor, Reread: consentYes,
-		Endpoint: ledger.EndpointOf(dest)})
+		Endpoint: ledger.EndpointAt(ctx, dest)})
 	if err != nil {
 		return fmt.Errorf("begin %s: %w", key, err)
 	}
@@ -188,6 +188,15 @@ func (d markingDest) LookupEndpoint() string {
 		return lk.LookupEndpoint()
 	}
 	return ""
+}
+
+// Epoch is the wrapped destination's, so that attempts through the marks
+// record the epoch of the records as any other attempt does.
+func (d markingDest) Epoch(ctx context.Context) (string, error) {
+	if er, ok := d.dest.(ledger.EpochReporter); ok {
+		return er.Epoch(ctx)
+	}
+	return "", nil
 }
 
 func (d markingDest) Lookup(ctx context.Context, q ledger.LookupQuery) (ledger.LookupResult, error) {

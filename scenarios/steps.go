@@ -89,7 +89,7 @@ func (r *Run) doApprove(ctx context.Context, s *Step, _ barrier) (outcome, error
 func (r *Run) doSend(ctx context.Context, s *Step, wait barrier) (outcome, error) {
 	a := r.action(s.Action)
 	req := ledger.ExecuteRequest{Key: a.key, Executor: s.Actor, Reread: r.readMaterial(a),
-		Endpoint: ledger.EndpointOf(r.env.dest)}
+		Endpoint: ledger.EndpointAt(ctx, r.env.dest)}
 	att, msg, err := r.env.l.BeginAttempt(ctx, req)
 	wait()
 	if err != nil {
@@ -202,7 +202,7 @@ func (r *Run) doFault(_ context.Context, s *Step, _ barrier) (outcome, error) {
 func (r *Run) doCrash(ctx context.Context, s *Step, wait barrier) (outcome, error) {
 	a := r.action(s.Action)
 	req := ledger.ExecuteRequest{Key: a.key, Executor: s.Actor, Reread: r.readMaterial(a),
-		Endpoint: ledger.EndpointOf(r.env.dest)}
+		Endpoint: ledger.EndpointAt(ctx, r.env.dest)}
 	att, msg, err := r.env.l.BeginAttempt(ctx, req)
 	wait()
 	if err != nil {

@@ -15,8 +15,17 @@ import (
 // Client talks to a running mailbox's HTTP API (see Mailbox.Handler), for
 // tools in another process such as the gatehouse CLI.
 type Client struct {
-	base *url.URL
-	http *http.Client
+	base  *url.URL
+	http  *http.Client
+	token string
+}
+
+// WithToken returns a copy of c that sends token with every call, as the
+// mailbox requires for state-changing calls when it has an API token.
+func (c *Client) WithToken(token string) *Client {
+	cc := *c
+	cc.token = token
+	return &cc
 }
 
 // NewClient checks the API base URL (http://host:port) and returns a client.
@@ -62,6 +71,9 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, body
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
@@ -115,6 +127,13 @@ func (c *Client) List(ctx context.Context, f Filter) (MessagesResponse, error) {
 	var r MessagesResponse
 	err := c.do(ctx, http.MethodGet, "/api/v1/messages", filterQuery(f), nil, &r)
 	return r, err
+}
+
+// Epoch returns the store's current epoch (see Mailbox.Epoch).
+func (c *Client) Epoch(ctx context.Context) (string, error) {
+	var r MessagesResponse
+	err := c.do(ctx, http.MethodGet, "/api/v1/messages", url.Values{"limit": {"0"}}, nil, &r)
+	return r.Epoch, err
 }
 
 // Count returns how many stored messages match f.

@@ -1,6 +1,7 @@
 package testmailbox
 
 import (
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,8 +20,11 @@ const (
 )
 
 // MessagesResponse is the body of GET /api/v1/messages. Total counts every
-// match regardless of limit and offset.
+// match regardless of limit and offset. Epoch names the life of the store
+// the answer was read from (see Mailbox.Epoch): an answer under another
+// epoch than the one a sender recorded says nothing about its message.
 type MessagesResponse struct {
+	Epoch    string    `json:"epoch"`
 	Total    int       `json:"total"`
 	Messages []Message `json:"messages"`
 }
@@ -56,7 +60,11 @@ type ErrorResponse struct {
 //
 // Bad parameters and bodies get 400, unknown ids and paths 404, a method a
 // path does not take 405 with an Allow header, each with an ErrorResponse
-// body in the API's own words. Unknown query parameters and body fields are
+// body in the API's own words. When the mailbox has an API token, a PUT or
+// DELETE without it gets 401 before anything else is looked at. CORS is
+// closed: no reply carries Access-Control-Allow-* headers, so a browser
+// page elsewhere can neither read replies nor pass a preflight, and a
+// request a browser marks as coming from another origin gets 403. Unknown query parameters and body fields are
 // refused rather than ignored, so a misspelt filter cannot silently count
 // everything. docs/mailbox.md documents every request with examples.
 func (m *Mailbox) Handler() http.Handler {
@@ -70,6 +78,15 @@ func (m *Mailbox) Handler() http.Handler {
 	mux.HandleFunc("PUT /api/v1/faults", m.handleSetFaults)
 	mux.HandleFunc("DELETE /api/v1/faults", m.handleClearFaults)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if origin := r.Header.Get("Origin"); origin != "" && !sameOrigin(origin, r.Host) {
+			writeError(w, http.StatusForbidden, fmt.Sprintf("requests from web pages of another origin (%s) are refused", origin))
+			return
+		}
+		if !m.authorized(r) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="gatehouse mailbox"`)
+			writeError(w, http.StatusUnauthorized, fmt.Sprintf("%s %s changes the mailbox and needs its API token: Authorization: Bearer TOKEN", r.Method, r.URL.Path))
+			return
+		}
 		if _, pattern := mux.Handler(r); pattern != "" {
 			mux.ServeHTTP(w, r)
 			return
@@ -81,6 +98,24 @@ func (m *Mailbox) Handler() http.Handler {
 		}
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
+}
+
+// authorized reports whether r may proceed: reads always, anything else
+// only with the token when the mailbox has one. The comparison takes the
+// same time whatever the guess.
+func (m *Mailbox) authorized(r *http.Request) bool {
+	if m.cfg.APIToken == "" || r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return true
+	}
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(m.cfg.APIToken)) == 1
+}
+
+// sameOrigin reports whether a browser's Origin header names the host the
+// request was sent to (the API's own pages, should it ever serve any).
+func sameOrigin(origin, host string) bool {
+	u, err := url.Parse(origin)
+	return err == nil && u.Host != "" && strings.EqualFold(u.Host, host)
 }
 
 // allowed lists the methods mux serves r's path with.
@@ -153,13 +188,9 @@ func (m *Mailbox) handleList(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	resp := MessagesResponse{Messages: []Message{}}
-	if f.Limit == 0 {
-		// limit=0 asks for the count alone.
-		resp.Total, err = m.Count(r.Context(), f)
-	} else {
-		resp.Total, resp.Messages, err = m.List(r.Context(), f)
-	}
+	var resp MessagesResponse
+	// limit=0 asks for the count alone.
+	resp.Epoch, resp.Total, resp.Messages, err = m.store.snapshot(r.Context(), f, f.Limit == 0)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err.Error())
 		return

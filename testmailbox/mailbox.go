@@ -17,6 +17,9 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"net/url"
+	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,7 +27,8 @@ import (
 	"github.com/emersion/go-smtp"
 )
 
-// Fixed credentials accepted by AUTH PLAIN when Config.RequireAuth is set.
+// Credentials accepted by AUTH PLAIN when Config.RequireAuth is set and
+// Config.AuthUsername/AuthPassword are not.
 const (
 	TestUsername = "gatehouse"
 	TestPassword = "gatehouse"
@@ -42,6 +46,10 @@ const (
 // ErrNotFound is returned (wrapped) by Get for an id the mailbox does not hold.
 var ErrNotFound = errors.New("message not found")
 
+// ErrNotLoopback is returned (wrapped) by Start for a listen address that
+// is not loopback when Config.AllowRemote is not set.
+var ErrNotLoopback = errors.New("not a loopback address")
+
 // Config configures a mailbox. The zero value is a working in-memory mailbox
 // on loopback ports chosen by the system.
 type Config struct {
@@ -55,7 +63,30 @@ type Config struct {
 	MaxRecipients   int           // more recipients get 452; default 100
 	ReadTimeout     time.Duration // idle time before a session is dropped; default 30s
 	RequireAuth     bool          // offer AUTH PLAIN and require it before MAIL
+	AuthUsername    string        // default TestUsername
+	AuthPassword    string        // default TestPassword
 	Faults          []Fault       // faults in force from the start
+
+	// AllowRemote permits listen addresses that are not loopback. Without
+	// it Start refuses them: the API deletes messages and injects faults.
+	// With it an API token is required; one is generated when APIToken is
+	// empty (read it back with Mailbox.APIToken).
+	AllowRemote bool
+	// APIToken, when set, must accompany every state-changing API call
+	// (PUT and DELETE) as "Authorization: Bearer TOKEN"; reads stay open.
+	APIToken string
+
+	// TLS offers (or requires) STARTTLS; off by default in Go, on in the
+	// CLI. Without TLSCertFile/TLSKeyFile a self-signed certificate is
+	// made at start (see CAFile).
+	TLS         TLSMode
+	TLSCertFile string
+	TLSKeyFile  string
+	// AllowInsecureAuth lets AUTH happen before STARTTLS (in clear text).
+	AllowInsecureAuth bool
+	// Debug, when set, receives the SMTP transcript of every session as
+	// the server reads and writes it (after STARTTLS: the decrypted text).
+	Debug io.Writer
 
 	// ErrorLog receives the SMTP server's internal errors; nil discards them.
 	ErrorLog *log.Logger
@@ -71,6 +102,9 @@ type Mailbox struct {
 
 	httpSrv *http.Server
 	httpLn  net.Listener
+
+	caFile string // PEM a client trusts the mailbox by; "" without TLS
+	tmpDir string // holds a generated certificate; removed by Close
 
 	accepted, refused, dropped atomic.Int64
 
@@ -104,10 +138,19 @@ func Start(ctx context.Context, cfg Config) (*Mailbox, error) {
 	if cfg.Domain == "" {
 		cfg.Domain = DefaultDomain
 	}
+	if cfg.AuthUsername == "" && cfg.AuthPassword == "" {
+		cfg.AuthUsername, cfg.AuthPassword = TestUsername, TestPassword
+	}
 	for _, f := range cfg.Faults {
 		if err := f.Validate(); err != nil {
 			return nil, err
 		}
+	}
+	if err := checkTLSConfig(cfg); err != nil {
+		return nil, err
+	}
+	if err := checkExposure(ctx, &cfg); err != nil {
+		return nil, err
 	}
 	st, err := openStore(cfg.DBPath)
 	if err != nil {
@@ -133,13 +176,24 @@ func Start(ctx context.Context, cfg Config) (*Mailbox, error) {
 	}
 
 	s := smtp.NewServer(backend{m})
+	if cfg.TLS != TLSOff {
+		if s.TLSConfig, err = m.setUpTLS(); err != nil {
+			m.closeListeners()
+			return nil, err
+		}
+	}
 	s.Domain = cfg.Domain
 	s.MaxMessageBytes = cfg.MaxMessageBytes
 	s.MaxRecipients = cfg.MaxRecipients
 	s.ReadTimeout = cfg.ReadTimeout
 	s.WriteTimeout = cfg.ReadTimeout
 	s.EnableSMTPUTF8 = true
-	s.AllowInsecureAuth = true // loopback test server: AUTH PLAIN without TLS
+	// go-smtp neither advertises nor accepts AUTH before STARTTLS unless
+	// this is set.
+	s.AllowInsecureAuth = cfg.AllowInsecureAuth
+	if cfg.Debug != nil {
+		s.Debug = cfg.Debug
+	}
 	// Assign the *log.Logger only when set: a nil pointer in the Logger
 	// interface would not compare equal to nil and would panic on use.
 	s.ErrorLog = log.New(io.Discard, "", 0)
@@ -155,6 +209,60 @@ func Start(ctx context.Context, cfg Config) (*Mailbox, error) {
 	}
 	return m, nil
 }
+
+// checkExposure refuses non-loopback listen addresses unless AllowRemote is
+// set, and gives an exposed mailbox its API token. It runs before anything
+// is bound, so a refused address is never listened on, not even briefly.
+func checkExposure(ctx context.Context, cfg *Config) error {
+	if cfg.AllowRemote {
+		if cfg.APIToken == "" {
+			cfg.APIToken = randomHex(16)
+		}
+		return nil
+	}
+	addrs := []string{cfg.SMTPAddr}
+	if !cfg.NoHTTP {
+		addrs = append(addrs, cfg.HTTPAddr)
+	}
+	for _, a := range addrs {
+		if err := loopbackOnly(ctx, a); err != nil {
+			return fmt.Errorf("listen on %s: %w; the mailbox's API deletes messages and injects faults, so exposing it needs AllowRemote (gatehouse mailbox serve --allow-remote), which requires an API token", a, err)
+		}
+	}
+	return nil
+}
+
+// loopbackOnly reports an error unless every address addr can bind to is
+// loopback. An empty host means every interface.
+func loopbackOnly(ctx context.Context, addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("bad listen address: %w", err)
+	}
+	if host == "" {
+		return fmt.Errorf("%w: an empty host listens on every interface", ErrNotLoopback)
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		if !ip.IsLoopback() {
+			return fmt.Errorf("%w: %s", ErrNotLoopback, ip)
+		}
+		return nil
+	}
+	ips, err := net.DefaultResolver.LookupIPAddr(ctx, host)
+	if err != nil {
+		return fmt.Errorf("resolve %s: %w", host, err)
+	}
+	for _, ip := range ips {
+		if !ip.IP.IsLoopback() {
+			return fmt.Errorf("%w: %s resolves to %s", ErrNotLoopback, host, ip.IP)
+		}
+	}
+	return nil
+}
+
+// APIToken is the token state-changing API calls must carry, "" when none
+// is required.
+func (m *Mailbox) APIToken() string { return m.cfg.APIToken }
 
 // SMTPAddr is the host:port the SMTP server listens on (also while down).
 func (m *Mailbox) SMTPAddr() string { return m.ln.addr }
@@ -175,14 +283,35 @@ func (m *Mailbox) APIURL() string {
 	return "http://" + m.HTTPAddr()
 }
 
-// Target is the destination target the gate uses to send here, with the
-// query API when it is served: smtp://host:port?api=http://host:port.
+// Target is the destination target the gate uses to send here, with
+// everything a client needs: the query API when it is served, and with TLS
+// on, tls=require and the certificate to verify the mailbox by:
+// smtp://host:port?api=http://host:port&tls=require&ca=/path/mailbox-ca.pem.
 func (m *Mailbox) Target() string {
-	t := "smtp://" + m.SMTPAddr()
+	var q []string
 	if api := m.APIURL(); api != "" {
-		t += "?api=" + api
+		q = append(q, "api="+api)
+	}
+	if m.caFile != "" {
+		q = append(q, "tls=require", "ca="+url.QueryEscape(m.caFile))
+	}
+	t := "smtp://" + m.SMTPAddr()
+	if len(q) > 0 {
+		t += "?" + strings.Join(q, "&")
 	}
 	return t
+}
+
+// closeListeners undoes a start that failed after listening.
+func (m *Mailbox) closeListeners() {
+	m.ln.Close()
+	if m.httpSrv != nil {
+		m.httpSrv.Close()
+	}
+	m.store.close()
+	if m.tmpDir != "" {
+		os.RemoveAll(m.tmpDir)
+	}
 }
 
 // Close stops the servers and closes the store. Replies still delayed by a
@@ -205,6 +334,11 @@ func (m *Mailbox) Close() error {
 			}
 		}
 		m.store.close()
+		if m.tmpDir != "" {
+			if err := os.RemoveAll(m.tmpDir); err != nil && m.closeErr == nil {
+				m.closeErr = fmt.Errorf("remove the mailbox certificate: %w", err)
+			}
+		}
 	})
 	return m.closeErr
 }
@@ -249,6 +383,12 @@ func (m *Mailbox) List(ctx context.Context, f Filter) (int, []Message, error) {
 	return total, msgs, nil
 }
 
+// Epoch returns the id of the store's current life: drawn anew when the
+// store is created (on every start of an in-memory mailbox) and by Clear.
+// A sender that records it at hand-over can later tell "the mailbox never
+// got my message" from "the mailbox has forgotten what it got".
+func (m *Mailbox) Epoch(ctx context.Context) (string, error) { return m.store.epoch(ctx) }
+
 // Count returns how many stored messages match f (Limit and Offset ignored).
 func (m *Mailbox) Count(ctx context.Context, f Filter) (int, error) {
 	return m.store.count(ctx, f)
@@ -284,8 +424,8 @@ func (m *Mailbox) WaitFor(ctx context.Context, f Filter, n int) (int, error) {
 }
 
 // Clear deletes every message, forgets every action key (the next arrival of
-// any key is a first arrival again) and resets the statistics. Configured
-// faults stay. It returns how many messages were deleted.
+// any key is a first arrival again), begins a new epoch and resets the
+// statistics. Configured faults stay. It returns how many messages were deleted.
 func (m *Mailbox) Clear(ctx context.Context) (int, error) {
 	n, err := m.store.clear(ctx)
 	if err != nil {
@@ -300,6 +440,8 @@ func (m *Mailbox) Clear(ctx context.Context) (int, error) {
 
 // Stats are the mailbox's counters since start (or the last Clear).
 type Stats struct {
+	// Epoch is the store's current epoch (see Mailbox.Epoch).
+	Epoch string `json:"epoch"`
 	// Accepted counts messages stored, including those whose reply a fault
 	// dropped or delayed.
 	Accepted int64 `json:"accepted"`
@@ -328,7 +470,12 @@ func (m *Mailbox) Stats(ctx context.Context) (Stats, error) {
 	if err != nil {
 		return Stats{}, err
 	}
+	epoch, err := m.store.epoch(ctx)
+	if err != nil {
+		return Stats{}, err
+	}
 	return Stats{
+		Epoch:               epoch,
 		Accepted:            m.accepted.Load(),
 		Refused:             m.refused.Load(),
 		Dropped:             m.dropped.Load(),

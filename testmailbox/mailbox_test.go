@@ -144,7 +144,7 @@ func TestInteropCurl(t *testing.T) {
 }
 
 func TestAuthPlain(t *testing.T) {
-	m := start(t, Config{RequireAuth: true})
+	m := start(t, Config{RequireAuth: true, AllowInsecureAuth: true})
 
 	// Without AUTH, MAIL is refused.
 	if err := send(m.SMTPAddr(), []string{"ann@example.com"}, message("k", "s")); replyCode(err) != 502 {

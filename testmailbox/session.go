@@ -59,7 +59,7 @@ func (s *session) Auth(mech string) (sasl.Server, error) {
 		return nil, smtp.ErrAuthUnknownMechanism
 	}
 	return sasl.NewPlainServer(func(_, user, pass string) error {
-		if user != TestUsername || pass != TestPassword {
+		if user != s.m.cfg.AuthUsername || pass != s.m.cfg.AuthPassword {
 			return smtp.ErrAuthFailed
 		}
 		s.authed = true
@@ -68,6 +68,9 @@ func (s *session) Auth(mech string) (sasl.Server, error) {
 }
 
 func (s *session) Mail(from string, _ *smtp.MailOptions) error {
+	if _, isTLS := s.conn.TLSConnectionState(); s.m.cfg.TLS == TLSRequire && !isTLS {
+		return replyNeedTLS
+	}
 	if s.m.cfg.RequireAuth && !s.authed {
 		return smtp.ErrAuthRequired
 	}

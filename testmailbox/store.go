@@ -17,8 +17,9 @@ import (
 )
 
 // schemaVersion is stored in PRAGMA user_version so that a mailbox file
-// written by a later format is refused instead of misread.
-const schemaVersion = 1
+// written by a later format is refused instead of misread. Version 2 added
+// the store's epoch.
+const schemaVersion = 2
 
 const schema = `
 CREATE TABLE IF NOT EXISTS messages (
@@ -44,6 +45,10 @@ CREATE INDEX IF NOT EXISTS recipients_addr ON recipients(addr, msg);
 CREATE TABLE IF NOT EXISTS action_keys (
 	key TEXT PRIMARY KEY
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS epoch (
+	one   INTEGER PRIMARY KEY CHECK (one = 1),
+	epoch TEXT    NOT NULL
+);
 `
 
 // maxBatch bounds how many arrivals one commit carries, so that one slow
@@ -93,6 +98,11 @@ type store struct {
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced whenever the contents change
 }
+
+// The epoch names one life of a store's contents: a new one is drawn when
+// the store is created (every start, for an in-memory store) and when it is
+// cleared. Whoever recorded the epoch at hand-over can tell a store that
+// lost its memory from one that never received the message.
 
 // openStore opens (creating if needed) the mailbox database at path, or a
 // private in-memory database when path is empty.
@@ -164,10 +174,56 @@ func (s *store) migrate() error {
 	if _, err := s.write.Exec(schema); err != nil {
 		return fmt.Errorf("create mailbox schema: %w", err)
 	}
+	// A store without an epoch is new (or older than epochs, and then
+	// nobody can have recorded one of it).
+	if _, err := s.write.Exec(`INSERT INTO epoch(one, epoch) VALUES (1, ?) ON CONFLICT(one) DO NOTHING`, newEpoch()); err != nil {
+		return fmt.Errorf("record mailbox epoch: %w", err)
+	}
 	if _, err := s.write.Exec(fmt.Sprintf(`PRAGMA user_version = %d`, schemaVersion)); err != nil {
 		return fmt.Errorf("set mailbox schema version: %w", err)
 	}
 	return nil
+}
+
+// newEpoch draws a fresh epoch id.
+func newEpoch() string { return randomHex(8) }
+
+// readEpoch reads the store's epoch through q (a transaction, so that it
+// describes the same contents as the reads beside it).
+func readEpoch(ctx context.Context, q querier) (string, error) {
+	var e string
+	if err := q.QueryRowContext(ctx, `SELECT epoch FROM epoch WHERE one = 1`).Scan(&e); err != nil {
+		return "", fmt.Errorf("read mailbox epoch: %w", err)
+	}
+	return e, nil
+}
+
+// epoch returns the store's current epoch.
+func (s *store) epoch(ctx context.Context) (string, error) { return readEpoch(ctx, s.read) }
+
+// snapshot counts the messages matching f and, unless countOnly, lists the
+// requested page, together with the epoch, all in one read transaction: a
+// clear cannot slip between them, so an empty answer is never reported
+// under the epoch of contents it no longer holds.
+func (s *store) snapshot(ctx context.Context, f Filter, countOnly bool) (epoch string, total int, msgs []Message, err error) {
+	tx, err := s.read.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return "", 0, nil, fmt.Errorf("read mailbox: %w", err)
+	}
+	defer tx.Rollback()
+	if epoch, err = readEpoch(ctx, tx); err != nil {
+		return "", 0, nil, err
+	}
+	if total, err = countIn(ctx, tx, f); err != nil {
+		return "", 0, nil, err
+	}
+	msgs = []Message{}
+	if !countOnly {
+		if msgs, err = listIn(ctx, tx, f); err != nil {
+			return "", 0, nil, err
+		}
+	}
+	return epoch, total, msgs, nil
 }
 
 func (s *store) prepare() error {
@@ -360,10 +416,18 @@ func (f Filter) where() (string, []any) {
 	return " WHERE " + strings.Join(conds, " AND "), args
 }
 
-func (s *store) count(ctx context.Context, f Filter) (int, error) {
+// querier is what the read helpers need: a *sql.DB or a *sql.Tx.
+type querier interface {
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+}
+
+func (s *store) count(ctx context.Context, f Filter) (int, error) { return countIn(ctx, s.read, f) }
+
+func countIn(ctx context.Context, q querier, f Filter) (int, error) {
 	w, args := f.where()
 	var n int
-	if err := s.read.QueryRowContext(ctx, `SELECT COUNT(*) FROM messages`+w, args...).Scan(&n); err != nil {
+	if err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM messages`+w, args...).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count messages: %w", err)
 	}
 	return n, nil
@@ -371,18 +435,20 @@ func (s *store) count(ctx context.Context, f Filter) (int, error) {
 
 const messageColumns = `id, received_at, mail_from, rcpt_to, subject, message_id, action_key, attempt, size, duplicate`
 
-func (s *store) list(ctx context.Context, f Filter) ([]Message, error) {
+func (s *store) list(ctx context.Context, f Filter) ([]Message, error) { return listIn(ctx, s.read, f) }
+
+func listIn(ctx context.Context, q querier, f Filter) ([]Message, error) {
 	w, args := f.where()
-	q := `SELECT ` + messageColumns + ` FROM messages` + w + ` ORDER BY id`
+	sq := `SELECT ` + messageColumns + ` FROM messages` + w + ` ORDER BY id`
 	if f.Limit > 0 || f.Offset > 0 {
 		limit := f.Limit
 		if limit <= 0 {
 			limit = -1 // SQLite: no limit
 		}
-		q += ` LIMIT ? OFFSET ?`
+		sq += ` LIMIT ? OFFSET ?`
 		args = append(args, limit, f.Offset)
 	}
-	rows, err := s.read.QueryContext(ctx, q, args...)
+	rows, err := q.QueryContext(ctx, sq, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list messages: %w", err)
 	}
@@ -431,7 +497,8 @@ func scanMessage(scan func(dest ...any) error) (Message, error) {
 }
 
 // clear deletes every message and forgets every action key, so that the next
-// arrival of any key is a first arrival again.
+// arrival of any key is a first arrival again, and begins a new epoch in the
+// same transaction: an epoch recorded before the clear no longer matches.
 func (s *store) clear(ctx context.Context) (int, error) {
 	tx, err := s.write.BeginTx(ctx, nil)
 	if err != nil {
@@ -447,6 +514,9 @@ func (s *store) clear(ctx context.Context) (int, error) {
 		if _, err := tx.ExecContext(ctx, q); err != nil {
 			return 0, fmt.Errorf("clear mailbox: %w", err)
 		}
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE epoch SET epoch = ? WHERE one = 1`, newEpoch()); err != nil {
+		return 0, fmt.Errorf("clear mailbox: new epoch: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
 		return 0, fmt.Errorf("clear mailbox: %w", err)

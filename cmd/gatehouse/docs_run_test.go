@@ -81,7 +81,8 @@ func (b docBlock) commands() string {
 // order, one shell per file, against a fresh directory, a built gatehouse on
 // PATH and a test mailbox started for the file (the documented addresses
 // 127.0.0.1:2525 and :8025 are rewritten to the mailbox's own, so no fixed
-// port is used). A block that must not run (the app, make test itself, a
+// port is used; so is the CA file the docs show as a placeholder). A block
+// that must not run (the app, make test itself, a
 // download) is marked on the line before its fence with
 // `<!-- docs-test: skip REASON -->`. So the docs cannot drift from the
 // binary.
@@ -126,14 +127,20 @@ func TestDocsCommandsRun(t *testing.T) {
 
 func runDocScript(t *testing.T, bin, script string) {
 	t.Helper()
-	mb, err := testmailbox.Start(context.Background(), testmailbox.Config{})
+	// As `gatehouse mailbox serve` runs it: STARTTLS offered with a
+	// certificate made at start, whose CA file the docs show as a
+	// placeholder path.
+	mb, err := testmailbox.Start(context.Background(), testmailbox.Config{TLS: testmailbox.TLSOffer})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer mb.Close()
 	script = strings.NewReplacer(
 		"127.0.0.1:2525", mb.SMTPAddr(),
+		"--port 2525", "--port "+mb.SMTPAddr()[strings.LastIndex(mb.SMTPAddr(), ":")+1:],
 		"127.0.0.1:8025", strings.TrimPrefix(mb.APIURL(), "http://"),
+		"/tmp/gatehouse-mailbox-…/mailbox-ca.pem", mb.CAFile(),
+		"/tmp/gatehouse-mailbox-1234/mailbox-ca.pem", mb.CAFile(),
 		"go run ./cmd/gatehouse", "gatehouse",
 		"./gatehouse ", "gatehouse ",
 	).Replace(script)

@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// flagTable reads a markdown table of flags (flag | verbs | …) that follows
+// flagTable reads a markdown table of flags (flags | verbs | …) that follows
 // the line containing marker in docs/cli.md: flag → verbs ("all" = every
 // verb).
 func flagTable(t *testing.T, doc, marker string) map[string][]string {
@@ -38,15 +38,18 @@ func flagTable(t *testing.T, doc, marker string) map[string][]string {
 		if len(cells) < 4 {
 			continue
 		}
-		flag := strings.Trim(strings.TrimSpace(cells[1]), "`")
-		if !strings.HasPrefix(flag, "--") || strings.Trim(flag, "-") == "" {
-			continue // header or separator
-		}
 		var verbs []string
 		for _, v := range strings.Split(cells[2], ",") {
 			verbs = append(verbs, strings.TrimSpace(v))
 		}
-		out[flag] = verbs
+		// A row may name flags that go together: `--limit`, `--offset`.
+		for _, f := range strings.Split(cells[1], ",") {
+			flag := strings.Trim(strings.TrimSpace(f), "`")
+			if !strings.HasPrefix(flag, "--") || strings.Trim(flag, "-") == "" {
+				continue // header or separator
+			}
+			out[flag] = verbs
+		}
 	}
 	return out
 }
@@ -82,7 +85,7 @@ func TestFlagTableMatchesTheBinary(t *testing.T) {
 	for _, fam := range []struct {
 		cmd    *cobra.Command
 		marker string
-	}{{newGateCmd(), "## Flags"}, {newAudienceCmd(), "`gatehouse audience`:"}} {
+	}{{newGateCmd(), "## Flags"}, {newAudienceCmd(), "`gatehouse audience`:"}, {newMailboxCmd(), "`gatehouse mailbox`:"}} {
 		documented := flagTable(t, doc, fam.marker)
 		actual := cobraFlags(fam.cmd)
 		for verb, flags := range actual {

@@ -150,6 +150,7 @@ type attemptView struct {
 	MessageID   string    `json:"message_id"`
 	Destination string    `json:"destination"`
 	Lookup      string    `json:"lookup,omitempty"`
+	Epoch       string    `json:"epoch,omitempty"` // of the records at lookup, when the attempt began
 	Recipient   string    `json:"recipient"`
 	Sender      string    `json:"sender"`
 	Executor    string    `json:"executor"`

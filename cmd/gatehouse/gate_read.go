@@ -37,7 +37,7 @@ func newShowView(d ledger.ActionDetail) showView {
 	}
 	for _, at := range d.Attempts {
 		v.Attempts = append(v.Attempts, attemptView{Number: at.Number, TransportID: at.TransportID, MessageID: at.MessageID,
-			Destination: at.Destination, Lookup: at.Lookup, Recipient: at.Recipient, Sender: at.Sender, Executor: at.Executor,
+			Destination: at.Destination, Lookup: at.Lookup, Epoch: at.Epoch, Recipient: at.Recipient, Sender: at.Sender, Executor: at.Executor,
 			StartedAt: at.StartedAt, Outcome: string(at.Outcome), Response: at.Response, Reconciled: at.Reconciled})
 	}
 	for _, c := range d.Checks {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -21,6 +22,9 @@ func init() { subcommands = append(subcommands, newMailboxCmd) }
 
 // mailboxAPIEnv names the mailbox API when --api is not given.
 const mailboxAPIEnv = "GATEHOUSE_MAILBOX_API"
+
+// mailboxTokenEnv holds the API token when --token is not given.
+const mailboxTokenEnv = "GATEHOUSE_MAILBOX_TOKEN"
 
 // Addresses `mailbox serve` listens on unless told otherwise; fixed so that
 // a README example and a second terminal agree without reading the output.
@@ -52,15 +56,23 @@ its HTTP API, given by --api or $` + mailboxAPIEnv + `.`,
 
 func newMailboxServeCmd() *cobra.Command {
 	var (
-		cfg    testmailbox.Config
-		faults []string
+		cfg     testmailbox.Config
+		faults  []string
+		tlsMode string
 	)
 	cmd := &cobra.Command{
-		Use:   "serve [--smtp ADDR] [--http ADDR] [--db PATH] [--fault SPEC]…",
+		Use:   "serve [--smtp ADDR] [--http ADDR] [--db PATH] [--tls MODE] [--fault SPEC]…",
 		Short: "Run the test mailbox until interrupted",
 		Long: `serve listens for SMTP and for its HTTP API on loopback, prints both
 addresses and the target to give "gate send", and runs until SIGINT or SIGTERM.
 Without --db, messages are kept in memory.
+
+STARTTLS is offered with a certificate made at start (or --tls-cert and
+--tls-key); the printed target names it (ca=PATH), so a send copied from it
+verifies this mailbox. AUTH is taken only after STARTTLS unless
+--allow-insecure-auth. A listen address that is not loopback is refused
+unless --allow-remote, which requires an API token for every PUT and
+DELETE (--api-token, or one generated and printed).
 
 Fault specs (repeat --fault for several):
   accept_then_drop[:count=N][:to=ADDR][:p=P][:seed=S]
@@ -76,6 +88,11 @@ Fault specs (repeat --fault for several):
 				}
 				cfg.Faults = append(cfg.Faults, f)
 			}
+			mode, err := testmailbox.ParseTLSMode(tlsMode)
+			if err != nil {
+				return usageErr("--tls: %v", err)
+			}
+			cfg.TLS = mode
 			return serveMailbox(cmd.Context(), cmd.OutOrStdout(), cfg)
 		},
 	}
@@ -87,6 +104,12 @@ Fault specs (repeat --fault for several):
 	f.Int64Var(&cfg.MaxMessageBytes, "max-size", testmailbox.DefaultMaxMessageBytes, "largest message in `bytes` (larger: 552)")
 	f.IntVar(&cfg.MaxRecipients, "max-recipients", testmailbox.DefaultMaxRecipients, "most recipients per message (more: 452)")
 	f.BoolVar(&cfg.RequireAuth, "auth", false, "require AUTH PLAIN as "+testmailbox.TestUsername+"/"+testmailbox.TestPassword)
+	f.StringVar(&tlsMode, "tls", string(testmailbox.TLSOffer), "STARTTLS: off, offer or require (`mode`)")
+	f.StringVar(&cfg.TLSCertFile, "tls-cert", "", "PEM certificate `file` (default: one made at start)")
+	f.StringVar(&cfg.TLSKeyFile, "tls-key", "", "PEM key `file` of --tls-cert")
+	f.BoolVar(&cfg.AllowInsecureAuth, "allow-insecure-auth", false, "take AUTH before STARTTLS, in clear text")
+	f.BoolVar(&cfg.AllowRemote, "allow-remote", false, "allow listen addresses that are not loopback (requires an API token)")
+	f.StringVar(&cfg.APIToken, "api-token", "", "`token` every PUT and DELETE must carry (default with --allow-remote: generated)")
 	return cmd
 }
 
@@ -101,13 +124,26 @@ func serveMailbox(ctx context.Context, out io.Writer, cfg testmailbox.Config) er
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	given := cfg.APIToken != ""
 	m, err := testmailbox.Start(ctx, cfg)
+	if errors.Is(err, testmailbox.ErrNotLoopback) || errors.Is(err, testmailbox.ErrBadConfig) {
+		return usageErr("mailbox serve: %v", err)
+	}
 	if err != nil {
 		return fmt.Errorf("mailbox serve: %w", err)
 	}
 	fmt.Fprintf(out, "smtp    %s\n", m.SMTPAddr())
 	fmt.Fprintf(out, "http    %s\n", m.APIURL())
 	fmt.Fprintf(out, "target  %s\n", m.Target())
+	if m.CAFile() != "" {
+		fmt.Fprintf(out, "tls     %s (certificate %s)\n", m.TLS(), m.CAFile())
+	}
+	switch {
+	case given:
+		fmt.Fprintf(out, "token   as given with --api-token; PUT and DELETE need it\n")
+	case m.APIToken() != "":
+		fmt.Fprintf(out, "token   %s (generated; PUT and DELETE need it: --token or $%s)\n", m.APIToken(), mailboxTokenEnv)
+	}
 	for _, f := range cfg.Faults {
 		fmt.Fprintf(out, "fault   %s\n", f)
 	}
@@ -119,12 +155,17 @@ func serveMailbox(ctx context.Context, out io.Writer, cfg testmailbox.Config) er
 	return nil
 }
 
-// mailboxAPIFlag adds --api to a query verb and returns a function that opens the
-// client (a usage error when the URL is missing or malformed).
+// mailboxAPIFlag adds --api and --token to a query verb and returns a
+// function that opens the client (a usage error when the URL is missing or
+// malformed).
 func mailboxAPIFlag(cmd *cobra.Command) func() (*testmailbox.Client, error) {
-	var api string
+	var api, token string
 	cmd.Flags().StringVar(&api, "api", "", "mailbox HTTP API `URL`, e.g. http://"+defaultMailboxHTTP+" (default $"+mailboxAPIEnv+")")
+	cmd.Flags().StringVar(&token, "token", "", "the mailbox's API `token`, for a mailbox that has one (default $"+mailboxTokenEnv+")")
 	return func() (*testmailbox.Client, error) {
+		if token == "" {
+			token = os.Getenv(mailboxTokenEnv)
+		}
 		if api == "" {
 			api = os.Getenv(mailboxAPIEnv)
 		}
@@ -135,7 +176,7 @@ func mailboxAPIFlag(cmd *cobra.Command) func() (*testmailbox.Client, error) {
 		if err != nil {
 			return nil, usageErr("--api: %v", err)
 		}
-		return c, nil
+		return c.WithToken(token), nil
 	}
 }
 
@@ -299,8 +340,8 @@ func newMailboxStatsCmd() *cobra.Command {
 
 func printMailboxStats(out io.Writer, st testmailbox.Stats) error {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "stored\t%d\naccepted\t%d\nrefused\t%d\ndropped\t%d\nduplicates\t%d (on %d action keys)\ndown\t%v\n",
-		st.Stored, st.Accepted, st.Refused, st.Dropped, st.Duplicates, st.DuplicateActionKeys, st.Down)
+	fmt.Fprintf(tw, "epoch\t%s\nstored\t%d\naccepted\t%d\nrefused\t%d\ndropped\t%d\nduplicates\t%d (on %d action keys)\ndown\t%v\n",
+		mailboxDash(st.Epoch), st.Stored, st.Accepted, st.Refused, st.Dropped, st.Duplicates, st.DuplicateActionKeys, st.Down)
 	for _, k := range testmailbox.FaultKinds {
 		fmt.Fprintf(tw, "fired %s\t%d\n", k, st.FaultsFired[k])
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -138,4 +139,127 @@ func approvedAction(t *testing.T, l *ledger.Ledger, ep ledger.Endpoint) string {
 		t.Fatal(err)
 	}
 	return a.Key
+}
+
+// TestReconcileAfterTheMailboxForgot: an attempt whose reply was lost is
+// reconciled against a mailbox that has since forgotten what it held — its
+// messages deleted through the API, or an in-memory mailbox restarted on
+// the same addresses. Finding nothing there is no evidence of absence: the
+// action is held ("cannot be established") and nothing is re-sent.
+func TestReconcileAfterTheMailboxForgot(t *testing.T) {
+	for _, forget := range []string{"DeleteMessages", "Restart"} {
+		t.Run(forget, func(t *testing.T) {
+			ctx := ctxT(t)
+			mb, err := testmailbox.Start(ctx, testmailbox.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { mb.Close() })
+			drop, _ := testmailbox.ParseFault("accept_then_drop:count=1")
+			if err := mb.AddFault(drop); err != nil {
+				t.Fatal(err)
+			}
+			dest, err := smtpdest.New(mb.Target(), smtpdest.WithDataTimeout(2*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := ledger.Open(filepath.Join(t.TempDir(), "ledger.db"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			key := approvedAction(t, l, ledger.EndpointOf(dest))
+			req := ledger.ExecuteRequest{Key: key, Executor: "wf-ack", Reread: []ledger.MaterialRead{{Source: "crm", Field: "consent", Value: "yes"}}}
+			res, err := l.Execute(ctx, req, dest)
+			if !errors.Is(err, ledger.ErrUnknownOutcome) {
+				t.Fatalf("execute: %s, %v; want an unknown outcome", res.Action.State, err)
+			}
+			epoch, err := mb.Epoch(ctx)
+			if err != nil || res.Attempt.Epoch != epoch {
+				t.Fatalf("attempt recorded epoch %q, mailbox has %q (%v)", res.Attempt.Epoch, epoch, err)
+			}
+			if _, err := mb.WaitFor(ctx, testmailbox.Filter{ActionKey: key}, 1); err != nil {
+				t.Fatal(err)
+			}
+
+			switch forget {
+			case "DeleteMessages":
+				c, err := testmailbox.NewClient(mb.APIURL(), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n, err := c.Clear(ctx); err != nil || n != 1 {
+					t.Fatalf("DELETE /api/v1/messages: %d, %v", n, err)
+				}
+			case "Restart":
+				smtpAddr, httpAddr := mb.SMTPAddr(), mb.HTTPAddr()
+				mb.Close()
+				mb, err = testmailbox.Start(ctx, testmailbox.Config{SMTPAddr: smtpAddr, HTTPAddr: httpAddr})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { mb.Close() })
+			}
+
+			for range 2 { // a second reconcile changes nothing either
+				a, err := l.Reconcile(ctx, ledger.ReconcileRequest{Key: key, Actor: "ops", Open: destinations.Records()})
+				if !errors.Is(err, ledger.ErrHeld) || a.State != ledger.StateHeld || a.HoldCause != ledger.HoldUnknownOutcome {
+					t.Fatalf("reconcile: %s (%s), %v; want held for an unknown outcome", a.State, a.HoldCause, err)
+				}
+				if !strings.Contains(a.Reason, "cannot be established") || !strings.Contains(a.Reason, epoch) {
+					t.Fatalf("reason %q does not say the outcome cannot be established under epoch %s", a.Reason, epoch)
+				}
+			}
+			if _, err := l.Execute(ctx, req, dest); err == nil {
+				t.Fatal("a held unknown outcome was executed again")
+			}
+			if _, err := l.ReleaseHold(ctx, key, "ops", "looks absent"); !errors.Is(err, ledger.ErrUnknownOutcome) {
+				t.Fatalf("release of the hold: %v; want refused while the outcome is open", err)
+			}
+			st, err := mb.Stats(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Accepted != 0 || st.Stored != 0 {
+				t.Fatalf("the forgetful mailbox got %d messages (%d stored) after it forgot: a re-send", st.Accepted, st.Stored)
+			}
+		})
+	}
+}
+
+// TestReconcileAcrossAFileMailboxRestart: a mailbox kept in a file keeps
+// its epoch across a restart, so its records still count.
+func TestReconcileAcrossAFileMailboxRestart(t *testing.T) {
+	ctx := ctxT(t)
+	db := filepath.Join(t.TempDir(), "mailbox.db")
+	drop, _ := testmailbox.ParseFault("accept_then_drop:count=1")
+	mb, err := testmailbox.Start(ctx, testmailbox.Config{DBPath: db, Faults: []testmailbox.Fault{drop}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dest, err := smtpdest.New(mb.Target())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ledger.Open(filepath.Join(t.TempDir(), "ledger.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	key := approvedAction(t, l, ledger.EndpointOf(dest))
+	req := ledger.ExecuteRequest{Key: key, Executor: "wf-ack", Reread: []ledger.MaterialRead{{Source: "crm", Field: "consent", Value: "yes"}}}
+	if _, err := l.Execute(ctx, req, dest); !errors.Is(err, ledger.ErrUnknownOutcome) {
+		t.Fatalf("execute: %v", err)
+	}
+	smtpAddr, httpAddr := mb.SMTPAddr(), mb.HTTPAddr()
+	mb.Close()
+	mb, err = testmailbox.Start(ctx, testmailbox.Config{DBPath: db, SMTPAddr: smtpAddr, HTTPAddr: httpAddr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mb.Close()
+	a, err := l.Reconcile(ctx, ledger.ReconcileRequest{Key: key, Actor: "ops", Open: destinations.Records()})
+	if err != nil || a.State != ledger.StateSent {
+		t.Fatalf("reconcile after a file mailbox restart: %s, %v; want sent", a.State, err)
+	}
 }

@@ -25,7 +25,8 @@ const lookupPage = 1000
 // mailbox package, only on its HTTP contract. Pointers tell a missing field
 // from a zero: a reply without total or messages was not an answer.
 type mailboxPage struct {
-	Total    *int `json:"total"`
+	Epoch    string `json:"epoch"` // "" from a mailbox older than epochs
+	Total    *int   `json:"total"`
 	Messages *[]struct {
 		MessageID *string  `json:"message_id"`
 		ActionKey string   `json:"action_key"`
@@ -34,18 +35,20 @@ type mailboxPage struct {
 }
 
 // Lookup asks the test mailbox for every message that carries the query's
-// action key or its Message-ID. Any failure to consult it (connection,
-// status, a reply without its total or its messages) wraps
+// action key or its Message-ID, and reports the epoch of the store that
+// answered. Any failure to consult it (connection, status, a reply without
+// its total or its messages, pages from different epochs) wraps
 // ledger.ErrLookupUnavailable, so that reconciliation holds the action
 // instead of guessing.
 func (d *LookingDestination) Lookup(ctx context.Context, q ledger.LookupQuery) (ledger.LookupResult, error) {
 	seen := map[string]bool{}
 	var res ledger.LookupResult
+	epochs := &epochTracker{}
 	for _, filter := range []url.Values{{"action_key": {q.ActionKey}}, {"message_id": {q.MessageID}}} {
 		if filter.Get("action_key") == "" && filter.Get("message_id") == "" {
 			continue
 		}
-		found, err := d.lookupAll(ctx, filter)
+		found, err := d.lookupAll(ctx, filter, epochs)
 		if err != nil {
 			return ledger.LookupResult{}, fmt.Errorf("%w: look up %s at %s: %w", ledger.ErrLookupUnavailable, filter.Encode(), d.api, err)
 		}
@@ -60,14 +63,44 @@ func (d *LookingDestination) Lookup(ctx context.Context, q ledger.LookupQuery) (
 			}
 		}
 	}
+	res.Epoch = epochs.epoch
 	return res, nil
 }
 
-func (d *LookingDestination) lookupAll(ctx context.Context, filter url.Values) ([]ledger.FoundMessage, error) {
+// Epoch implements ledger.EpochReporter: the mailbox store's current epoch,
+// read with a count-only query.
+func (d *LookingDestination) Epoch(ctx context.Context) (string, error) {
+	page, err := d.fetch(ctx, url.Values{"limit": {"0"}}, 0)
+	if err != nil {
+		return "", fmt.Errorf("read the epoch of %s: %w", d.api, err)
+	}
+	return page.Epoch, nil
+}
+
+// epochTracker checks that every page of one lookup came from the same life
+// of the store: a clear between two pages would splice two stores into one
+// answer.
+type epochTracker struct {
+	epoch string
+	seen  bool
+}
+
+func (e *epochTracker) check(epoch string) error {
+	if e.seen && epoch != e.epoch {
+		return fmt.Errorf("the store changed epoch from %q to %q during the lookup (cleared meanwhile)", e.epoch, epoch)
+	}
+	e.epoch, e.seen = epoch, true
+	return nil
+}
+
+func (d *LookingDestination) lookupAll(ctx context.Context, filter url.Values, epochs *epochTracker) ([]ledger.FoundMessage, error) {
 	var out []ledger.FoundMessage
 	for {
 		page, err := d.fetch(ctx, filter, len(out))
 		if err != nil {
+			return nil, err
+		}
+		if err := epochs.check(page.Epoch); err != nil {
 			return nil, err
 		}
 		for _, m := range *page.Messages {
@@ -88,7 +121,10 @@ func (d *LookingDestination) lookupAll(ctx context.Context, filter url.Values) (
 func (d *LookingDestination) fetch(ctx context.Context, filter url.Values, offset int) (mailboxPage, error) {
 	u := *d.api
 	u.Path = "/api/v1/messages"
-	q := url.Values{"limit": {strconv.Itoa(lookupPage)}, "offset": {strconv.Itoa(offset)}}
+	q := url.Values{"limit": {strconv.Itoa(lookupPage)}}
+	if offset > 0 {
+		q.Set("offset", strconv.Itoa(offset))
+	}
 	for k, v := range filter {
 		q[k] = v
 	}

@@ -52,9 +52,10 @@ const DefaultFrom = "gatehouse@localhost"
 
 // Compile-time checks: only LookingDestination offers Lookup.
 var (
-	_ ledger.Destination = (*Destination)(nil)
-	_ ledger.Destination = (*LookingDestination)(nil)
-	_ ledger.Looker      = (*LookingDestination)(nil)
+	_ ledger.Destination   = (*Destination)(nil)
+	_ ledger.Destination   = (*LookingDestination)(nil)
+	_ ledger.Looker        = (*LookingDestination)(nil)
+	_ ledger.EpochReporter = (*LookingDestination)(nil)
 )
 
 type config struct {
@@ -108,8 +109,9 @@ type Destination struct {
 	target   string // as given, password redacted
 	identity string // smtp://host:port
 	addr     string // host:port
-	user     string // AUTH PLAIN when set
+	user     string // AUTH PLAIN when set (and then only over TLS)
 	pass     string
+	tls      tlsPolicy
 	cfg      config
 }
 
@@ -147,8 +149,18 @@ type LookingDestination struct {
 //	smtp://user:pass@host:port             → *Destination using AUTH PLAIN
 //	smtp://host:port?api=http://host:port  → *LookingDestination (also a ledger.Looker)
 //
-// The port is required; nothing else (path, other query parameters) is
-// accepted, so a mistyped target fails here rather than at send time.
+// and these TLS parameters, none of them part of the identity:
+//
+//	tls=auto        STARTTLS whenever the server offers it (the default)
+//	tls=require     never send without STARTTLS
+//	ca=PATH         verify the server against these PEM certificates
+//	                (the test mailbox prints its own) instead of the system's
+//	insecure=true   do not verify the certificate at all (explicitly)
+//
+// tls and ca fall back to $GATEHOUSE_SMTP_TLS and $GATEHOUSE_SMTP_CA.
+// Credentials are only ever sent after STARTTLS. The port is required;
+// nothing else (path, other query parameters) is accepted, so a mistyped
+// target fails here rather than at send time.
 func New(target string, opts ...Option) (ledger.Destination, error) {
 	d, api, err := parse(target, opts)
 	if err != nil {
@@ -196,19 +208,28 @@ func parse(target string, opts []Option) (*Destination, *url.URL, error) {
 		return nil, nil, bad("query: %v", err)
 	}
 	var api *url.URL
+	tlsParams := map[string]string{}
 	for name, vals := range q {
-		if name != "api" {
-			return nil, nil, bad("unknown parameter %q (only api is known)", name)
-		}
 		if len(vals) != 1 {
-			return nil, nil, bad("api given %d times", len(vals))
+			return nil, nil, bad("%s given %d times", name, len(vals))
 		}
-		api, err = parseAPI(vals[0])
-		if err != nil {
-			return nil, nil, bad("%v", err)
+		switch name {
+		case "api":
+			api, err = parseAPI(vals[0])
+			if err != nil {
+				return nil, nil, bad("%v", err)
+			}
+		case "tls", "ca", "insecure":
+			tlsParams[name] = vals[0]
+		default:
+			return nil, nil, bad("unknown parameter %q (known: api, tls, ca, insecure)", name)
 		}
 	}
-	d := &Destination{target: shown, addr: u.Host, identity: "smtp://" + strings.ToLower(u.Host), cfg: config{
+	policy, err := parseTLS(u.Hostname(), tlsParams)
+	if err != nil {
+		return nil, nil, bad("%v", err)
+	}
+	d := &Destination{target: shown, addr: u.Host, identity: "smtp://" + strings.ToLower(u.Host), tls: policy, cfg: config{
 		connectTimeout: DefaultConnectTimeout,
 		commandTimeout: DefaultCommandTimeout,
 		dataTimeout:    DefaultDataTimeout,
@@ -295,22 +316,29 @@ func (d *Destination) Send(ctx context.Context, msg ledger.Message) (ledger.Rece
 	if err != nil {
 		return ledger.Receipt{}, fail(ledger.OutcomeNotDelivered, "connect "+d.addr, err)
 	}
+	// Every path closes the socket, also one that fails before the SMTP
+	// client owns it (closing twice is harmless).
+	defer conn.Close()
 	// Closing the socket is the one way to interrupt a blocked read.
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
-	// smtp.NewClient on our own connection, rather than smtp.Dial, so that
-	// the connect timeout and ctx apply to the dial too.
-	c := smtp.NewClient(conn)
-	defer c.Close()
-	c.CommandTimeout = d.cfg.commandTimeout
-	c.SubmissionTimeout = d.cfg.dataTimeout
-
 	withCtx := func(err error) error {
 		if ctx.Err() != nil {
 			return fmt.Errorf("%w (%v)", err, context.Cause(ctx))
 		}
 		return err
 	}
+	session, err := d.negotiate(conn)
+	if err != nil {
+		return ledger.Receipt{}, fail(ledger.OutcomeNotDelivered, "session start", withCtx(err))
+	}
+	// smtp.NewClient on our own connection, rather than smtp.Dial, so that
+	// the connect timeout and ctx apply to the dial too.
+	c := smtp.NewClient(session)
+	defer c.Close()
+	c.CommandTimeout = d.cfg.commandTimeout
+	c.SubmissionTimeout = d.cfg.dataTimeout
+
 	if err := c.Hello(d.cfg.helloName); err != nil {
 		return ledger.Receipt{}, fail(ledger.OutcomeNotDelivered, "greeting", withCtx(err))
 	}

@@ -69,7 +69,7 @@ func TestNewRejectsBadTargets(t *testing.T) {
 		{"NoPort", "smtp://127.0.0.1", "missing port"},
 		{"NoHost", "smtp://:25", "missing host"},
 		{"Path", "smtp://127.0.0.1:25/inbox", "unexpected path"},
-		{"UnknownParam", "smtp://127.0.0.1:25?tls=1", `unknown parameter "tls"`},
+		{"UnknownParam", "smtp://127.0.0.1:25?tsl=require", `unknown parameter "tsl"`},
 		{"APIWrongScheme", "smtp://127.0.0.1:25?api=ftp://h:1", "scheme must be http"},
 		{"APINoPort", "smtp://127.0.0.1:25?api=http://h", "want http://host:port"},
 		{"APIPath", "smtp://127.0.0.1:25?api=http://h:1/x", "want only http://host:port"},

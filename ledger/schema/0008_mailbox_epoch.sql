@@ -1,0 +1,12 @@
+-- gatehouse ledger, schema version 8: the epoch of the destination's records.
+--
+-- A destination whose records can be cleared or lost (a test mailbox kept in
+-- memory, or one whose messages were deleted) names each life of its store
+-- with an epoch. An attempt records, in its durable intent, the epoch its
+-- destination's records reported when the attempt began; reconciliation
+-- takes "nothing found" as absence only from records of that same epoch.
+--
+-- Attempts recorded before this version have '' (no epoch known): against
+-- records that report an epoch, their absence cannot be established and they
+-- are held for a person.
+ALTER TABLE attempts ADD COLUMN epoch TEXT NOT NULL DEFAULT '';
