@@ -39,9 +39,13 @@ type rehearsalClock struct {
 // when it is served on this machine's loopback and names the very ledger
 // the verb opens; anything else is refused with one line saying so.
 func ledgerOptions(ledgerPath string) ([]ledger.Option, error) {
+	leaseOpts, err := leaseOption()
+	if err != nil {
+		return nil, err
+	}
 	raw := os.Getenv(rehearsalClockEnv)
 	if raw == "" {
-		return nil, nil
+		return leaseOpts, nil
 	}
 	u, err := neturl.Parse(raw)
 	if err != nil || u.Scheme != "http" || !loopbackHost(u.Hostname()) {
@@ -137,4 +141,22 @@ func (c *rehearsalClock) Now() time.Time {
 		c.last = t
 	}
 	return c.last
+}
+
+// leaseEnv sets the attempt lease of the attempts this process starts
+// (default 2 minutes): how long an attempt may stay in flight before
+// recovery, on any host, may declare its outcome unknown. It must exceed
+// the destination's longest send.
+const leaseEnv = "GATEHOUSE_LEASE"
+
+func leaseOption() ([]ledger.Option, error) {
+	raw := os.Getenv(leaseEnv)
+	if raw == "" {
+		return nil, nil
+	}
+	d, err := time.ParseDuration(raw)
+	if err != nil || d < time.Second {
+		return nil, fmt.Errorf("$%s=%q: want a duration of at least 1s, such as 30s", leaseEnv, raw)
+	}
+	return []ledger.Option{ledger.WithLease(d)}, nil
 }

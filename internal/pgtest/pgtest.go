@@ -43,6 +43,7 @@ var (
 // Cluster is a throwaway PostgreSQL cluster (or an existing server).
 type Cluster struct {
 	URL  string // postgres://… of the maintenance database
+	Port int    // the port it listens on (0 for an existing server)
 	dir  string // the data directory, "" for an existing server
 	bin  string // the directory of pg_ctl
 	cred *syscall.Credential
@@ -93,11 +94,42 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
+// Options shape a cluster of one's own (StartCluster).
+type Options struct {
+	// Listen is an extra address to listen on besides 127.0.0.1 (a test
+	// host's network), and TrustNet the network whose clients may connect
+	// without a password (e.g. 10.213.7.0/24).
+	Listen   string
+	TrustNet string
+}
+
+// StartCluster starts a throwaway cluster of the caller's own (stopped with
+// its Stop), for tests that need more than Database gives: the server
+// reachable from test hosts in network namespaces, say. It never uses
+// $GATEHOUSE_TEST_PG_URL. A test with no PostgreSQL binaries skips (fails
+// under CI=true).
+func StartCluster(t testing.TB, o Options) *Cluster {
+	t.Helper()
+	c, err := startWith(o)
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("PostgreSQL cluster: %v", err)
+		}
+		t.Skipf("SKIPPING: PostgreSQL cluster: %v", err)
+	}
+	t.Cleanup(c.Stop)
+	return c
+}
+
 // start finds or makes the server.
 func start() (*Cluster, error) {
 	if u := os.Getenv(URLEnv); u != "" {
 		return &Cluster{URL: u}, nil
 	}
+	return startWith(Options{})
+}
+
+func startWith(o Options) (*Cluster, error) {
 	bin, err := binDir()
 	if err != nil {
 		return nil, err
@@ -126,14 +158,49 @@ func start() (*Cluster, error) {
 		os.RemoveAll(c.dir)
 		return nil, err
 	}
-	opts := fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %d -k %s -c fsync=off -c max_connections=200", port, c.dir)
+	listen := "127.0.0.1"
+	if o.Listen != "" {
+		listen += "," + o.Listen
+	}
+	if o.TrustNet != "" {
+		hba := filepath.Join(data, "pg_hba.conf")
+		f, err := os.OpenFile(hba, os.O_APPEND|os.O_WRONLY, 0)
+		if err == nil {
+			_, err = fmt.Fprintf(f, "host all all %s trust\n", o.TrustNet)
+			f.Close()
+		}
+		if err != nil {
+			os.RemoveAll(c.dir)
+			return nil, fmt.Errorf("allow %s: %w", o.TrustNet, err)
+		}
+	}
+	opts := fmt.Sprintf("-c listen_addresses=%s -p %d -k %s -c fsync=off -c max_connections=200", listen, port, c.dir)
 	if out, err := c.run("pg_ctl", "-D", data, "-o", opts, "-l", filepath.Join(c.dir, "log"), "-w", "-t", "60", "start"); err != nil {
 		log, _ := os.ReadFile(filepath.Join(c.dir, "log"))
 		os.RemoveAll(c.dir)
 		return nil, fmt.Errorf("pg_ctl start: %v: %s %s", err, out, log)
 	}
 	c.URL = fmt.Sprintf("postgres://gatehouse@127.0.0.1:%d/postgres?sslmode=disable", port)
+	c.Port = port
 	return c, nil
+}
+
+// CreateDatabase makes a new, empty database on the cluster and returns
+// its URL with host as the address clients reach the server by.
+func (c *Cluster) CreateDatabase(t testing.TB, host string) string {
+	t.Helper()
+	name := "gh_" + randomHex(6)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, c.URL)
+	if err != nil {
+		t.Fatalf("connect to the test cluster: %v", err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("create test database: %v", err)
+	}
+	return fmt.Sprintf("postgres://gatehouse@%s/%s?sslmode=disable", net.JoinHostPort(host, strconv.Itoa(c.Port)), name)
 }
 
 // Stop stops a throwaway cluster and removes its files.
