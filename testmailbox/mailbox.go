@@ -213,7 +213,7 @@ func (m *Mailbox) Close() error {
 // limit (Go API) and Offset skips that many of the oldest matches.
 type Filter struct {
 	To        string // an envelope recipient, case-insensitive, brackets optional
-	ActionKey string // X-Gatehouse-Action-Key, exact
+	ActionKey string // the mailheader.ActionKey field, exact
 	MessageID string // Message-ID, with or without angle brackets
 	Limit     int
 	Offset    int
@@ -228,7 +228,7 @@ type Message struct {
 	Subject    string    `json:"subject"`
 	MessageID  string    `json:"message_id"` // without angle brackets
 	ActionKey  string    `json:"action_key"`
-	Attempt    string    `json:"attempt"` // X-Gatehouse-Attempt as sent
+	Attempt    string    `json:"attempt"` // the mailheader.Attempt field as sent
 	Size       int64     `json:"size"`
 	// Duplicate marks an arrival whose action key had already arrived.
 	Duplicate bool   `json:"duplicate"`

@@ -10,6 +10,8 @@ import (
 
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
+
+	"gatehouse/internal/mailheader"
 )
 
 // Replies the mailbox gives in its own words. They are *smtp.SMTPError values
@@ -161,9 +163,9 @@ func parseArrival(raw []byte) (*arrival, error) {
 	return &arrival{
 		raw:        raw,
 		subject:    subject,
-		messageID:  normMessageID(h.Get("Message-ID")),
-		actionKey:  h.Get("X-Gatehouse-Action-Key"),
-		attempt:    h.Get("X-Gatehouse-Attempt"),
+		messageID:  normMessageID(h.Get(mailheader.MessageID)),
+		actionKey:  h.Get(mailheader.ActionKey),
+		attempt:    h.Get(mailheader.Attempt),
 		receivedAt: time.Now().UTC(),
 	}, nil
 }
