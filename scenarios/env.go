@@ -89,11 +89,11 @@ func (e *env) startMailbox(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("connect to test mailbox: %w", err)
 	}
-	lk, ok := dest.(ledger.Looker)
+	lk, ok := dest.Looking()
 	if !ok {
 		return errors.New("connect to test mailbox: the destination offers no lookup")
 	}
-	e.dest, e.looker = dest, lk
+	e.dest, e.looker = lk, lk
 	// Reports must read the same on every run, but the mailbox listens on
 	// a new port each time: its addresses are shown by name.
 	e.names = strings.NewReplacer(dest.Identity(), MailboxName, lk.LookupEndpoint(), MailboxAPIName)

@@ -78,5 +78,5 @@ func newDemoScreen(th tui.Theme, c *cleanups) (tui.Screen, error) {
 	if err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
-	return tui.NewDemo(th, tui.DemoConfig{Ledger: l, Dest: dest, Mailbox: tui.MailboxArrivals{Mailbox: mb}}), nil
+	return tui.NewDemo(th, tui.DemoConfig{Ledger: l, Dest: dest.Gate(), Mailbox: tui.MailboxArrivals{Mailbox: mb}}), nil
 }
