@@ -85,8 +85,8 @@ func render(msg ledger.Message, defaultFrom string, date time.Time) (Mail, error
 	b.Grow(len(body) + 1024)
 	h := func(name, value string) { b.WriteString(name + ": " + value + "\r\n") }
 	h("Date", date.Format(time.RFC1123Z))
-	h("From", from.String())
-	h("To", to.String())
+	h("From", addressHeader(from))
+	h("To", addressHeader(to))
 	h("Subject", mime.QEncoding.Encode("utf-8", msg.Subject))
 	h(mailheader.MessageID, headers[mailheader.MessageID])
 	delete(headers, mailheader.MessageID)
@@ -104,6 +104,15 @@ func render(msg ledger.Message, defaultFrom string, date time.Time) (Mail, error
 	b.WriteString("\r\n")
 	b.WriteString(body)
 	return Mail{From: from.Address, To: to.Address, Raw: b.Bytes()}, nil
+}
+
+// addressHeader writes an address as a header value: bare when it has no
+// display name, as people and scripts reading the file expect.
+func addressHeader(a *mail.Address) string {
+	if a.Name == "" {
+		return a.Address
+	}
+	return a.String()
 }
 
 func parseAddress(field, s string) (*mail.Address, error) {

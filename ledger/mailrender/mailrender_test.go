@@ -100,7 +100,7 @@ func TestRenderHeaders(t *testing.T) {
 	h, _ := decoded(t, m.Raw)
 	want := map[string]string{
 		"Date":                 "Mon, 02 Mar 2026 09:00:00 +0000",
-		"From":                 "<support@shop.example>",
+		"From":                 "support@shop.example",
 		"To":                   `"Ada Lovelace" <ada@example.com>`,
 		"Subject":              msg.Subject,
 		mailheader.MessageID:   "<" + msg.TransportID + ">",
