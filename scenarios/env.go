@@ -80,12 +80,14 @@ func (e *env) openLedger() error {
 }
 
 func (e *env) startMailbox(ctx context.Context) error {
-	mb, err := testmailbox.Start(ctx, testmailbox.Config{})
+	// The mailbox stamps arrivals and times its faults on the rehearsal
+	// clock, so reports never depend on the wall clock.
+	mb, err := testmailbox.Start(ctx, testmailbox.Config{Clock: e.clock})
 	if err != nil {
 		return fmt.Errorf("start test mailbox: %w", err)
 	}
 	e.mb = mb
-	dest, err := smtpdest.New(mb.Target(), smtpdest.WithDataTimeout(2*time.Second), smtpdest.WithNow(e.clock.Now))
+	dest, err := smtpdest.New(mb.Target(), smtpdest.WithDataTimeout(2*time.Second), smtpdest.WithClock(e.clock))
 	if err != nil {
 		return fmt.Errorf("connect to test mailbox: %w", err)
 	}

@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"github.com/emersion/go-smtp"
+
+	"gatehouse/ledger"
 )
 
 // Fixed credentials accepted by AUTH PLAIN when Config.RequireAuth is set.
@@ -56,6 +58,11 @@ type Config struct {
 	ReadTimeout     time.Duration // idle time before a session is dropped; default 30s
 	RequireAuth     bool          // offer AUTH PLAIN and require it before MAIL
 	Faults          []Fault       // faults in force from the start
+	// Clock stamps arrivals and times delay_reply and down faults; the
+	// system clock when nil. With a fake clock a delayed reply comes, and
+	// a timed down ends, only when the clock is advanced past it. Session
+	// read timeouts stay on the wall clock: the kernel measures them.
+	Clock ledger.Clock
 
 	// ErrorLog receives the SMTP server's internal errors; nil discards them.
 	ErrorLog *log.Logger
@@ -75,7 +82,7 @@ type Mailbox struct {
 	accepted, refused, dropped atomic.Int64
 
 	downMu    sync.Mutex
-	downTimer *time.Timer
+	downTimer ledger.Timer
 
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -103,6 +110,9 @@ func Start(ctx context.Context, cfg Config) (*Mailbox, error) {
 	}
 	if cfg.Domain == "" {
 		cfg.Domain = DefaultDomain
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = ledger.SystemClock{}
 	}
 	for _, f := range cfg.Faults {
 		if err := f.Validate(); err != nil {
@@ -384,8 +394,8 @@ func (m *Mailbox) applyDown() error {
 		m.faults.countDown()
 	}
 	if f.Duration > 0 {
-		m.faults.downUntil(time.Now().Add(f.Duration).UTC().Truncate(time.Millisecond))
-		m.downTimer = time.AfterFunc(f.Duration, func() {
+		m.faults.downUntil(m.cfg.Clock.Now().Add(f.Duration).UTC().Truncate(time.Millisecond))
+		m.downTimer = m.cfg.Clock.AfterFunc(f.Duration, func() {
 			m.faults.removeDown()
 			if err := m.applyDown(); err != nil && m.cfg.ErrorLog != nil {
 				m.cfg.ErrorLog.Printf("testmailbox: coming back up: %v", err)

@@ -106,7 +106,7 @@ func (s *session) Data(r io.Reader) error {
 		}
 		return replyReadFailed
 	}
-	a, err := parseArrival(raw)
+	a, err := parseArrival(raw, s.m.cfg.Clock.Now().UTC())
 	if err != nil {
 		s.m.refused.Add(1)
 		return replyMalformed
@@ -137,10 +137,10 @@ func (s *session) Data(r io.Reader) error {
 		s.m.dropped.Add(1)
 		s.conn.Conn().Close()
 	case FaultDelayReply:
-		t := time.NewTimer(fault.Duration)
+		t, fired := s.m.cfg.Clock.NewTimer(fault.Duration)
 		defer t.Stop()
 		select {
-		case <-t.C:
+		case <-fired:
 		case <-s.m.closing:
 		}
 	}
@@ -149,7 +149,7 @@ func (s *session) Data(r io.Reader) error {
 
 // parseArrival reads the header fields the mailbox indexes. A header section
 // that does not parse makes the whole message malformed.
-func parseArrival(raw []byte) (*arrival, error) {
+func parseArrival(raw []byte, at time.Time) (*arrival, error) {
 	msg, err := mail.ReadMessage(bytes.NewReader(raw))
 	if err != nil {
 		return nil, err
@@ -166,6 +166,6 @@ func parseArrival(raw []byte) (*arrival, error) {
 		messageID:  normMessageID(h.Get(mailheader.MessageID)),
 		actionKey:  h.Get(mailheader.ActionKey),
 		attempt:    h.Get(mailheader.Attempt),
-		receivedAt: time.Now().UTC(),
+		receivedAt: at,
 	}, nil
 }

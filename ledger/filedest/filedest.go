@@ -30,8 +30,9 @@ const DefaultFrom = "gatehouse@localhost"
 // Lookup never reads half a message.
 type Destination struct {
 	Dir string
-	// Now stamps the Date header and the receipt; the wall clock when nil.
-	Now func() time.Time
+	// Clock stamps the Date header and the receipt; the system clock when
+	// nil.
+	Clock ledger.Clock
 }
 
 var (
@@ -104,10 +105,10 @@ func (d *Destination) Send(ctx context.Context, msg ledger.Message) (ledger.Rece
 }
 
 func (d *Destination) now() time.Time {
-	if d.Now != nil {
-		return d.Now()
+	if d.Clock != nil {
+		return d.Clock.Now()
 	}
-	return time.Now().UTC()
+	return ledger.SystemClock{}.Now()
 }
 
 func (d *Destination) writeTemp(body []byte) (string, error) {

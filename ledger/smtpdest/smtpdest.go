@@ -33,6 +33,7 @@ import (
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
 
+	"gatehouse/internal/oswait"
 	"gatehouse/ledger"
 	"gatehouse/ledger/mailrender"
 )
@@ -63,7 +64,7 @@ type config struct {
 	dataTimeout    time.Duration
 	helloName      string
 	from           string
-	now            func() time.Time
+	clock          ledger.Clock
 	httpClient     *http.Client
 }
 
@@ -88,8 +89,10 @@ func WithHelloName(name string) Option { return func(c *config) { c.helloName = 
 // DefaultFrom).
 func WithFrom(addr string) Option { return func(c *config) { c.from = addr } }
 
-// WithNow sets the clock used for the Date header and the receipt time.
-func WithNow(now func() time.Time) Option { return func(c *config) { c.now = now } }
+// WithClock sets the clock that stamps the Date header and the receipt
+// (default ledger.SystemClock). Socket timeouts stay on the wall clock:
+// the kernel measures them.
+func WithClock(clock ledger.Clock) Option { return func(c *config) { c.clock = clock } }
 
 // WithHTTPClient sets the client used by Lookup (its timeout is kept if set,
 // otherwise DefaultLookupTimeout applies).
@@ -233,7 +236,7 @@ func parse(target string, opts []Option) (*Destination, error) {
 		dataTimeout:    DefaultDataTimeout,
 		helloName:      "localhost",
 		from:           DefaultFrom,
-		now:            time.Now,
+		clock:          ledger.SystemClock{},
 	}}
 	if u.User != nil {
 		d.user = u.User.Username()
@@ -304,7 +307,7 @@ func replyOutcome(err error) ledger.Outcome {
 // outcome is then classified by the phase it interrupted. msg.Target is not
 // consulted: a Destination is made for one target by New.
 func (d *Destination) Send(ctx context.Context, msg ledger.Message) (ledger.Receipt, error) {
-	m, err := mailrender.Render(msg, d.cfg.from, d.cfg.now())
+	m, err := mailrender.Render(msg, d.cfg.from, d.cfg.clock.Now())
 	if err != nil {
 		return ledger.Receipt{}, err // permanent: the renderer decides that for every mail destination
 	}
@@ -353,7 +356,7 @@ func (d *Destination) Send(ctx context.Context, msg ledger.Message) (ledger.Rece
 		return ledger.Receipt{}, fail(replyOutcome(err), "DATA", withCtx(err))
 	}
 	// The body write has no deadline of its own in go-smtp; bound it here.
-	conn.SetWriteDeadline(time.Now().Add(d.cfg.commandTimeout))
+	conn.SetWriteDeadline(oswait.Deadline(d.cfg.commandTimeout))
 	if _, err := w.Write(raw); err != nil {
 		// The terminating "." is only written by Close, so the server
 		// cannot have taken the message.
@@ -370,7 +373,7 @@ func (d *Destination) Send(ctx context.Context, msg ledger.Message) (ledger.Rece
 		// message. Only its records can tell.
 		return ledger.Receipt{}, fail(ledger.OutcomeUnknown, "end of data", withCtx(err))
 	}
-	at := d.cfg.now()
+	at := d.cfg.clock.Now()
 	_ = c.Quit() // the message is accepted; a failing QUIT changes nothing
 	return ledger.Receipt{TransportID: msg.TransportID, Response: "250 " + resp.StatusText, At: at}, nil
 }
