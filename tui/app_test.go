@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -14,7 +15,7 @@ func newTestHome(t *testing.T) *Home {
 		t.Fatal(err)
 	}
 	h := NewHome(NewTheme(true), HomeConfig{Scenarios: list,
-		NewDemo: func() (Screen, error) { d, _ := newTestDemo(t); return d, nil }})
+		NewDemo: func(context.Context) (Screen, error) { d, _ := newTestDemo(t); return d, nil }})
 	t.Cleanup(h.Close)
 	return h
 }

@@ -44,8 +44,8 @@ func (d *docScreen) Busy() bool { return d.loading }
 // Init implements Screen.
 func (d *docScreen) Init() tea.Cmd {
 	load := d.load
-	return d.do(func() tea.Msg {
-		r, err := load(context.Background())
+	return d.do(func(ctx context.Context) tea.Msg {
+		r, err := load(ctx)
 		return docLoadedMsg{render: r, err: err}
 	})
 }
