@@ -7,6 +7,7 @@ import (
 	"mime"
 	"mime/quotedprintable"
 	"net/mail"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"gatehouse/ledger/filedest"
 	"gatehouse/ledger/mailrender"
 	"gatehouse/ledger/smtpdest"
+	"gatehouse/testmailbox"
 )
 
 var date = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
@@ -154,15 +156,21 @@ func TestRenderRefusesPermanently(t *testing.T) {
 }
 
 // TestDestinationsAgreeOnPermanentErrors sends every unrenderable message
-// to both mail destinations: each refuses it as permanent without handing
-// anything over (the SMTP target is a closed port, so a refusal that is not
-// the renderer's would be "not delivered").
+// to both mail destinations: each refuses it as permanent and hands
+// nothing over (the file directory stays empty, the real mailbox counts no
+// message and no refusal: nothing reached it).
 func TestDestinationsAgreeOnPermanentErrors(t *testing.T) {
-	file, err := filedest.New(t.TempDir())
+	dir := t.TempDir()
+	file, err := filedest.New(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	smtp, err := smtpdest.New("smtp://127.0.0.1:1", smtpdest.WithConnectTimeout(time.Second))
+	mb, err := testmailbox.Start(context.Background(), testmailbox.Config{NoHTTP: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mb.Close() })
+	smtp, err := smtpdest.New(mb.Target())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,5 +185,15 @@ func TestDestinationsAgreeOnPermanentErrors(t *testing.T) {
 				}
 			})
 		}
+	}
+	if files, _ := os.ReadDir(dir); len(files) != 0 {
+		t.Errorf("the file destination holds %d files", len(files))
+	}
+	st, err := mb.Stats(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Stored != 0 || st.Refused != 0 {
+		t.Errorf("the mailbox saw %d stored, %d refused; want nothing handed over", st.Stored, st.Refused)
 	}
 }
