@@ -10,6 +10,7 @@ package mailrender
 
 import (
 	"bytes"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"mime"
@@ -83,7 +84,7 @@ func render(msg ledger.Message, defaultFrom string, date time.Time) (Mail, error
 
 	var b bytes.Buffer
 	b.Grow(len(body) + 1024)
-	h := func(name, value string) { b.WriteString(name + ": " + value + "\r\n") }
+	h := func(name, value string) { b.WriteString(fold(name, value) + "\r\n") }
 	h("Date", date.Format(time.RFC1123Z))
 	h("From", addressHeader(from))
 	h("To", addressHeader(to))
@@ -124,6 +125,54 @@ func parseAddress(field, s string) (*mail.Address, error) {
 		return nil, fmt.Errorf("%s address %q: %w", field, s, err)
 	}
 	return a, nil
+}
+
+// Header lines are folded at 78 octets where they have spaces, as RFC 5322
+// §2.2.3 recommends; a word too long for a line is written as encoded
+// words, which readers join back without the spaces between them.
+const (
+	foldAt       = 78
+	longWord     = MaxLineOctets - 100 // leaves room for the field name
+	encodedChunk = 45                  // bytes per base64 encoded word: 72 octets with its frame
+)
+
+// fold writes "name: value", breaking the line before a space wherever it
+// would pass foldAt octets.
+func fold(name, value string) string {
+	var b strings.Builder
+	b.WriteString(name + ":")
+	lineLen, lineHasWord := b.Len(), false
+	for _, w := range strings.Split(value, " ") {
+		parts := []string{w}
+		if len(w) > longWord {
+			parts = strings.Split(encodeLongWord(w), " ")
+		}
+		for _, part := range parts {
+			if part != "" && lineHasWord && lineLen+1+len(part) > foldAt {
+				b.WriteString("\r\n")
+				lineLen = 0
+			}
+			b.WriteString(" " + part)
+			lineLen += 1 + len(part)
+			lineHasWord = lineHasWord || part != ""
+		}
+	}
+	return b.String()
+}
+
+// encodeLongWord writes a word as base64 encoded words of at most
+// encodedChunk bytes each, cut on rune boundaries and separated by spaces.
+func encodeLongWord(w string) string {
+	var words []string
+	for w != "" {
+		n := min(encodedChunk, len(w))
+		for n < len(w) && !utf8.RuneStart(w[n]) {
+			n--
+		}
+		words = append(words, "=?utf-8?b?"+base64.StdEncoding.EncodeToString([]byte(w[:n]))+"?=")
+		w = w[n:]
+	}
+	return strings.Join(words, " ")
 }
 
 // encodeBody returns the body with CRLF line endings, ending in one, and

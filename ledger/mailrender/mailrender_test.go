@@ -197,3 +197,37 @@ func TestDestinationsAgreeOnPermanentErrors(t *testing.T) {
 		t.Errorf("the mailbox saw %d stored, %d refused; want nothing handed over", st.Stored, st.Refused)
 	}
 }
+
+// TestRenderFoldsLongHeaders: a long subject is folded at its spaces and a
+// word too long for any line becomes encoded words; readers get the
+// subject back as approved and no line passes SMTP's limit.
+func TestRenderFoldsLongHeaders(t *testing.T) {
+	tests := []struct{ name, subject string }{
+		{"ManyWords", strings.Repeat("Your order is on its way ", 200)},
+		{"OneLongWord", strings.Repeat("x", 3000)},
+		{"OneLongUTF8Word", strings.Repeat("ü", 1500)},
+		{"NonASCIIWords", strings.Repeat("Grüße aus Köln ", 100)},
+		{"Short", "We received your enquiry"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			msg := message("Hello")
+			msg.Subject = strings.TrimSpace(tt.subject)
+			m, err := mailrender.Render(msg, "x@y.example", date)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := longestLine(m.Raw); n > mailrender.MaxLineOctets {
+				t.Errorf("a line of %d octets", n)
+			}
+			h, _ := decoded(t, m.Raw)
+			got, err := new(mime.WordDecoder).DecodeHeader(h.Get("Subject"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != msg.Subject {
+				t.Errorf("subject read back differs: %d bytes, want %d", len(got), len(msg.Subject))
+			}
+		})
+	}
+}
