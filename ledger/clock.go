@@ -35,6 +35,8 @@ type Timer interface {
 // SystemClock is the wall clock.
 type SystemClock struct{}
 
+var _ Clock = SystemClock{}
+
 // Now returns the current wall-clock time in UTC.
 func (SystemClock) Now() time.Time { return time.Now().UTC() }
 
