@@ -1,5 +1,7 @@
 // Package filedest is a ledger.Destination that delivers each message as one
-// .eml file in a directory, and searches that directory by action key. It
+// .eml file in a directory, and searches that directory by action key. The
+// file holds the message as package mailrender renders it for SMTP too, and
+// a message it cannot render is refused as permanent, as smtpdest does. It
 // lets workflows and tests run the whole gate, reconciliation included,
 // without a mail server: the directory is the destination's own record.
 package filedest

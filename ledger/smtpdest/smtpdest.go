@@ -4,6 +4,7 @@
 //
 // Classification (the phase decides, not the error text):
 //
+//	a message package mailrender cannot render   → OutcomeRejectedPermanent (nothing dialled)
 //	before MAIL is accepted: dial refused, timeout, greeting/EHLO/AUTH
 //	failure, lost connection                     → OutcomeNotDelivered
 //	4xx reply to MAIL, RCPT or DATA (the 354 stage) → OutcomeRejectedTemporary
