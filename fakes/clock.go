@@ -26,7 +26,7 @@ type Clock struct {
 var _ ledger.Clock = (*Clock)(nil)
 
 // NewClock starts a clock at t (UTC).
-func NewClock(t time.Time) *Clock { return &Clock{now: t.UTC(), started: make(chan struct{})} }
+func NewClock(t time.Time) *Clock { return &Clock{now: t.UTC()} }
 
 // Now returns the clock's current time.
 func (c *Clock) Now() time.Time {
@@ -68,7 +68,7 @@ func (c *Clock) Pending() int {
 func (c *Clock) BlockUntil(ctx context.Context, n int) error {
 	for {
 		c.mu.Lock()
-		pending, started := len(c.timers), c.started
+		pending, started := len(c.timers), c.startedLocked()
 		c.mu.Unlock()
 		if pending >= n {
 			return nil
@@ -103,12 +103,21 @@ func (c *Clock) add(d time.Duration, fn func(time.Time)) *fakeTimer {
 	c.mu.Lock()
 	t := &fakeTimer{c: c, when: c.now.Add(d), fn: fn}
 	c.timers = append(c.timers, t)
-	close(c.started)
+	close(c.startedLocked())
 	c.started = make(chan struct{})
 	due := c.dueLocked() // a timer for d <= 0 fires at once
 	c.mu.Unlock()
 	fire(due)
 	return t
+}
+
+// startedLocked is the channel closed when the next timer starts (made
+// here too, so a zero Clock works).
+func (c *Clock) startedLocked() chan struct{} {
+	if c.started == nil {
+		c.started = make(chan struct{})
+	}
+	return c.started
 }
 
 // dueLocked removes and returns every due timer, earliest first, stamped
