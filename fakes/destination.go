@@ -25,6 +25,8 @@ type Destination struct {
 	// Name is the destination's identity (DefaultName when empty): two
 	// fakes with different names are two destinations.
 	Name string
+	// Clock stamps receipts; the system clock when nil.
+	Clock ledger.Clock
 }
 
 // DefaultName is the identity of a fake destination that was given none.
@@ -73,6 +75,13 @@ func (d *Destination) SetLookupDown(down bool) {
 	d.mu.Unlock()
 }
 
+func (d *Destination) now() time.Time {
+	if d.Clock == nil {
+		return ledger.SystemClock{}.Now()
+	}
+	return d.Clock.Now()
+}
+
 // Send implements ledger.Destination.
 func (d *Destination) Send(ctx context.Context, msg ledger.Message) (ledger.Receipt, error) {
 	d.mu.Lock()
@@ -95,7 +104,7 @@ func (d *Destination) Send(ctx context.Context, msg ledger.Message) (ledger.Rece
 	switch o {
 	case ledger.OutcomeAccepted:
 		d.arrived = append(d.arrived, msg)
-		return ledger.Receipt{TransportID: msg.TransportID, Response: "250 accepted", At: time.Now()}, nil
+		return ledger.Receipt{TransportID: msg.TransportID, Response: "250 accepted", At: d.now()}, nil
 	case ledger.OutcomeUnknown:
 		d.arrived = append(d.arrived, msg)
 		return ledger.Receipt{}, &ledger.DeliveryError{Outcome: o, Err: errors.New("connection lost after the message was handed over")}

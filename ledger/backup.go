@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/mattn/go-sqlite3"
+
+	"gatehouse/internal/oswait"
 )
 
 // ErrInUse means another process has the ledger open.
@@ -125,10 +127,8 @@ func copyDatabase(ctx context.Context, dest, src *sql.DB) error {
 					return errors.Join(err, b.Finish())
 				}
 				// Busy: another connection holds a lock the copy needs.
-				select {
-				case <-ctx.Done():
-					return errors.Join(ctx.Err(), b.Finish())
-				case <-time.After(10 * time.Millisecond):
+				if err := oswait.Pause(ctx, 10*time.Millisecond); err != nil {
+					return errors.Join(err, b.Finish())
 				}
 			}
 		})

@@ -1,22 +1,62 @@
 package ledger
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
-// Clock is where the ledger reads the time: leases, presence TTLs and event
-// timestamps. Tests and rehearsals pass a controllable clock instead of
-// sleeping.
+// Clock is where domain time comes from: leases, presence TTLs, event
+// timestamps, the bound on a send, a mailbox's arrival stamps and timed
+// faults, the Date a destination writes. Tests and rehearsals pass a
+// controllable clock (fakes.Clock) whose timers fire when it is advanced,
+// so nothing sleeps to let domain time pass.
+//
+// Waits on the operating system that must stay real under a fake clock
+// (SQLite busy retries, socket deadlines) are not domain time: they go
+// through package internal/oswait.
 type Clock interface {
+	// Now is the current time on this clock.
 	Now() time.Time
+	// NewTimer returns a timer that sends the clock's time on the channel
+	// once d has passed on this clock.
+	NewTimer(d time.Duration) (Timer, <-chan time.Time)
+	// AfterFunc calls f in its own goroutine once d has passed on this
+	// clock.
+	AfterFunc(d time.Duration, f func()) Timer
+}
+
+// Timer controls a timer started by a Clock.
+type Timer interface {
+	// Stop prevents the timer from firing; it reports whether it stopped
+	// it (false when it had already fired or been stopped).
+	Stop() bool
 }
 
 // SystemClock is the wall clock.
 type SystemClock struct{}
 
+var _ Clock = SystemClock{}
+
 // Now returns the current wall-clock time in UTC.
 func (SystemClock) Now() time.Time { return time.Now().UTC() }
 
-// ClockFunc adapts a function to Clock.
-type ClockFunc func() time.Time
+// NewTimer is time.NewTimer.
+func (SystemClock) NewTimer(d time.Duration) (Timer, <-chan time.Time) {
+	t := time.NewTimer(d)
+	return t, t.C
+}
 
-// Now calls f.
-func (f ClockFunc) Now() time.Time { return f() }
+// AfterFunc is time.AfterFunc.
+func (SystemClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
+
+// WithClockTimeout is context.WithTimeout measured on c: the context is
+// cancelled, with cause context.DeadlineExceeded, once d has passed on c.
+// On a fake clock that happens when the clock is advanced past it.
+func WithClockTimeout(ctx context.Context, c Clock, d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	t := c.AfterFunc(d, func() { cancel(context.DeadlineExceeded) })
+	return ctx, func() {
+		t.Stop()
+		cancel(context.Canceled)
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"gatehouse/internal/mailheader"
 )
 
 // Message is what the gate hands a Destination for one attempt of one action.
@@ -31,18 +33,19 @@ func (m Message) MessageID() string { return m.TransportID }
 // action key and Message-ID (see Looker).
 func (m Message) Headers() map[string]string {
 	return map[string]string{
-		"Message-ID":      "<" + m.MessageID() + ">",
-		HeaderActionKey:   m.ActionKey,
-		HeaderAttempt:     fmt.Sprint(m.Attempt),
-		HeaderTransportID: m.TransportID,
+		mailheader.MessageID: "<" + m.MessageID() + ">",
+		HeaderActionKey:      m.ActionKey,
+		HeaderAttempt:        fmt.Sprint(m.Attempt),
+		HeaderTransportID:    m.TransportID,
 	}
 }
 
-// Header names attached to every outgoing message.
+// Header names attached to every outgoing message; package mailheader is
+// where they are spelled.
 const (
-	HeaderActionKey   = "X-Gatehouse-Action-Key"
-	HeaderAttempt     = "X-Gatehouse-Attempt"
-	HeaderTransportID = "X-Gatehouse-Transport"
+	HeaderActionKey   = mailheader.ActionKey
+	HeaderAttempt     = mailheader.Attempt
+	HeaderTransportID = mailheader.TransportID
 )
 
 // DefaultSender is the From address of actions that name none.
@@ -117,7 +120,7 @@ type EpochReporter interface {
 // FoundMessage is one stored message as the destination's records describe it.
 type FoundMessage struct {
 	MessageID  string   // without angle brackets
-	ActionKey  string   // its X-Gatehouse-Action-Key header ("" when absent)
+	ActionKey  string   // its HeaderActionKey field ("" when absent)
 	Recipients []string // envelope (or To) recipients
 }
 

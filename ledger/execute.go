@@ -75,7 +75,8 @@ type Delivery struct {
 
 // Deliver hands msg, the message BeginAttempt returned for att, to dest once
 // and classifies the result. It is the only caller of Destination.Send in
-// the gate. The send is bounded to three quarters of the attempt's lease:
+// the gate. The send is bounded to three quarters of the attempt's lease,
+// measured on the ledger's clock like the lease itself:
 // once the lease runs out, recovery may declare the attempt unknown and a
 // reconciliation that finds nothing yet would allow a retry while this send
 // still lands. A destination other than the one the attempt recorded is not
@@ -86,7 +87,7 @@ func (l *Ledger) Deliver(ctx context.Context, att Attempt, msg Message, dest Des
 			Err: fmt.Errorf("attempt %d of %s was recorded for %s, not %s; nothing was sent", att.Number, att.ActionKey, att.Destination, id)}
 		return Delivery{Outcome: OutcomeNotDelivered, Err: err}
 	}
-	sendCtx, cancel := context.WithTimeout(ctx, l.lease*3/4)
+	sendCtx, cancel := WithClockTimeout(ctx, l.clock, l.lease*3/4)
 	defer cancel()
 	rcpt, err := dest.Send(sendCtx, msg)
 	return Delivery{Outcome: ClassifyDelivery(err), Receipt: rcpt, Err: err}

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/mattn/go-sqlite3"
+
+	"gatehouse/internal/oswait"
 )
 
 //go:embed schema/*.sql
@@ -323,7 +325,7 @@ func isNotADB(err error) bool {
 // enableWAL switches the file to WAL; the mode is persistent, so this is a
 // no-op after the first open.
 func enableWAL(w *sql.DB) error {
-	deadline := time.Now().Add(time.Minute)
+	budget := oswait.NewBudget(time.Minute)
 	for {
 		var mode string
 		err := w.QueryRow("PRAGMA journal_mode = WAL").Scan(&mode)
@@ -333,10 +335,10 @@ func enableWAL(w *sql.DB) error {
 			}
 			return nil
 		}
-		if !isBusy(err) || time.Now().After(deadline) {
+		if !isBusy(err) || budget.Spent() {
 			return fmt.Errorf("enable WAL: %w", err)
 		}
-		time.Sleep(5 * time.Millisecond)
+		_ = oswait.Pause(context.Background(), 5*time.Millisecond)
 	}
 }
 
@@ -449,7 +451,9 @@ func (l *Ledger) writeRelaxed(ctx context.Context, fn func(*wtx) error) error {
 // connection, retrying while another process holds the write lock, so that no
 // "database is locked" reaches a caller before ctx or a generous deadline ends.
 func (l *Ledger) writeWith(ctx context.Context, durable bool, fn func(*wtx) error) error {
-	deadline := time.Now().Add(2 * time.Minute)
+	// Another process's lock is released in real time, whatever the
+	// ledger's clock says.
+	budget := oswait.NewBudget(2 * time.Minute)
 	backoff := time.Millisecond
 	for {
 		err := l.tryWrite(ctx, durable, fn)
@@ -457,15 +461,11 @@ func (l *Ledger) writeWith(ctx context.Context, durable bool, fn func(*wtx) erro
 			durable = true
 			continue
 		}
-		if err == nil || !isBusy(err) || time.Now().After(deadline) {
+		if err == nil || !isBusy(err) || budget.Spent() {
 			return err
 		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
-		case <-t.C:
+		if werr := oswait.Pause(ctx, backoff); werr != nil {
+			return fmt.Errorf("%w (last: %v)", werr, err)
 		}
 		if backoff < 50*time.Millisecond {
 			backoff *= 2

@@ -44,7 +44,7 @@ func (w *world) env(extra ...string) []string {
 func (w *world) destination() ledger.Endpoint {
 	d, err := smtpdest.New(w.mb.Target())
 	must(w.t, err)
-	return ledger.EndpointOf(d)
+	return ledger.EndpointOf(d.Gate())
 }
 
 func (w *world) open() *ledger.Ledger {

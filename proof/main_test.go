@@ -70,11 +70,12 @@ func playRole(role string) int {
 		return 1
 	}
 	defer l.Close()
-	dest, err := smtpdest.New(os.Getenv("PROOF_TARGET"))
+	sd, err := smtpdest.New(os.Getenv("PROOF_TARGET"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	dest := sd.Gate()
 	actor := os.Getenv("PROOF_ACTOR")
 	keys := strings.Split(os.Getenv("PROOF_KEYS"), ",")
 	switch role {

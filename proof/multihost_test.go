@@ -153,10 +153,11 @@ func TestMultiHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer mb.Close()
-	dest, err := smtpdest.New(mb.Target())
+	sd, err := smtpdest.New(mb.Target())
 	if err != nil {
 		t.Fatal(err)
 	}
+	dest := sd.Gate()
 	bin := buildGatehouse(t)
 	env := []string{"GATEHOUSE_LEDGER=" + loc, "GATEHOUSE_LEASE=4s"}
 

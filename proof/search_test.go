@@ -91,9 +91,11 @@ func newSearchWorld(t *testing.T, seed uint64, bin string) *searchWorld {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { w.mb.Close() })
-	if w.dest, err = smtpdest.New(w.mb.Target(), smtpdest.WithDataTimeout(2*time.Second)); err != nil {
+	sd, err := smtpdest.New(w.mb.Target(), smtpdest.WithDataTimeout(2*time.Second))
+	if err != nil {
 		t.Fatal(err)
 	}
+	w.dest = sd.Gate()
 	empty := filepath.Join(dir, "empty")
 	if err := os.Mkdir(empty, 0o755); err != nil {
 		t.Fatal(err)

@@ -200,8 +200,9 @@ func TestStress(t *testing.T) {
 	l, err = ledger.Open(path)
 	must(t, err)
 	defer l.Close()
-	dest, err := smtpdest.New(mb.Target())
+	sd, err := smtpdest.New(mb.Target())
 	must(t, err)
+	dest := sd.Gate()
 	_, unknown, err := l.ListActions(ctx, ledger.ActionFilter{States: []ledger.State{ledger.StateUnknown}, Limit: 100000})
 	must(t, err)
 	for _, a := range unknown {

@@ -145,20 +145,22 @@ func (e *env) openLedger() error {
 }
 
 func (e *env) startMailbox(ctx context.Context) error {
-	mb, err := testmailbox.Start(ctx, testmailbox.Config{})
+	// The mailbox stamps arrivals and times its faults on the rehearsal
+	// clock, so reports never depend on the wall clock.
+	mb, err := testmailbox.Start(ctx, testmailbox.Config{Clock: e.clock})
 	if err != nil {
 		return fmt.Errorf("start test mailbox: %w", err)
 	}
 	e.mb = mb
-	dest, err := smtpdest.New(mb.Target(), smtpdest.WithDataTimeout(2*time.Second), smtpdest.WithNow(e.clock.Now))
+	dest, err := smtpdest.New(mb.Target(), smtpdest.WithDataTimeout(2*time.Second), smtpdest.WithClock(e.clock))
 	if err != nil {
 		return fmt.Errorf("connect to test mailbox: %w", err)
 	}
-	lk, ok := dest.(ledger.Looker)
+	lk, ok := dest.Looking()
 	if !ok {
 		return errors.New("connect to test mailbox: the destination offers no lookup")
 	}
-	e.dest, e.looker = dest, lk
+	e.dest, e.looker = lk, lk
 	// Reports must read the same on every run, but the mailbox listens on
 	// a new port each time: its addresses are shown by name.
 	e.rename(dest.Identity(), MailboxName)

@@ -28,7 +28,6 @@ type Run struct {
 	next     int
 	results  []StepResult
 	verdicts []Verdict
-	arrivals *arrivalLog
 	final    bool
 	// workflows are the background runs started and not yet awaited.
 	workflows map[string]*workflowRun
@@ -76,7 +75,7 @@ func NewRun(ctx context.Context, sc *Scenario, opts Options) (*Run, error) {
 		return nil, err
 	}
 	r := &Run{sc: sc, env: e, actions: map[string]*actionState{}, tasks: map[string]Task{},
-		arrivals: newArrivalLog(), workflows: map[string]*workflowRun{}}
+		workflows: map[string]*workflowRun{}}
 	for _, t := range sc.World.Tasks {
 		r.tasks[t.ID] = t
 	}
@@ -130,9 +129,6 @@ func (r *Run) Step(ctx context.Context) (StepResult, error) {
 	res.Index = r.next
 	if err != nil {
 		return res, fmt.Errorf("rehearse %s: step %d (%s): %w", r.sc.Name, r.next, res.Label, err)
-	}
-	if err := r.arrivals.observe(ctx, r.env); err != nil {
-		return res, fmt.Errorf("rehearse %s: read mailbox: %w", r.sc.Name, err)
 	}
 	res.Clock = r.env.clock.Now()
 	// Each step takes one second of fake time, so history and arrivals

@@ -160,3 +160,18 @@ func TestFaultsAndRecordCrash(t *testing.T) {
 		t.Fatalf("failed:\n%s", b.String())
 	}
 }
+
+// TestTimedFaultsRunOnTheRehearsalClock: the rehearsal mailbox times its
+// faults on the pretend clock (docs/scenarios.md): a delayed reply never
+// reaches the sender in time, and a timed down ends when a wait passes it.
+func TestTimedFaultsRunOnTheRehearsalClock(t *testing.T) {
+	sc, err := ParseFile(filepath.Join("testdata", "timed-faults.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep := mustRun(t, sc, Options{}); !rep.Passed {
+		var b bytes.Buffer
+		WriteText(&b, []Report{rep})
+		t.Fatalf("failed:\n%s", b.String())
+	}
+}

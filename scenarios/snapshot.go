@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"gatehouse/ledger"
@@ -150,36 +149,6 @@ type Counts struct {
 	Unknown         int `json:"unknown"`
 }
 
-// arrivalLog remembers when (on the fake clock) each stored message was
-// first seen, so arrival times in reports never depend on the wall clock.
-type arrivalLog struct {
-	mu   sync.Mutex
-	seen map[int64]time.Time
-}
-
-func newArrivalLog() *arrivalLog { return &arrivalLog{seen: map[int64]time.Time{}} }
-
-func (a *arrivalLog) observe(ctx context.Context, e *env) error {
-	_, msgs, err := e.mb.List(ctx, testmailbox.Filter{})
-	if err != nil {
-		return err
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for _, m := range msgs {
-		if _, ok := a.seen[m.ID]; !ok {
-			a.seen[m.ID] = e.clock.Now()
-		}
-	}
-	return nil
-}
-
-func (a *arrivalLog) at(id int64) time.Time {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.seen[id]
-}
-
 // Snapshot reads the ledger and the mailbox now.
 func (r *Run) Snapshot(ctx context.Context) (Snapshot, error) {
 	snap := Snapshot{Clock: r.env.clock.Now(), Step: r.next, Steps: len(r.sc.Steps),
@@ -236,7 +205,7 @@ func (r *Run) rows(ctx context.Context) ([]Row, error) {
 			byKey[m.ActionKey] = row
 		}
 		row.Arrivals = append(row.Arrivals, ArrivalCell{MessageID: m.MessageID, To: strings.Join(m.To, ","),
-			Subject: m.Subject, At: r.arrivals.at(m.ID), Duplicate: m.Duplicate})
+			Subject: m.Subject, At: m.ReceivedAt, Duplicate: m.Duplicate})
 	}
 	out := make([]Row, len(rows))
 	for i, row := range rows {

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"gatehouse/internal/oswait"
 	"gatehouse/testmailbox"
 )
 
@@ -248,15 +249,15 @@ const groupGoneWait = 10 * time.Second
 // reaps, only zombies remain, and the wait ends there (the rehearsal's
 // restart still recovers their attempts by the lease).
 func awaitGroupGone(pgid int) {
-	deadline := time.Now().Add(groupGoneWait)
-	for time.Now().Before(deadline) {
+	budget := oswait.NewBudget(groupGoneWait)
+	for !budget.Spent() {
 		if err := syscall.Kill(-pgid, 0); errors.Is(err, syscall.ESRCH) {
 			return
 		}
 		if onlyZombies(pgid) {
 			return
 		}
-		time.Sleep(5 * time.Millisecond)
+		oswait.Pause(context.Background(), 5*time.Millisecond)
 	}
 }
 
@@ -307,7 +308,7 @@ func (w *workflowRun) watch(parent, ctx context.Context, mb *testmailbox.Mailbox
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		t := time.NewTimer(timeout)
+		t := oswait.NewTimer(timeout) // the command runs in real time
 		defer t.Stop()
 		select {
 		case <-t.C:
@@ -327,7 +328,7 @@ func (w *workflowRun) watch(parent, ctx context.Context, mb *testmailbox.Mailbox
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			t := time.NewTimer(d)
+			t := oswait.NewTimer(d)
 			defer t.Stop()
 			select {
 			case <-t.C:

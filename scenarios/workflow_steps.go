@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"gatehouse/internal/oswait"
 	"gatehouse/ledger"
 )
 
@@ -116,7 +117,8 @@ func (r *Run) doAwaitState(ctx context.Context, s *Step, _ barrier) (outcome, er
 		timeout, _ = time.ParseDuration(s.Timeout) // validated
 	}
 	key := r.action(s.Action).key
-	deadline := time.Now().Add(timeout)
+	// The state is changed by a command running in real time.
+	budget := oswait.NewBudget(timeout)
 	got := "absent"
 	for {
 		a, err := r.env.l.Action(ctx, key)
@@ -126,13 +128,11 @@ func (r *Run) doAwaitState(ctx context.Context, s *Step, _ barrier) (outcome, er
 		case !errors.Is(err, ledger.ErrNotFound):
 			return outcome{}, fmt.Errorf("await_state: %w", err)
 		}
-		if got == s.State || time.Now().After(deadline) {
+		if got == s.State || budget.Spent() {
 			break
 		}
-		select {
-		case <-time.After(stateWaitPoll):
-		case <-ctx.Done():
-			return outcome{}, ctx.Err()
+		if err := oswait.Pause(ctx, stateWaitPoll); err != nil {
+			return outcome{}, err
 		}
 	}
 	v := Verdict{Name: fmt.Sprintf("await_state %s %s", s.Action, s.State), Pos: s.KeyPos["state"],

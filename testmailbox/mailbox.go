@@ -25,6 +25,8 @@ import (
 	"time"
 
 	"github.com/emersion/go-smtp"
+
+	"gatehouse/ledger"
 )
 
 // Credentials accepted by AUTH PLAIN when Config.RequireAuth is set and
@@ -66,6 +68,11 @@ type Config struct {
 	AuthUsername    string        // default TestUsername
 	AuthPassword    string        // default TestPassword
 	Faults          []Fault       // faults in force from the start
+	// Clock stamps arrivals and times delay_reply and down faults; the
+	// system clock when nil. With a fake clock a delayed reply comes, and
+	// a timed down ends, only when the clock is advanced past it. Session
+	// read timeouts stay on the wall clock: the kernel measures them.
+	Clock ledger.Clock
 
 	// AllowRemote permits listen addresses that are not loopback. Without
 	// it Start refuses them: the API deletes messages and injects faults.
@@ -109,7 +116,7 @@ type Mailbox struct {
 	accepted, refused, dropped atomic.Int64
 
 	downMu    sync.Mutex
-	downTimer *time.Timer
+	downTimer ledger.Timer
 
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -140,6 +147,9 @@ func Start(ctx context.Context, cfg Config) (*Mailbox, error) {
 	}
 	if cfg.AuthUsername == "" && cfg.AuthPassword == "" {
 		cfg.AuthUsername, cfg.AuthPassword = TestUsername, TestPassword
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = ledger.SystemClock{}
 	}
 	for _, f := range cfg.Faults {
 		if err := f.Validate(); err != nil {
@@ -347,7 +357,7 @@ func (m *Mailbox) Close() error {
 // limit (Go API) and Offset skips that many of the oldest matches.
 type Filter struct {
 	To        string // an envelope recipient, case-insensitive, brackets optional
-	ActionKey string // X-Gatehouse-Action-Key, exact
+	ActionKey string // the mailheader.ActionKey field, exact
 	MessageID string // Message-ID, with or without angle brackets
 	Limit     int
 	Offset    int
@@ -362,7 +372,7 @@ type Message struct {
 	Subject    string    `json:"subject"`
 	MessageID  string    `json:"message_id"` // without angle brackets
 	ActionKey  string    `json:"action_key"`
-	Attempt    string    `json:"attempt"` // X-Gatehouse-Attempt as sent
+	Attempt    string    `json:"attempt"` // the mailheader.Attempt field as sent
 	Size       int64     `json:"size"`
 	// Duplicate marks an arrival whose action key had already arrived.
 	Duplicate bool   `json:"duplicate"`
@@ -531,8 +541,8 @@ func (m *Mailbox) applyDown() error {
 		m.faults.countDown()
 	}
 	if f.Duration > 0 {
-		m.faults.downUntil(time.Now().Add(f.Duration).UTC().Truncate(time.Millisecond))
-		m.downTimer = time.AfterFunc(f.Duration, func() {
+		m.faults.downUntil(m.cfg.Clock.Now().Add(f.Duration).UTC().Truncate(time.Millisecond))
+		m.downTimer = m.cfg.Clock.AfterFunc(f.Duration, func() {
 			m.faults.removeDown()
 			if err := m.applyDown(); err != nil && m.cfg.ErrorLog != nil {
 				m.cfg.ErrorLog.Printf("testmailbox: coming back up: %v", err)

@@ -16,6 +16,8 @@ import (
 
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
+
+	"gatehouse/fakes"
 )
 
 // start runs a mailbox for one test and closes it afterwards.
@@ -414,31 +416,83 @@ func TestDownRefusesThenComesBack(t *testing.T) {
 	if err := send(m.SMTPAddr(), []string{"ann@example.com"}, message("up", "s")); err != nil {
 		t.Fatalf("send after down: %v", err)
 	}
+}
 
-	// A timed down ends by itself; await it through the mailbox's state.
+// TestTimedDownEndsOnTheMailboxClock: a down fault with a duration ends
+// when the mailbox's clock passes it, not after wall-clock time.
+func TestTimedDownEndsOnTheMailboxClock(t *testing.T) {
+	clk := fakes.NewClock(time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC))
+	m := start(t, Config{Clock: clk})
 	if err := m.AddFault(Fault{Kind: FaultDown, Duration: 50 * time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}
 	ctx := ctxT(t)
-	for {
+	down := func() bool {
+		t.Helper()
 		st, err := m.Stats(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !st.Down {
-			if st.FaultsFired[FaultDown] != 2 {
-				t.Errorf("down fired %d; want 2", st.FaultsFired[FaultDown])
-			}
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatal("still down")
-		case <-time.After(5 * time.Millisecond):
-		}
+		return st.Down
 	}
-	if err := send(m.SMTPAddr(), []string{"ann@example.com"}, message("up2", "s")); err != nil {
+	if st := m.Faults(); len(st) != 1 || !st[0].Until.Equal(clk.Now().Add(50*time.Millisecond)) {
+		t.Errorf("faults %+v; want one down until 50ms on the mailbox clock", st)
+	}
+	clk.Advance(49 * time.Millisecond)
+	if !down() || dialable(m.SMTPAddr()) {
+		t.Fatal("up before the mailbox clock reached the end of the down")
+	}
+	clk.Advance(time.Millisecond)
+	if down() {
+		t.Fatal("still down once the mailbox clock passed its end")
+	}
+	st, err := m.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.FaultsFired[FaultDown] != 1 {
+		t.Errorf("down fired %d; want 1", st.FaultsFired[FaultDown])
+	}
+	if err := send(m.SMTPAddr(), []string{"ann@example.com"}, message("up3", "s")); err != nil {
 		t.Fatalf("send after timed down: %v", err)
+	}
+}
+
+// TestDelayedReplyComesWhenTheClockPassesIt: delay_reply stores the
+// message, then answers once the mailbox's clock has moved by the delay.
+func TestDelayedReplyComesWhenTheClockPassesIt(t *testing.T) {
+	clk := fakes.NewClock(time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC))
+	m := start(t, Config{Clock: clk, Faults: []Fault{{Kind: FaultDelayReply, Duration: time.Hour, Count: 1}}})
+	ctx := ctxT(t)
+	replied := make(chan error, 1)
+	go func() { replied <- send(m.SMTPAddr(), []string{"ann@example.com"}, message("late", "s")) }()
+	if _, err := m.WaitFor(ctx, Filter{ActionKey: "late"}, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := clk.BlockUntil(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Hour - time.Second)
+	select {
+	case err := <-replied:
+		t.Fatalf("reply before the delay passed on the clock: %v", err)
+	default:
+	}
+	clk.Advance(time.Second)
+	select {
+	case err := <-replied:
+		if err != nil {
+			t.Fatalf("delayed reply: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("no reply once the clock passed the delay")
+	}
+	got, err := m.Get(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.ReceivedAt.Equal(time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)) {
+		t.Errorf("received at %v; want the mailbox clock's time when it arrived", got.ReceivedAt)
 	}
 }
 

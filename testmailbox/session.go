@@ -10,6 +10,8 @@ import (
 
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
+
+	"gatehouse/internal/mailheader"
 )
 
 // Replies the mailbox gives in its own words. They are *smtp.SMTPError values
@@ -107,7 +109,7 @@ func (s *session) Data(r io.Reader) error {
 		}
 		return replyReadFailed
 	}
-	a, err := parseArrival(raw)
+	a, err := parseArrival(raw, s.m.cfg.Clock.Now().UTC())
 	if err != nil {
 		s.m.refused.Add(1)
 		return replyMalformed
@@ -138,10 +140,10 @@ func (s *session) Data(r io.Reader) error {
 		s.m.dropped.Add(1)
 		s.conn.Conn().Close()
 	case FaultDelayReply:
-		t := time.NewTimer(fault.Duration)
+		t, fired := s.m.cfg.Clock.NewTimer(fault.Duration)
 		defer t.Stop()
 		select {
-		case <-t.C:
+		case <-fired:
 		case <-s.m.closing:
 		}
 	}
@@ -150,7 +152,7 @@ func (s *session) Data(r io.Reader) error {
 
 // parseArrival reads the header fields the mailbox indexes. A header section
 // that does not parse makes the whole message malformed.
-func parseArrival(raw []byte) (*arrival, error) {
+func parseArrival(raw []byte, at time.Time) (*arrival, error) {
 	msg, err := mail.ReadMessage(bytes.NewReader(raw))
 	if err != nil {
 		return nil, err
@@ -164,9 +166,9 @@ func parseArrival(raw []byte) (*arrival, error) {
 	return &arrival{
 		raw:        raw,
 		subject:    subject,
-		messageID:  normMessageID(h.Get("Message-ID")),
-		actionKey:  h.Get("X-Gatehouse-Action-Key"),
-		attempt:    h.Get("X-Gatehouse-Attempt"),
-		receivedAt: time.Now().UTC(),
+		messageID:  normMessageID(h.Get(mailheader.MessageID)),
+		actionKey:  h.Get(mailheader.ActionKey),
+		attempt:    h.Get(mailheader.Attempt),
+		receivedAt: at,
 	}, nil
 }

@@ -10,6 +10,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"gatehouse/internal/oswait"
 	"math/big"
 	"net"
 	"os"
@@ -129,7 +130,7 @@ func selfSigned(domain, listenAddr string) (certPEM, keyPEM []byte, err error) {
 			}
 		}
 	}
-	now := time.Now()
+	now := oswait.Now() // TLS clients check validity against their own clock
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial,
 		Subject:               pkix.Name{CommonName: "gatehouse test mailbox " + domain},

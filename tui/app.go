@@ -11,8 +11,10 @@ import (
 )
 
 // App is the root model: it owns the terminal (alt screen, mouse), the app
-// bar, the status line, the spinner, the help line and a stack of screens
-// (esc returns to the one below).
+// bar, the status line, the spinner, the help line, a stack of screens
+// (esc returns to the one below) and the screens' I/O commands, which it
+// runs under its own context and waits for when it closes (Bubble Tea
+// does not wait for commands still running when the program quits).
 type App struct {
 	th       Theme
 	stack    []Screen
@@ -24,6 +26,7 @@ type App struct {
 	spin     spinner.Model
 	spinning bool
 	onClose  []func()
+	cmds     *commands
 }
 
 // chrome is how many lines the app bar, status line and help line take.
@@ -41,6 +44,7 @@ func NewApp(th Theme, first Screen, onClose ...func()) *App {
 		th: th, stack: []Screen{first}, help: h,
 		width: 80, height: 24, onClose: onClose,
 		spin: spinner.New(spinner.WithSpinner(spinner.MiniDot)),
+		cmds: newCommands(),
 	}
 }
 
@@ -49,9 +53,11 @@ func NewApp(th Theme, first Screen, onClose ...func()) *App {
 // inspector may still be showing after the rehearsal screen was left).
 type closer interface{ Close() }
 
-// Close closes every open screen, then runs the clean-up functions given
-// to NewApp.
+// Close ends the app's context, waits for every I/O command still
+// running, then closes every open screen and runs the clean-up functions
+// given to NewApp: nothing is released while a command may still use it.
 func (a *App) Close() {
+	a.cmds.close()
 	for i := len(a.stack) - 1; i >= 0; i-- {
 		if c, ok := a.stack[i].(closer); ok {
 			c.Close()
@@ -87,6 +93,8 @@ func (a *App) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		cmd = a.onSpin(msg)
 	case routedMsg:
 		cmd = a.onRouted(msg)
+	case ioMsg:
+		cmd = a.cmds.run(msg)
 	case pushMsg:
 		cmd = a.onPush(msg.screen)
 	case popMsg:
@@ -117,7 +125,7 @@ func (a *App) onKey(msg tea.KeyPressMsg) tea.Cmd {
 		a.showHelp = false // any key closes full help
 		return nil
 	}
-	if msg.String() == "ctrl+c" {
+	if key.Matches(msg, Keys.ForceQuit) {
 		return a.quit()
 	}
 	if a.top().Capturing() {
@@ -136,9 +144,13 @@ func (a *App) onKey(msg tea.KeyPressMsg) tea.Cmd {
 	return a.updateTop(msg)
 }
 
-// quit ends the program; the caller of Run closes the app afterwards, so
-// that nothing is removed while a command may still use it.
-func (a *App) quit() tea.Cmd { return tea.Quit }
+// quit ends the program and cancels the commands still running; the
+// caller of Run closes the app afterwards, which waits for them, so that
+// nothing is removed while a command may still use it.
+func (a *App) quit() tea.Cmd {
+	a.cmds.cancel()
+	return tea.Quit
+}
 
 // onWheel turns the mouse wheel into the up and down keys of the screen.
 func (a *App) onWheel(msg tea.MouseWheelMsg) tea.Cmd {

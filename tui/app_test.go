@@ -1,6 +1,8 @@
 package tui
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -14,7 +16,7 @@ func newTestHome(t *testing.T) *Home {
 		t.Fatal(err)
 	}
 	h := NewHome(NewTheme(true), HomeConfig{Scenarios: list,
-		NewDemo: func() (Screen, error) { d, _ := newTestDemo(t); return d, nil }})
+		NewDemo: func(context.Context) (Screen, error) { d, _ := newTestDemo(t); return d, nil }})
 	t.Cleanup(h.Close)
 	return h
 }
@@ -114,5 +116,31 @@ func TestHomeFilterKeepsColumnsAndSelection(t *testing.T) {
 	typeKeys(a, "/", "z", "z", "z", "enter")
 	if s := screenText(a); !strings.Contains(s, "no matches") {
 		t.Fatalf("an empty filter result does not say so:\n%s", s)
+	}
+}
+
+// TestDemoOpensInACommand: opening the takeover demo starts a mailbox and
+// a ledger, so it runs as the app's command, never inside Update; a
+// failure to open it is shown in the status line.
+func TestDemoOpensInACommand(t *testing.T) {
+	calls := 0
+	h := NewHome(NewTheme(true), HomeConfig{NewDemo: func(ctx context.Context) (Screen, error) {
+		calls++
+		if ctx == nil || ctx.Err() != nil {
+			t.Error("the demo opened without the app's live context")
+		}
+		return nil, errors.New("demo: start mailbox: address in use")
+	}})
+	a := newDriven(h, 80, 24)
+	_, cmd := a.Update(press("d"))
+	if calls != 0 {
+		t.Fatal("Update opened the demo itself")
+	}
+	drive(a, cmd)
+	if calls != 1 {
+		t.Fatalf("the command opened the demo %d times", calls)
+	}
+	if s := screenText(a); !strings.Contains(s, "✗ demo: start mailbox: address in use") {
+		t.Fatalf("the failure is not shown:\n%s", s)
 	}
 }

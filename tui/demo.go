@@ -56,7 +56,7 @@ type demoDoneMsg struct {
 // NewDemo returns the takeover demo over cfg.
 func NewDemo(th Theme, cfg DemoConfig) *Demo {
 	return &Demo{base: newBase(th), env: demoEnv{l: cfg.Ledger, dest: cfg.Dest}, box: cfg.Mailbox,
-		last: map[string]paneResult{}, told: "Press space to start the demonstration."}
+		last: map[string]paneResult{}, told: "Press " + keyOf(Keys.Step) + " to start the demonstration."}
 }
 
 // Title implements Screen.
@@ -129,7 +129,7 @@ func (d *Demo) advance() tea.Cmd {
 func (d *Demo) staffAct(f func(who string) tea.Cmd) tea.Cmd {
 	who := demoCast[d.focus]
 	if who == demoWorkflow {
-		return info("The workflow acts only through the script; tab to a staff pane first.")
+		return info("The workflow acts only through the script; " + keyOf(Keys.NextPane) + " to a staff pane first.")
 	}
 	return f(who)
 }
@@ -149,8 +149,7 @@ func (d *Demo) askTakeOver(who string) tea.Cmd {
 func (d *Demo) act(actor, text string, f func(context.Context, demoEnv) error) tea.Cmd {
 	d.busy = true
 	env, box := d.env, d.box
-	return d.do(func() tea.Msg {
-		ctx := context.Background()
+	return d.do(func(ctx context.Context) tea.Msg {
 		var err error
 		if f != nil {
 			err = f(ctx, env)
@@ -194,8 +193,7 @@ func (d *Demo) KeyMap() help.KeyMap {
 	if d.form != nil {
 		return helpKeys{short: []key.Binding{k.Confirm, k.Cancel}}
 	}
-	focus := k.Focus
-	focus.SetHelp("tab", "next pane")
+	focus := k.NextPane
 	short := []key.Binding{k.Step, k.ActTakeOver, k.ActView, focus}
 	return helpKeys{short: short, full: [][]key.Binding{{k.Step, focus, k.ActView, k.ActTakeOver}}}
 }

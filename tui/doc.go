@@ -3,11 +3,11 @@ package tui
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 
 	"charm.land/bubbles/v2/help"
 	"charm.land/bubbles/v2/key"
+	"charm.land/bubbles/v2/viewport"
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 )
@@ -15,13 +15,15 @@ import (
 // renderFunc lays a loaded document out at a width, so a resize re-wraps it.
 type renderFunc func(th Theme, width int) []string
 
-// docScreen shows one document (a detail) that is loaded once and scrolled.
+// docScreen shows one document (a detail) that is loaded once and scrolled
+// in a bubbles viewport. The viewport's own keys are not used: scrolling
+// follows the app's keymap.
 type docScreen struct {
 	base
 	title   string
 	load    func(ctx context.Context) (renderFunc, error)
 	render  renderFunc
-	off     int
+	vp      viewport.Model
 	loading bool
 }
 
@@ -32,7 +34,7 @@ type docLoadedMsg struct {
 }
 
 func newDoc(th Theme, title string, load func(context.Context) (renderFunc, error)) *docScreen {
-	return &docScreen{base: newBase(th), title: title, load: load, loading: true}
+	return &docScreen{base: newBase(th), title: title, load: load, loading: true, vp: viewport.New()}
 }
 
 // Title implements Screen.
@@ -44,10 +46,25 @@ func (d *docScreen) Busy() bool { return d.loading }
 // Init implements Screen.
 func (d *docScreen) Init() tea.Cmd {
 	load := d.load
-	return d.do(func() tea.Msg {
-		r, err := load(context.Background())
+	return d.do(func(ctx context.Context) tea.Msg {
+		r, err := load(ctx)
 		return docLoadedMsg{render: r, err: err}
 	})
+}
+
+// SetSize implements Screen: the document is laid out again at the new
+// width.
+func (d *docScreen) SetSize(w, h int) {
+	d.base.SetSize(w, h)
+	d.vp.SetWidth(w)
+	d.vp.SetHeight(h)
+	d.layout()
+}
+
+func (d *docScreen) layout() {
+	if d.render != nil {
+		d.vp.SetContentLines(d.render(d.th, d.width))
+	}
 }
 
 // Update implements Screen.
@@ -59,29 +76,40 @@ func (d *docScreen) Update(msg tea.Msg) (Screen, tea.Cmd) {
 			return d, fail(msg.err)
 		}
 		d.render = msg.render
+		d.layout()
 	case tea.KeyPressMsg:
-		d.off = scroll(msg, d.off, len(d.lines()), d.height)
+		d.scroll(msg)
 	}
 	return d, nil
 }
 
-func (d *docScreen) lines() []string {
-	if d.render == nil {
-		return nil
+// scroll moves the viewport by the app's movement keys.
+func (d *docScreen) scroll(msg tea.KeyPressMsg) {
+	switch {
+	case key.Matches(msg, Keys.Up):
+		d.vp.ScrollUp(1)
+	case key.Matches(msg, Keys.Down):
+		d.vp.ScrollDown(1)
+	case key.Matches(msg, Keys.PageUp):
+		d.vp.PageUp()
+	case key.Matches(msg, Keys.PageDown):
+		d.vp.PageDown()
+	case key.Matches(msg, Keys.Top):
+		d.vp.GotoTop()
+	case key.Matches(msg, Keys.Bottom):
+		d.vp.GotoBottom()
 	}
-	return d.render(d.th, d.width)
 }
 
 // View implements Screen.
 func (d *docScreen) View() string {
-	lines := d.lines()
 	if d.loading {
 		return "loading…"
 	}
-	end := min(d.off+d.height, len(lines))
-	shown := slices.Clone(lines[min(d.off, end):end])
-	if end < len(lines) && len(shown) > 0 { // say that there is more, and how to see it
-		shown[len(shown)-1] = d.th.Dim.Render(fmt.Sprintf("↓ %d more lines: j or pgdn", len(lines)-end+1))
+	shown := strings.Split(d.vp.View(), "\n")
+	if !d.vp.AtBottom() && len(shown) > 0 { // say that there is more, and how to see it
+		more := d.vp.TotalLineCount() - d.vp.YOffset() - len(shown) + 1
+		shown[len(shown)-1] = d.th.Dim.Render(fmt.Sprintf("↓ %d more lines: %s or %s", more, keyOf(Keys.Down), keyOf(Keys.PageDown)))
 	}
 	return strings.Join(shown, "\n")
 }
@@ -91,25 +119,6 @@ func (d *docScreen) KeyMap() help.KeyMap {
 	k := Keys
 	return helpKeys{short: []key.Binding{k.Up, k.Down, k.PageDown},
 		full: [][]key.Binding{navKeys()}}
-}
-
-// scroll moves a view offset over n lines shown h at a time.
-func scroll(msg tea.KeyPressMsg, off, n, h int) int {
-	switch {
-	case key.Matches(msg, Keys.Up):
-		off--
-	case key.Matches(msg, Keys.Down):
-		off++
-	case key.Matches(msg, Keys.PageUp):
-		off -= h
-	case key.Matches(msg, Keys.PageDown):
-		off += h
-	case key.Matches(msg, Keys.Top):
-		off = 0
-	case key.Matches(msg, Keys.Bottom):
-		off = n
-	}
-	return max(min(off, n-h), 0)
 }
 
 // para wraps text at width after prefix, indenting the continuation lines
@@ -128,30 +137,14 @@ func para(prefix, text string, width int) []string {
 	return out
 }
 
-// wrapWords breaks text at spaces only (a key such as T-4711 stays whole);
-// a word wider than the line is cut hard.
+// nbHyphen stands in for "-" while ansi.Wrap runs: it always breaks after
+// a hyphen, and a key such as T-4711 or gh1:cust-42 must stay whole.
+const nbHyphen = "\u2011"
+
+// wrapWords breaks text at spaces only, runs of white space counting as
+// one (a key such as T-4711 stays whole); a word wider than the line is
+// cut hard. ansi.Wrap does the work, keeping styles and wide characters.
 func wrapWords(text string, width int) []string {
-	var lines []string
-	var cur strings.Builder
-	curW := 0
-	for _, word := range strings.Fields(text) {
-		ww := ansi.StringWidth(word)
-		if curW > 0 && curW+1+ww > width {
-			lines = append(lines, cur.String())
-			cur.Reset()
-			curW = 0
-		}
-		for ww > width && curW == 0 {
-			lines = append(lines, ansi.Cut(word, 0, width))
-			word = ansi.Cut(word, width, ww)
-			ww = ansi.StringWidth(word)
-		}
-		if curW > 0 {
-			cur.WriteByte(' ')
-			curW++
-		}
-		cur.WriteString(word)
-		curW += ww
-	}
-	return append(lines, cur.String())
+	flat := strings.ReplaceAll(strings.Join(strings.Fields(text), " "), "-", nbHyphen)
+	return strings.Split(strings.ReplaceAll(ansi.Wrap(flat, width, ""), nbHyphen, "-"), "\n")
 }

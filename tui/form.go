@@ -64,7 +64,7 @@ func (f *form) view(th Theme, width int) string {
 	if f.problem != "" {
 		lines = append(lines, th.Bad.Render(f.problem))
 	}
-	lines = append(lines, th.Dim.Render("enter confirms · esc cancels"))
+	lines = append(lines, th.Dim.Render(keyOf(Keys.Confirm)+" confirms · "+keyOf(Keys.Cancel)+" cancels"))
 	return th.PaneFocus.Width(width).Render(strings.Join(lines, "\n"))
 }
 

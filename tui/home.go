@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -17,8 +18,10 @@ import (
 type HomeConfig struct {
 	Scenarios []*scenarios.Scenario // built-in and from --dir
 	NewRun    NewRunFunc            // nil: scenarios.NewRun on a temporary ledger
-	// NewDemo opens the takeover demo on a fresh ledger and mailbox.
-	NewDemo func() (Screen, error)
+	// NewDemo opens the takeover demo on a fresh ledger and mailbox. It
+	// runs as a command, never inside Update: it opens files and starts a
+	// server.
+	NewDemo func(ctx context.Context) (Screen, error)
 }
 
 // Home lists the scenarios with their last verdict and opens rehearsals,
@@ -45,7 +48,7 @@ func (h *Home) Close() {
 
 // NewHome returns the home screen.
 func NewHome(th Theme, cfg HomeConfig) *Home {
-	h := &Home{base: newBase(th), cfg: cfg, verdicts: map[string]bool{}, filter: newInput("/", "filter scenarios")}
+	h := &Home{base: newBase(th), cfg: cfg, verdicts: map[string]bool{}, filter: newInput(keyOf(Keys.Filter), "filter scenarios")}
 	h.applyFilter()
 	return h
 }
@@ -75,6 +78,11 @@ func (h *Home) Update(msg tea.Msg) (Screen, tea.Cmd) {
 		return h, h.onKey(msg)
 	case verdictMsg:
 		h.verdicts[msg.name] = msg.passed
+	case demoReadyMsg:
+		if msg.err != nil {
+			return h, fail(msg.err)
+		}
+		return h, push(msg.demo)
 	}
 	return h, nil
 }
@@ -107,7 +115,7 @@ func (h *Home) onFilterKey(msg tea.KeyPressMsg) tea.Cmd {
 	case key.Matches(msg, Keys.Cancel):
 		h.filter.SetValue("")
 		fallthrough
-	case msg.String() == "enter":
+	case key.Matches(msg, Keys.Apply):
 		h.filtering = false
 		h.filter.Blur()
 		h.applyFilter()
@@ -156,15 +164,21 @@ func (h *Home) openRehearsal() tea.Cmd {
 	return push(h.lastRun)
 }
 
+// demoReadyMsg is the takeover demo, opened by a command.
+type demoReadyMsg struct {
+	demo Screen
+	err  error
+}
+
 func (h *Home) openDemo() tea.Cmd {
-	if h.cfg.NewDemo == nil {
+	newDemo := h.cfg.NewDemo
+	if newDemo == nil {
 		return info("the takeover demo is not available here")
 	}
-	d, err := h.cfg.NewDemo()
-	if err != nil {
-		return fail(err)
-	}
-	return push(d)
+	return h.do(func(ctx context.Context) tea.Msg {
+		d, err := newDemo(ctx)
+		return demoReadyMsg{demo: d, err: err}
+	})
 }
 
 // openInspector inspects the ledger of the last rehearsal opened.
@@ -183,9 +197,9 @@ func (h *Home) openInspector() tea.Cmd {
 func (h *Home) KeyMap() help.KeyMap {
 	k := Keys
 	if h.filtering {
-		return helpKeys{short: []key.Binding{bind("enter", "apply"), k.Cancel}}
+		return helpKeys{short: []key.Binding{k.Apply, k.Cancel}}
 	}
-	rehearse := bind("enter", "rehearse", "enter")
+	rehearse := k.Rehearse
 	short := []key.Binding{rehearse, k.Filter, k.Demo, k.Inspect, k.Up, k.Down}
 	return helpKeys{short: short, full: [][]key.Binding{navKeys(), {rehearse, k.Filter, k.Demo, k.Inspect}}}
 }
@@ -196,14 +210,14 @@ var homeCols = []column{{"scenario", 10, 0}, {"title", 10, 1}, {"verdict", 7, 0}
 
 // View implements Screen.
 func (h *Home) View() string {
-	lines := []string{h.th.Header.Render("Scenarios") + h.th.Dim.Render(" — enter rehearses one, d shows the takeover demo"), h.filterLine()}
+	lines := []string{h.th.Header.Render("Scenarios") + h.th.Dim.Render(" — "+keyOf(Keys.Rehearse)+" rehearses one, "+keyOf(Keys.Demo)+" shows the takeover demo"), h.filterLine()}
 	end := min(h.pos.top+h.pos.rows, len(h.shown))
 	rows := make([]row, 0, end-h.pos.top)
 	for _, sc := range h.shown[h.pos.top:end] {
 		rows = append(rows, h.scenarioRow(sc))
 	}
 	if len(h.shown) == 0 {
-		return strings.Join(append(lines, "", h.th.Dim.Render("  no matches: esc shows every scenario")), "\n")
+		return strings.Join(append(lines, "", h.th.Dim.Render("  no matches: "+keyOf(Keys.Back)+" shows every scenario")), "\n")
 	}
 	// Widths come from every scenario, so filtering never narrows a column.
 	all := make([]row, len(h.cfg.Scenarios))

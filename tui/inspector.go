@@ -92,7 +92,7 @@ func NewInspector(th Theme, cfg InspectorConfig) *Inspector {
 	if cfg.Source == "" {
 		cfg.Source = cfg.Ledger.Path()
 	}
-	s := newInput("/", "")
+	s := newInput(keyOf(Keys.Filter), "")
 	return &Inspector{base: newBase(th), cfg: cfg, search: s}
 }
 
@@ -168,8 +168,8 @@ func (in *Inspector) pollLater() tea.Cmd {
 // checkChanges asks the ledger for its change counter, a single-row query.
 func (in *Inspector) checkChanges() tea.Cmd {
 	l := in.cfg.Ledger
-	return in.do(func() tea.Msg {
-		n, err := l.Changes(context.Background())
+	return in.do(func(ctx context.Context) tea.Msg {
+		n, err := l.Changes(ctx)
 		return changesMsg{n: n, err: err}
 	})
 }
@@ -206,11 +206,10 @@ func (in *Inspector) KeyMap() help.KeyMap {
 	case in.form != nil:
 		return helpKeys{short: []key.Binding{k.Confirm, k.Cancel}}
 	case in.searching:
-		return helpKeys{short: []key.Binding{bind("enter", "apply"), k.Cancel}}
+		return helpKeys{short: []key.Binding{k.Apply, k.Cancel}}
 	}
 	// Most important first: the app drops keys from the end to fit.
-	focus := k.Focus
-	focus.SetHelp("tab", "next tab")
+	focus := k.NextTab
 	short := []key.Binding{k.Open, focus}
 	switch in.tab {
 	case tabTasks:

@@ -57,7 +57,7 @@ func (in *Inspector) load() tea.Cmd {
 		in.loadedTop = li.pos.top
 	}
 	l := in.cfg.Ledger
-	return in.do(func() tea.Msg { return q.run(context.Background(), l) })
+	return in.do(func(ctx context.Context) tea.Msg { return q.run(ctx, l) })
 }
 
 // run performs the query. The stop switch is read with every load so the

@@ -60,7 +60,7 @@ func (in *Inspector) onSearchKey(msg tea.KeyPressMsg) tea.Cmd {
 		in.searching = false
 		in.search.Blur()
 		return nil
-	case msg.String() == "enter":
+	case key.Matches(msg, Keys.Apply):
 		in.searching = false
 		in.search.Blur()
 		li := in.current()
@@ -202,8 +202,8 @@ func (in *Inspector) ask(op operation) tea.Cmd {
 func (in *Inspector) perform(op operation, title, reason string) tea.Cmd {
 	in.ops++
 	l, actor := in.cfg.Ledger, in.cfg.Actor
-	return in.do(func() tea.Msg {
-		err := op.run(context.Background(), l, actor, op.target, reason)
+	return in.do(func(ctx context.Context) tea.Msg {
+		err := op.run(ctx, l, actor, op.target, reason)
 		name := strings.TrimSuffix(strings.TrimSuffix(op.verb, ":"), " on")
 		if err != nil && op.target != "" {
 			err = fmt.Errorf("%s refused: %s — %s", name, withoutKey(refusal(err), op.target), op.target)

@@ -16,22 +16,44 @@ func newTestInspector(l *ledger.Ledger) *Inspector {
 	return NewInspector(NewTheme(true), InspectorConfig{Ledger: l, Poll: -1, Source: "test.db", Actor: "olga"})
 }
 
-func TestInspectorRenders(t *testing.T) {
-	l := seedLedger(t)
-	a := newDriven(newTestInspector(l), 80, 24)
-	t.Log("\n" + screenText(a))
-	typeKeys(a, "tab")
-	t.Log("\n" + screenText(a))
-	typeKeys(a, "tab")
-	t.Log("\n" + screenText(a))
-	typeKeys(a, "tab")
-	t.Log("\n" + screenText(a))
-	typeKeys(a, "tab")
-	t.Log("\n" + screenText(a))
-	typeKeys(a, "tab", "tab", "enter")
-	t.Log("\n" + screenText(a))
-	if !strings.Contains(screenText(a), "Action") {
-		t.Fatal("no detail")
+// TestInspectorTabsShowTheLedger walks every tab of the inspector over the
+// seeded ledger (one action sent, one unknown, one held, one denied) and
+// checks what each must show, then opens the denied action's detail.
+func TestInspectorTabsShowTheLedger(t *testing.T) {
+	a := newDriven(newTestInspector(seedLedger(t)), 80, 24)
+	tabs := []struct {
+		name string
+		want []string
+	}{
+		{"Tasks", []string{"1–4 of 4", "T-1001  cust-ada", "bea", "T-1004  cust-dan", "o take over"}},
+		{"Actions", []string{"1–4 of 4", "denied   T-1004", "held     T-1003", "unknown  T-1002", "sent     T-1001", "s filter state"}},
+		{"HoldsAndUnknown", []string{"1–2 of 2", "held     operator  T-1003", "unknown            T-1002", "c reconcile"}},
+		{"Metrics", []string{"intended actions            4", "confirmed                   1", "held now                    1", "unknown now                 1"}},
+		{"Stop", []string{"Execution is running.", "S stops every attempt everywhere"}},
+	}
+	for i, tab := range tabs {
+		if i > 0 {
+			typeKeys(a, "tab")
+		}
+		s := screenText(a)
+		for _, want := range tab.want {
+			if !strings.Contains(s, want) {
+				t.Errorf("%s tab lacks %q:\n%s", tab.name, want, s)
+			}
+		}
+	}
+	typeKeys(a, "tab", "tab", "enter") // back to Actions, open the first row
+	s := screenText(a)
+	for _, want := range []string{"Action gh1:cust-dan:enquiry-T-1004:reply_ack:T-1004:r0", "crm.consent changed since approval",
+		"via        fake://destination", "to cust-dan@example.test from gatehouse@localhost via fake://destination",
+		`before any attempt  crm.consent  "yes" → "no"  DIFFERS`, "Attempts", "more lines"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("the denied action's detail lacks %q:\n%s", want, s)
+		}
+	}
+	typeKeys(a, "pgdown")
+	if s := screenText(a); !strings.Contains(s, "none") {
+		t.Errorf("a page down does not show that the denied action has no attempt:\n%s", s)
 	}
 }
 

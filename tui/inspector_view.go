@@ -239,9 +239,9 @@ func stopLines(th Theme, sw ledger.Switch) []string {
 		if sw.Actor != "" {
 			out = append(out, fmt.Sprintf("  Last resumed by %s at %s: %s", sw.Actor, sw.At.Format(clockFormat), sw.Reason))
 		}
-		return append(out, "", th.Dim.Render("  S stops every attempt everywhere, with a reason."))
+		return append(out, "", th.Dim.Render("  "+keyOf(Keys.Stop)+" stops every attempt everywhere, with a reason."))
 	}
 	return []string{"", "  " + th.Bad.Render("■ Execution is STOPPED: no attempt starts anywhere."), "",
 		fmt.Sprintf("  Stopped by %s at %s: %s", sw.Actor, sw.At.Format(clockFormat), sw.Reason), "",
-		th.Dim.Render("  R resumes, with a reason, and releases the holds the stop caused.")}
+		th.Dim.Render("  " + keyOf(Keys.Resume) + " resumes, with a reason, and releases the holds the stop caused.")}
 }

@@ -13,18 +13,20 @@ import (
 // KeyMap is the one keymap of the whole app. Screens pick the bindings
 // that apply to them (see helpKeys); a key has one meaning per screen.
 type KeyMap struct {
-	// Everywhere.
-	Quit, Back, Help, Focus, Up, Down, PageUp, PageDown, Top, Bottom, Open key.Binding
+	// Everywhere. ForceQuit also works while a screen reads text.
+	Quit, ForceQuit, Back, Help, Focus, Up, Down, PageUp, PageDown, Top, Bottom, Open key.Binding
+	// Focus as the inspector (tabs) and the demo (panes) name it.
+	NextTab, NextPane key.Binding
 	// Lists.
 	Filter, StateFilter key.Binding
 	// Inspector operations.
 	Hold, ReleaseHold, Reconcile, Arrived, NotArrived, TakeOver, Stop, Resume key.Binding
-	// Forms.
-	Confirm, Cancel key.Binding
+	// Forms and text being typed (a search, a filter).
+	Confirm, Cancel, Apply key.Binding
 	// Demo and rehearsal.
 	Step, Play, Restart, Faster, Slower, ActView, ActTakeOver key.Binding
 	// Home.
-	Inspect, Demo key.Binding
+	Rehearse, Inspect, Demo key.Binding
 }
 
 // Keys is the app's keymap.
@@ -38,9 +40,12 @@ func bind(help, desc string, keys ...string) key.Binding {
 func DefaultKeyMap() KeyMap {
 	return KeyMap{
 		Quit:        bind("q", "quit", "q", "ctrl+c"),
+		ForceQuit:   bind("ctrl+c", "quit", "ctrl+c"),
 		Back:        bind("esc", "back", "esc"),
 		Help:        bind("?", "help", "?"),
 		Focus:       bind("tab", "next tab/pane", "tab"),
+		NextTab:     bind("tab", "next tab", "tab"),
+		NextPane:    bind("tab", "next pane", "tab"),
 		Up:          bind("↑/k", "up", "up", "k"),
 		Down:        bind("↓/j", "down", "down", "j"),
 		PageUp:      bind("pgup", "page up", "pgup", "ctrl+u"),
@@ -60,6 +65,7 @@ func DefaultKeyMap() KeyMap {
 		Resume:      bind("R", "resume", "R"),
 		Confirm:     bind("enter", "confirm", "enter"),
 		Cancel:      bind("esc", "cancel", "esc"),
+		Apply:       bind("enter", "apply", "enter"),
 		Step:        bind("space/n", "next step", "space", "n"),
 		Play:        bind("p", "play/pause", "p"),
 		Restart:     bind("r", "restart", "r"),
@@ -67,10 +73,15 @@ func DefaultKeyMap() KeyMap {
 		Slower:      bind("-", "slower", "-"),
 		ActView:     bind("v", "staff views", "v"),
 		ActTakeOver: bind("t", "staff takes over", "t"),
+		Rehearse:    bind("enter", "rehearse", "enter"),
 		Inspect:     bind("i", "inspector", "i"),
 		Demo:        bind("d", "takeover demo", "d"),
 	}
 }
+
+// keyOf is how help and screen texts name the key of a binding, so a
+// sentence such as "r restarts it" follows the keymap.
+func keyOf(b key.Binding) string { return b.Help().Key }
 
 // helpKeys is a help.KeyMap made of a short line and full-help columns.
 type helpKeys struct {

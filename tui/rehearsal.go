@@ -103,11 +103,10 @@ func (r *Rehearsal) start(old *scenarios.Run) tea.Cmd {
 	r.busy, r.last, r.report, r.playing = true, nil, nil, false
 	r.gen++
 	sc, newRun := r.sc, r.newRun
-	return r.do(func() tea.Msg {
+	return r.do(func(ctx context.Context) tea.Msg {
 		if old != nil {
 			old.Close()
 		}
-		ctx := context.Background()
 		run, err := newRun(ctx, sc)
 		if err != nil {
 			return runReadyMsg{err: fmt.Errorf("start rehearsal of %s: %w", sc.Name, err)}
@@ -205,11 +204,11 @@ func (r *Rehearsal) step() tea.Cmd {
 	}
 	if r.report != nil {
 		r.playing = false
-		return info("the rehearsal is over: r restarts it")
+		return info("the rehearsal is over: " + keyOf(Keys.Restart) + " restarts it")
 	}
 	r.busy = true
 	run := r.run
-	return r.do(func() tea.Msg { return stepRun(context.Background(), run) })
+	return r.do(func(ctx context.Context) tea.Msg { return stepRun(ctx, run) })
 }
 
 func stepRun(ctx context.Context, run *scenarios.Run) steppedMsg {

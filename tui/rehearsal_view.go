@@ -280,8 +280,8 @@ func (r *Rehearsal) columns(w, h int) []string {
 	var footer string
 	if avail := max(h-3, 1); len(rows) > avail {
 		start := min(max(sel-avail/2, 0), len(rows)-avail)
-		footer = r.th.Dim.Render(fmt.Sprintf("lines %d–%d of %d (%d keys); ↑/↓ select, enter opens",
-			start+1, start+avail, len(rows), len(r.snap.Rows)))
+		footer = r.th.Dim.Render(fmt.Sprintf("lines %d–%d of %d (%d keys); %s select, %s opens",
+			start+1, start+avail, len(rows), len(r.snap.Rows), keyOf(Keys.Up)+" "+keyOf(Keys.Down), keyOf(Keys.Open)))
 		rows, sel = rows[start:start+avail], sel-start
 	}
 	table := renderLipglossTable(r.th, cols, rows, sel, l.widths)

@@ -5,6 +5,7 @@
 package tui
 
 import (
+	"context"
 	"sync/atomic"
 
 	"charm.land/bubbles/v2/help"
@@ -64,10 +65,19 @@ type routedMsg struct {
 	msg tea.Msg
 }
 
-// do runs f as a command whose result goes back to this screen.
-func (b *base) do(f func() tea.Msg) tea.Cmd {
+// ioMsg asks the app to run a screen's I/O (see base.do).
+type ioMsg struct {
+	to  int
+	run func(context.Context) tea.Msg
+}
+
+// do asks the app to run f, the screen's I/O, as a command whose result
+// goes back to this screen. f gets the app's context, which ends when the
+// app quits; the app waits for f to return before it closes anything f
+// may use. Update never does I/O itself: it returns do(…).
+func (b *base) do(f func(ctx context.Context) tea.Msg) tea.Cmd {
 	id := b.id
-	return func() tea.Msg { return routedMsg{to: id, msg: f()} }
+	return func() tea.Msg { return ioMsg{to: id, run: f} }
 }
 
 // pushMsg opens a screen on top of the current one.

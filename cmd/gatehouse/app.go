@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -52,7 +53,7 @@ func openApp(dir string) error {
 	defer c.run()
 	th := tui.NewTheme(tui.NoColor())
 	home := tui.NewHome(th, tui.HomeConfig{Scenarios: list,
-		NewDemo: func() (tui.Screen, error) { return newDemoScreen(th, &c) }})
+		NewDemo: func(ctx context.Context) (tui.Screen, error) { return newDemoScreen(ctx, th, &c) }})
 	return tui.Run(tui.NewApp(th, home))
 }
 

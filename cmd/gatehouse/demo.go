@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/spf13/cobra"
 
@@ -34,7 +35,7 @@ column is a real SMTP mailbox: it proves what arrived.`,
 			var c cleanups
 			defer c.run()
 			th := tui.NewTheme(tui.NoColor())
-			d, err := newDemoScreen(th, &c)
+			d, err := newDemoScreen(context.Background(), th, &c)
 			if err != nil {
 				return err
 			}
@@ -44,21 +45,32 @@ column is a real SMTP mailbox: it proves what arrived.`,
 	return demo
 }
 
-// cleanups collects what to release when the app has quit.
-type cleanups []func()
+// cleanups collects what to release when the app has quit. The app adds
+// to it from its commands (opening the demo), so it is locked.
+type cleanups struct {
+	mu sync.Mutex
+	fs []func()
+}
 
-func (c *cleanups) add(f func()) { *c = append(*c, f) }
+func (c *cleanups) add(f func()) {
+	c.mu.Lock()
+	c.fs = append(c.fs, f)
+	c.mu.Unlock()
+}
 
 func (c *cleanups) run() {
-	for i := len(*c) - 1; i >= 0; i-- {
-		(*c)[i]()
+	c.mu.Lock()
+	fs := c.fs
+	c.fs = nil
+	c.mu.Unlock()
+	for i := len(fs) - 1; i >= 0; i-- {
+		fs[i]()
 	}
-	*c = nil
 }
 
 // newDemoScreen starts what the demo needs on this machine: a temporary
 // ledger, an embedded test mailbox and the SMTP destination that sends to it.
-func newDemoScreen(th tui.Theme, c *cleanups) (tui.Screen, error) {
+func newDemoScreen(ctx context.Context, th tui.Theme, c *cleanups) (tui.Screen, error) {
 	dir, err := os.MkdirTemp("", "gatehouse-demo-")
 	if err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
@@ -69,7 +81,7 @@ func newDemoScreen(th tui.Theme, c *cleanups) (tui.Screen, error) {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
 	c.add(func() { l.Close() })
-	mb, err := testmailbox.Start(context.Background(), testmailbox.Config{})
+	mb, err := testmailbox.Start(ctx, testmailbox.Config{})
 	if err != nil {
 		return nil, fmt.Errorf("demo: start mailbox: %w", err)
 	}
@@ -78,5 +90,5 @@ func newDemoScreen(th tui.Theme, c *cleanups) (tui.Screen, error) {
 	if err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
-	return tui.NewDemo(th, tui.DemoConfig{Ledger: l, Dest: dest, Mailbox: tui.MailboxArrivals{Mailbox: mb}}), nil
+	return tui.NewDemo(th, tui.DemoConfig{Ledger: l, Dest: dest.Gate(), Mailbox: tui.MailboxArrivals{Mailbox: mb}}), nil
 }

@@ -51,12 +51,10 @@ ownership takeover. Run it without arguments to open the app.`,
 	root.Flags().String("dir", os.Getenv(scenarioDirEnv), "folder of scenario files to list with the built-ins (default $"+scenarioDirEnv+")")
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
-		return &exitError{code: exitUsage, err: plainFlagError(err)}
-	})
 	for _, f := range subcommands {
 		root.AddCommand(f())
 	}
+	markUsageErrors(root)
 	return root
 }
 
@@ -77,12 +75,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stderr, "gatehouse:", err)
 	code := exitOther
-	var ee *exitError
-	switch {
-	case errors.As(err, &ee):
+	if ee := (*exitError)(nil); errors.As(err, &ee) {
 		code = ee.code
-	case isCobraUsage(err):
-		code = exitUsage
 	}
 	if wantsJSON(args) && out.n == 0 {
 		b, _ := json.Marshal(map[string]any{"error": err.Error(), "exit_code": code})

@@ -160,3 +160,16 @@ func leaseOption() ([]ledger.Option, error) {
 	}
 	return []ledger.Option{ledger.WithLease(d)}, nil
 }
+
+// NewTimer implements ledger.Clock on the wall clock: a process inside a
+// rehearsal reads the rehearsal's time, but cannot be woken by it (the
+// rehearsal's clock moves in another process), so its timers (the bound
+// on a send) run in real time.
+func (c *rehearsalClock) NewTimer(d time.Duration) (ledger.Timer, <-chan time.Time) {
+	return ledger.SystemClock{}.NewTimer(d)
+}
+
+// AfterFunc implements ledger.Clock on the wall clock (see NewTimer).
+func (c *rehearsalClock) AfterFunc(d time.Duration, f func()) ledger.Timer {
+	return ledger.SystemClock{}.AfterFunc(d, f)
+}

@@ -68,7 +68,7 @@ func Open(raw string) (ledger.Destination, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrBadURL, err)
 		}
-		return d, nil
+		return d.Gate(), nil
 	case "fake":
 		return openFake(raw, rest)
 	}
@@ -130,8 +130,10 @@ func Records() ledger.LookerOpener {
 			if err != nil {
 				return nil, err
 			}
-			lk, _ := d.(ledger.Looker)
-			return lk, nil
+			if ld, ok := d.Looking(); ok {
+				return ld, nil
+			}
+			return nil, nil
 		}
 		return nil, nil
 	})

@@ -1,5 +1,7 @@
 // Package filedest is a ledger.Destination that delivers each message as one
-// .eml file in a directory, and searches that directory by action key. It
+// .eml file in a directory, and searches that directory by action key. The
+// file holds the message as package mailrender renders it for SMTP too, and
+// a message it cannot render is refused as permanent, as smtpdest does. It
 // lets workflows and tests run the whole gate, reconciliation included,
 // without a mail server: the directory is the destination's own record.
 package filedest
@@ -10,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"mime"
 	"net/mail"
 	"os"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 	"time"
 
 	"gatehouse/ledger"
+	"gatehouse/ledger/mailrender"
 )
 
 // DefaultFrom is the sender written when a message names none.
@@ -30,8 +32,9 @@ const DefaultFrom = "gatehouse@localhost"
 // Lookup never reads half a message.
 type Destination struct {
 	Dir string
-	// Now stamps the Date header and the receipt; the wall clock when nil.
-	Now func() time.Time
+	// Clock stamps the Date header and the receipt; the system clock when
+	// nil.
+	Clock ledger.Clock
 }
 
 var (
@@ -79,12 +82,13 @@ func (d *Destination) Send(ctx context.Context, msg ledger.Message) (ledger.Rece
 	if err := ctx.Err(); err != nil {
 		return ledger.Receipt{}, notDelivered(err)
 	}
-	if err := checkHeaderSafe(msg); err != nil {
-		return ledger.Receipt{}, &ledger.DeliveryError{Outcome: ledger.OutcomeRejectedPermanent, Err: err}
-	}
 	now := d.now()
+	m, err := mailrender.Render(msg, DefaultFrom, now)
+	if err != nil {
+		return ledger.Receipt{}, err // permanent: the renderer decides that for every mail destination
+	}
 	final := filepath.Join(d.Dir, FileName(msg.TransportID))
-	tmp, err := d.writeTemp(render(msg, now))
+	tmp, err := d.writeTemp(m.Raw)
 	if err != nil {
 		return ledger.Receipt{}, notDelivered(err)
 	}
@@ -103,10 +107,10 @@ func (d *Destination) Send(ctx context.Context, msg ledger.Message) (ledger.Rece
 }
 
 func (d *Destination) now() time.Time {
-	if d.Now != nil {
-		return d.Now()
+	if d.Clock != nil {
+		return d.Clock.Now()
 	}
-	return time.Now().UTC()
+	return ledger.SystemClock{}.Now()
 }
 
 func (d *Destination) writeTemp(body []byte) (string, error) {
@@ -140,54 +144,6 @@ func syncDir(dir string) error {
 
 func notDelivered(err error) error {
 	return &ledger.DeliveryError{Outcome: ledger.OutcomeNotDelivered, Err: err}
-}
-
-// checkHeaderSafe refuses values that would break out of their header line;
-// the subject is folded instead (see render).
-func checkHeaderSafe(msg ledger.Message) error {
-	for name, v := range map[string]string{"action key": msg.ActionKey, "transport id": msg.TransportID,
-		"recipient": msg.To, "sender": msg.From} {
-		if strings.ContainsAny(v, "\r\n") {
-			return fmt.Errorf("file destination: %s contains a line break", name)
-		}
-	}
-	if msg.TransportID == "" {
-		return errors.New("file destination: transport id is empty")
-	}
-	return nil
-}
-
-// render builds an RFC 5322 message with the gatehouse headers.
-func render(msg ledger.Message, now time.Time) []byte {
-	from := msg.From
-	if from == "" {
-		from = DefaultFrom
-	}
-	subject := strings.Join(strings.Fields(msg.Subject), " ")
-	var b strings.Builder
-	head := func(k, v string) { b.WriteString(k + ": " + v + "\r\n") }
-	head("From", from)
-	to := msg.To
-	if msg.ToName != "" {
-		to = (&mail.Address{Name: msg.ToName, Address: msg.To}).String()
-	}
-	head("To", to)
-	head("Subject", mime.QEncoding.Encode("utf-8", subject))
-	head("Date", now.Format(time.RFC1123Z))
-	hs := msg.Headers()
-	for _, k := range []string{"Message-ID", ledger.HeaderActionKey, ledger.HeaderAttempt, "X-Gatehouse-Transport"} {
-		head(k, hs[k])
-	}
-	head("MIME-Version", "1.0")
-	head("Content-Type", "text/plain; charset=utf-8")
-	head("Content-Transfer-Encoding", "8bit")
-	b.WriteString("\r\n")
-	body := strings.ReplaceAll(strings.ReplaceAll(msg.Body, "\r\n", "\n"), "\n", "\r\n")
-	b.WriteString(body)
-	if !strings.HasSuffix(body, "\r\n") {
-		b.WriteString("\r\n")
-	}
-	return []byte(b.String())
 }
 
 // Lookup reports every message in Dir that carries the query's action key

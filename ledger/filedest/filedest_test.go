@@ -13,7 +13,7 @@ import (
 
 func message(key string, attempt int) ledger.Message {
 	return ledger.Message{ActionKey: key, Attempt: attempt, TransportID: ledger.TransportID(key, attempt),
-		To: "ada@example.com", Subject: "We got\nyour enquiry", Body: "Hello\nAda"}
+		To: "ada@example.com", Subject: "We got your enquiry", Body: "Hello\nAda"}
 }
 
 func TestSendWritesOneFileAndLookupFindsIt(t *testing.T) {
@@ -105,14 +105,28 @@ func TestSendSameAttemptTwiceKeepsOneFile(t *testing.T) {
 }
 
 func TestSendRefusesHeaderInjection(t *testing.T) {
-	d, err := New(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name string
+		edit func(*ledger.Message)
+	}{
+		{"Recipient", func(m *ledger.Message) { m.To = "ada@example.com\r\nBcc: eve@example.com" }},
+		{"Subject", func(m *ledger.Message) { m.Subject = "Hello\r\nBcc: eve@example.com" }},
 	}
-	msg := message("gh1:c:e:t:x:r0", 1)
-	msg.To = "ada@example.com\r\nBcc: eve@example.com"
-	_, err = d.Send(context.Background(), msg)
-	if got := ledger.ClassifyDelivery(err); got != ledger.OutcomeRejectedPermanent {
-		t.Fatalf("outcome = %s (%v), want rejected_permanent", got, err)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, err := New(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			msg := message("gh1:c:e:t:x:r0", 1)
+			tt.edit(&msg)
+			_, err = d.Send(context.Background(), msg)
+			if got := ledger.ClassifyDelivery(err); got != ledger.OutcomeRejectedPermanent {
+				t.Fatalf("outcome = %s (%v), want rejected_permanent", got, err)
+			}
+			if files, _ := filepath.Glob(filepath.Join(d.Dir, "*")); len(files) != 0 {
+				t.Fatalf("a refused message left %v", files)
+			}
+		})
 	}
 }

@@ -1,8 +1,12 @@
 package smtpdest_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
+	"mime/quotedprintable"
+	"net/mail"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -48,11 +52,12 @@ func TestGateAgainstMailboxFaults(t *testing.T) {
 			if err := mb.AddFault(f); err != nil {
 				t.Fatal(err)
 			}
-			dest, err := smtpdest.New(mb.Target(), smtpdest.WithDataTimeout(500*time.Millisecond),
+			sd, err := smtpdest.New(mb.Target(), smtpdest.WithDataTimeout(500*time.Millisecond),
 				smtpdest.WithCommandTimeout(500*time.Millisecond), smtpdest.WithConnectTimeout(500*time.Millisecond))
 			if err != nil {
 				t.Fatal(err)
 			}
+			dest := sd.Gate()
 			l, err := ledger.Open(filepath.Join(t.TempDir(), "ledger.db"))
 			if err != nil {
 				t.Fatal(err)
@@ -125,13 +130,18 @@ func TestGateAgainstMailboxFaults(t *testing.T) {
 
 func approvedAction(t *testing.T, l *ledger.Ledger, ep ledger.Endpoint) string {
 	t.Helper()
+	return approvedActionWithBody(t, l, ep, "Hello Ada, thank you for writing.")
+}
+
+func approvedActionWithBody(t *testing.T, l *ledger.Ledger, ep ledger.Endpoint, body string) string {
+	t.Helper()
 	ctx := context.Background()
 	if _, err := l.Claim(ctx, ledger.TaskRef{ID: "task-7"}, "wf-ack"); err != nil {
 		t.Fatal(err)
 	}
 	a, err := l.Propose(ctx, ledger.Proposal{Task: ledger.TaskRef{ID: "task-7"}, Customer: "cust-42", Event: "enquiry-1001",
 		ActionType: "reply_ack", Target: "task-7", Destination: ep.Destination, Lookup: ep.Lookup, Recipient: "ada@example.com", Subject: "We received your enquiry",
-		Body: "Hello Ada, thank you for writing.", Actor: "wf-ack"})
+		Body: body, Actor: "wf-ack"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,10 +169,11 @@ func TestReconcileAfterTheMailboxForgot(t *testing.T) {
 			if err := mb.AddFault(drop); err != nil {
 				t.Fatal(err)
 			}
-			dest, err := smtpdest.New(mb.Target(), smtpdest.WithDataTimeout(2*time.Second))
+			sd, err := smtpdest.New(mb.Target(), smtpdest.WithDataTimeout(2*time.Second))
 			if err != nil {
 				t.Fatal(err)
 			}
+			dest := sd.Gate()
 			l, err := ledger.Open(filepath.Join(t.TempDir(), "ledger.db"))
 			if err != nil {
 				t.Fatal(err)
@@ -237,10 +248,11 @@ func TestReconcileAcrossAFileMailboxRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dest, err := smtpdest.New(mb.Target())
+	sd, err := smtpdest.New(mb.Target())
 	if err != nil {
 		t.Fatal(err)
 	}
+	dest := sd.Gate()
 	l, err := ledger.Open(filepath.Join(t.TempDir(), "ledger.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -261,5 +273,65 @@ func TestReconcileAcrossAFileMailboxRestart(t *testing.T) {
 	a, err := l.Reconcile(ctx, ledger.ReconcileRequest{Key: key, Actor: "ops", Open: destinations.Records()})
 	if err != nil || a.State != ledger.StateSent {
 		t.Fatalf("reconcile after a file mailbox restart: %s, %v; want sent", a.State, err)
+	}
+}
+
+// TestGateDeliversTenMegabyteSingleLineBodyIntact sends a 10 MB body
+// without a single line break through the gate to the real test mailbox:
+// SMTP allows lines of 998 octets at most, so the body must be encoded
+// (quoted-printable) and must decode to exactly what was approved.
+func TestGateDeliversTenMegabyteSingleLineBodyIntact(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	mb := startMailbox(t)
+	// Generous timeouts: this test is about encoding, and 10 MB under the
+	// race detector on a busy machine is slow to write and to store.
+	sd, err := smtpdest.New(mb.Target(), smtpdest.WithCommandTimeout(time.Minute), smtpdest.WithDataTimeout(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ledger.Open(filepath.Join(t.TempDir(), "ledger.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var b strings.Builder
+	for b.Len() < 10_000_000-64 {
+		b.WriteString("Dear Ada, your order 1234567 is on its way. ")
+	}
+	// Quoted-printable grows non-ASCII threefold; the mailbox's 10 MiB
+	// limit leaves room for a little of it.
+	body := b.String() + "Grüße, 100% sicher"
+	key := approvedActionWithBody(t, l, ledger.EndpointOf(sd.Gate()), body)
+	material := []ledger.MaterialRead{{Source: "crm", Field: "consent", Value: "yes"}}
+	if _, err := l.Execute(ctx, ledger.ExecuteRequest{Key: key, Executor: "wf-ack", Reread: material}, sd.Gate()); err != nil {
+		t.Fatalf("execute: %v", err)
+	}
+	_, msgs, err := mb.List(ctx, testmailbox.Filter{ActionKey: key})
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("arrivals = %d (%v), want 1", len(msgs), err)
+	}
+	got, err := mb.Get(ctx, msgs[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := mail.ReadMessage(bytes.NewReader(got.Raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cte := m.Header.Get("Content-Transfer-Encoding"); cte != "quoted-printable" {
+		t.Errorf("Content-Transfer-Encoding = %q, want quoted-printable", cte)
+	}
+	for i, line := range bytes.Split(got.Raw, []byte("\r\n")) {
+		if len(line) > 998 {
+			t.Fatalf("line %d is %d octets, over SMTP's 998", i+1, len(line))
+		}
+	}
+	decoded, err := io.ReadAll(quotedprintable.NewReader(m.Body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(decoded) != body {
+		t.Fatalf("decoded body is %d octets, want the original %d", len(decoded), len(body))
 	}
 }

@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
-	"net/mail"
 	"net/url"
 	"strconv"
 	"strings"
@@ -153,22 +151,4 @@ func (d *LookingDestination) fetch(ctx context.Context, filter url.Values, offse
 		return mailboxPage{}, fmt.Errorf("the reply says total %d", *page.Total)
 	}
 	return page, nil
-}
-
-// parseAddress reads one address ("a@b" or "Name <a@b>") for a header.
-func parseAddress(field, s string) (*mail.Address, error) {
-	if s == "" {
-		return nil, fmt.Errorf("%s address is empty", field)
-	}
-	a, err := mail.ParseAddress(s)
-	if err != nil {
-		return nil, fmt.Errorf("%s address %q: %w", field, s, err)
-	}
-	return a, nil
-}
-
-// encodeSubject leaves an ASCII subject as it is and writes any other as
-// RFC 2047 encoded words, which every mail reader decodes.
-func encodeSubject(s string) string {
-	return mime.QEncoding.Encode("utf-8", s)
 }

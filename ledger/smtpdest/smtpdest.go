@@ -4,6 +4,7 @@
 //
 // Classification (the phase decides, not the error text):
 //
+//	a message package mailrender cannot render   → OutcomeRejectedPermanent (nothing dialled)
 //	before MAIL is accepted: dial refused, timeout, greeting/EHLO/AUTH
 //	failure, lost connection                     → OutcomeNotDelivered
 //	4xx reply to MAIL, RCPT or DATA (the 354 stage) → OutcomeRejectedTemporary
@@ -27,14 +28,15 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
 
+	"gatehouse/internal/oswait"
 	"gatehouse/ledger"
+	"gatehouse/ledger/mailrender"
 )
 
 // Default timeouts; go-smtp's own defaults are minutes, far too long for a
@@ -64,7 +66,7 @@ type config struct {
 	dataTimeout    time.Duration
 	helloName      string
 	from           string
-	now            func() time.Time
+	clock          ledger.Clock
 	httpClient     *http.Client
 }
 
@@ -89,8 +91,10 @@ func WithHelloName(name string) Option { return func(c *config) { c.helloName = 
 // DefaultFrom).
 func WithFrom(addr string) Option { return func(c *config) { c.from = addr } }
 
-// WithNow sets the clock used for the Date header and the receipt time.
-func WithNow(now func() time.Time) Option { return func(c *config) { c.now = now } }
+// WithClock sets the clock that stamps the Date header and the receipt
+// (default ledger.SystemClock). Socket timeouts stay on the wall clock:
+// the kernel measures them.
+func WithClock(clock ledger.Clock) Option { return func(c *config) { c.clock = clock } }
 
 // WithHTTPClient sets the client used by Lookup (its timeout is kept if set,
 // otherwise DefaultLookupTimeout applies).
@@ -112,6 +116,7 @@ type Destination struct {
 	user     string // AUTH PLAIN when set (and then only over TLS)
 	pass     string
 	tls      tlsPolicy
+	api      *url.URL // the test mailbox API the target named, or nil
 	cfg      config
 }
 
@@ -145,9 +150,9 @@ type LookingDestination struct {
 
 // New parses a target and returns the destination for it:
 //
-//	smtp://host:port                       → *Destination
-//	smtp://user:pass@host:port             → *Destination using AUTH PLAIN
-//	smtp://host:port?api=http://host:port  → *LookingDestination (also a ledger.Looker)
+//	smtp://host:port                       sends there
+//	smtp://user:pass@host:port             the same, using AUTH PLAIN
+//	smtp://host:port?api=http://host:port  the same; Looking also offers the records at api
 //
 // and these TLS parameters, none of them part of the identity:
 //
@@ -161,73 +166,91 @@ type LookingDestination struct {
 // Credentials are only ever sent after STARTTLS. The port is required;
 // nothing else (path, other query parameters) is accepted, so a mistyped
 // target fails here rather than at send time.
-func New(target string, opts ...Option) (ledger.Destination, error) {
-	d, api, err := parse(target, opts)
+func New(target string, opts ...Option) (*Destination, error) {
+	d, err := parse(target, opts)
 	if err != nil {
 		return nil, err
 	}
-	if api == nil {
-		return d, nil
-	}
-	return &LookingDestination{Destination: d, api: api}, nil
+	return d, nil
 }
 
-func parse(target string, opts []Option) (*Destination, *url.URL, error) {
+// Looking returns the destination together with the records of the test
+// mailbox API its target named, and false when it named none. Hand the
+// gate the LookingDestination when there is one: attempts then record the
+// lookup endpoint that reconciliation will ask.
+func (d *Destination) Looking() (*LookingDestination, bool) {
+	if d.api == nil {
+		return nil, false
+	}
+	return &LookingDestination{Destination: d, api: d.api}, true
+}
+
+// Gate returns what the gate should be handed for this target: the
+// LookingDestination when the target named an API, the plain destination
+// otherwise.
+func (d *Destination) Gate() ledger.Destination {
+	if ld, ok := d.Looking(); ok {
+		return ld
+	}
+	return d
+}
+
+func parse(target string, opts []Option) (*Destination, error) {
 	shown := redact(target)
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("smtp destination %q: %s", shown, fmt.Sprintf(format, a...))
 	}
 	if !strings.Contains(target, "://") {
-		return nil, nil, bad("scheme must be smtp, as in smtp://host:port")
+		return nil, bad("scheme must be smtp, as in smtp://host:port")
 	}
 	u, err := url.Parse(target)
 	if err != nil {
 		// url's own error quotes the whole URL, password included.
-		return nil, nil, bad("not a URL")
+		return nil, bad("not a URL")
 	}
 	if u.Scheme != "smtp" {
-		return nil, nil, bad("scheme must be smtp, as in smtp://host:port")
+		return nil, bad("scheme must be smtp, as in smtp://host:port")
 	}
 	if u.Opaque != "" || u.Host == "" {
-		return nil, nil, bad("missing host, want smtp://host:port")
+		return nil, bad("missing host, want smtp://host:port")
 	}
 	if u.Port() == "" {
-		return nil, nil, bad("missing port, want smtp://host:port")
+		return nil, bad("missing port, want smtp://host:port")
 	}
 	if u.Hostname() == "" {
-		return nil, nil, bad("missing host, want smtp://host:port")
+		return nil, bad("missing host, want smtp://host:port")
 	}
 	if u.Path != "" && u.Path != "/" {
-		return nil, nil, bad("unexpected path %q", u.Path)
+		return nil, bad("unexpected path %q", u.Path)
 	}
 	if u.Fragment != "" {
-		return nil, nil, bad("unexpected fragment %q", u.Fragment)
+		return nil, bad("unexpected fragment %q", u.Fragment)
 	}
 	q, err := url.ParseQuery(u.RawQuery)
 	if err != nil {
-		return nil, nil, bad("query: %v", err)
+		return nil, bad("query: %v", err)
 	}
 	var api *url.URL
 	tlsParams := map[string]string{}
 	for name, vals := range q {
 		if len(vals) != 1 {
-			return nil, nil, bad("%s given %d times", name, len(vals))
+			return nil, bad("%s given %d times", name, len(vals))
 		}
 		switch name {
 		case "api":
 			api, err = parseAPI(vals[0])
 			if err != nil {
-				return nil, nil, bad("%v", err)
+				return nil, bad("%v", err)
 			}
 		case "tls", "ca", "insecure":
 			tlsParams[name] = vals[0]
 		default:
-			return nil, nil, bad("unknown parameter %q (known: api, tls, ca, insecure)", name)
+			return nil, bad("unknown parameter %q (known: api, tls, ca, insecure)", name)
 		}
 	}
 	policy, err := parseTLS(u.Hostname(), tlsParams)
 	if err != nil {
-		return nil, nil, bad("%v", err)
+		return nil, bad("%v", err)
 	}
 	d := &Destination{target: shown, addr: u.Host, identity: "smtp://" + strings.ToLower(u.Host), tls: policy, cfg: config{
 		connectTimeout: DefaultConnectTimeout,
@@ -235,7 +258,7 @@ func parse(target string, opts []Option) (*Destination, *url.URL, error) {
 		dataTimeout:    DefaultDataTimeout,
 		helloName:      "localhost",
 		from:           DefaultFrom,
-		now:            time.Now,
+		clock:          ledger.SystemClock{},
 	}}
 	if u.User != nil {
 		d.user = u.User.Username()
@@ -252,7 +275,8 @@ func parse(target string, opts []Option) (*Destination, *url.URL, error) {
 	if d.cfg.httpClient == nil {
 		d.cfg.httpClient = &http.Client{Timeout: DefaultLookupTimeout}
 	}
-	return d, api, nil
+	d.api = api
+	return d, nil
 }
 
 func parseAPI(s string) (*url.URL, error) {
@@ -305,12 +329,11 @@ func replyOutcome(err error) ledger.Outcome {
 // outcome is then classified by the phase it interrupted. msg.Target is not
 // consulted: a Destination is made for one target by New.
 func (d *Destination) Send(ctx context.Context, msg ledger.Message) (ledger.Receipt, error) {
-	from, to, raw, err := d.compose(msg)
+	m, err := mailrender.Render(msg, d.cfg.from, d.cfg.clock.Now())
 	if err != nil {
-		// Nothing was handed over, and the same message would fail the
-		// same way again: a permanent failure, never a retry.
-		return ledger.Receipt{}, fail(ledger.OutcomeRejectedPermanent, "compose", err)
+		return ledger.Receipt{}, err // permanent: the renderer decides that for every mail destination
 	}
+	from, to, raw := m.From, m.To, m.Raw
 	dialer := net.Dialer{Timeout: d.cfg.connectTimeout}
 	conn, err := dialer.DialContext(ctx, "tcp", d.addr)
 	if err != nil {
@@ -348,7 +371,7 @@ func (d *Destination) Send(ctx context.Context, msg ledger.Message) (ledger.Rece
 		}
 	}
 	var mopts *smtp.MailOptions
-	if !isASCII(from) || !isASCII(to) {
+	if !mailrender.IsASCII(from) || !mailrender.IsASCII(to) {
 		mopts = &smtp.MailOptions{UTF8: true}
 	}
 	if err := c.Mail(from, mopts); err != nil {
@@ -362,7 +385,7 @@ func (d *Destination) Send(ctx context.Context, msg ledger.Message) (ledger.Rece
 		return ledger.Receipt{}, fail(replyOutcome(err), "DATA", withCtx(err))
 	}
 	// The body write has no deadline of its own in go-smtp; bound it here.
-	conn.SetWriteDeadline(time.Now().Add(d.cfg.commandTimeout))
+	conn.SetWriteDeadline(oswait.Deadline(d.cfg.commandTimeout))
 	if _, err := w.Write(raw); err != nil {
 		// The terminating "." is only written by Close, so the server
 		// cannot have taken the message.
@@ -379,84 +402,7 @@ func (d *Destination) Send(ctx context.Context, msg ledger.Message) (ledger.Rece
 		// message. Only its records can tell.
 		return ledger.Receipt{}, fail(ledger.OutcomeUnknown, "end of data", withCtx(err))
 	}
-	at := d.cfg.now()
+	at := d.cfg.clock.Now()
 	_ = c.Quit() // the message is accepted; a failing QUIT changes nothing
 	return ledger.Receipt{TransportID: msg.TransportID, Response: "250 " + resp.StatusText, At: at}, nil
-}
-
-// compose checks the message and renders it as RFC 5322 text with CRLF line
-// endings; it returns the bare envelope addresses too.
-func (d *Destination) compose(msg ledger.Message) (from, to string, raw []byte, err error) {
-	if msg.TransportID == "" {
-		return "", "", nil, errors.New("message has no transport id")
-	}
-	sender := msg.From
-	if sender == "" {
-		sender = d.cfg.from
-	}
-	fromAddr, err := parseAddress("From", sender)
-	if err != nil {
-		return "", "", nil, err
-	}
-	toAddr, err := parseAddress("To", msg.To)
-	if err != nil {
-		return "", "", nil, err
-	}
-	toAddr.Name = msg.ToName
-	headers := msg.Headers()
-	for name, v := range headers {
-		if strings.ContainsAny(v, "\r\n") {
-			return "", "", nil, fmt.Errorf("header %s contains a line break", name)
-		}
-	}
-	if strings.ContainsAny(msg.Subject, "\r\n") {
-		return "", "", nil, errors.New("subject contains a line break")
-	}
-	var b strings.Builder
-	h := func(name, value string) { b.WriteString(name + ": " + value + "\r\n") }
-	h("Date", d.cfg.now().Format(time.RFC1123Z))
-	h("From", fromAddr.String())
-	h("To", toAddr.String())
-	h("Subject", encodeSubject(msg.Subject))
-	h("Message-ID", headers["Message-ID"])
-	delete(headers, "Message-ID")
-	names := make([]string, 0, len(headers))
-	for name := range headers {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		h(name, headers[name])
-	}
-	body := crlf(msg.Body)
-	h("MIME-Version", "1.0")
-	h("Content-Type", "text/plain; charset=utf-8")
-	if isASCII(body) {
-		h("Content-Transfer-Encoding", "7bit")
-	} else {
-		h("Content-Transfer-Encoding", "8bit")
-	}
-	b.WriteString("\r\n")
-	b.WriteString(body)
-	return fromAddr.Address, toAddr.Address, []byte(b.String()), nil
-}
-
-// crlf normalises line endings to CRLF and ends the body with one, as SMTP
-// requires. Leading dots are escaped by the client's data writer.
-func crlf(s string) string {
-	s = strings.ReplaceAll(s, "\r\n", "\n")
-	s = strings.ReplaceAll(s, "\r", "\n")
-	if s != "" && !strings.HasSuffix(s, "\n") {
-		s += "\n"
-	}
-	return strings.ReplaceAll(s, "\n", "\r\n")
-}
-
-func isASCII(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] >= 0x80 {
-			return false
-		}
-	}
-	return true
 }

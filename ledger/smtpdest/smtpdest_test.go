@@ -54,9 +54,9 @@ func looking(t *testing.T, target string, opts ...smtpdest.Option) *smtpdest.Loo
 	if err != nil {
 		t.Fatal(err)
 	}
-	ld, ok := d.(*smtpdest.LookingDestination)
+	ld, ok := d.Looking()
 	if !ok {
-		t.Fatalf("New(%q) = %T; want *LookingDestination", target, d)
+		t.Fatalf("New(%q).Looking() offers no records", target)
 	}
 	return ld
 }
@@ -91,15 +91,22 @@ func TestLookerOnlyWithAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := plain.(ledger.Looker); ok {
-		t.Errorf("%T implements Looker without api", plain)
+	if _, ok := plain.Looking(); ok {
+		t.Error("Looking() offers records without api")
+	}
+	if _, ok := plain.Gate().(ledger.Looker); ok {
+		t.Errorf("Gate() = %T implements Looker without api", plain.Gate())
 	}
 	withAPI, err := smtpdest.New("smtp://127.0.0.1:2525?api=http://127.0.0.1:8025")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := withAPI.(ledger.Looker); !ok {
-		t.Errorf("%T does not implement Looker with api", withAPI)
+	ld, ok := withAPI.Looking()
+	if !ok || ld.LookupEndpoint() != "http://127.0.0.1:8025" {
+		t.Errorf("Looking() = %v, %v; want the records at the api", ld, ok)
+	}
+	if _, ok := withAPI.Gate().(ledger.Looker); !ok {
+		t.Errorf("Gate() = %T does not implement Looker with api", withAPI.Gate())
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"gatehouse/internal/oswait"
 	"net"
 	"net/textproto"
 	"os"
@@ -81,7 +82,7 @@ func parseTLS(host string, q map[string]string) (tlsPolicy, error) {
 // A server that offers no STARTTLS gets no credentials: with a user set,
 // TLS is required whatever the target says.
 func (d *Destination) negotiate(conn net.Conn) (net.Conn, error) {
-	conn.SetDeadline(time.Now().Add(d.cfg.commandTimeout))
+	conn.SetDeadline(oswait.Deadline(d.cfg.commandTimeout))
 	defer conn.SetDeadline(time.Time{})
 	tp := textproto.NewConn(conn)
 	if _, _, err := tp.ReadResponse(220); err != nil {

@@ -96,10 +96,11 @@ func TestSTARTTLSAndAuthThroughTheGate(t *testing.T) {
 	defer mb.Close()
 	tap, wire := wireTap(t, mb.SMTPAddr())
 	target := withCredentials(strings.Replace(mb.Target(), mb.SMTPAddr(), tap, 1))
-	dest, err := smtpdest.New(target)
+	sd, err := smtpdest.New(target)
 	if err != nil {
 		t.Fatal(err)
 	}
+	dest := sd.Gate()
 	if dest.Identity() != "smtp://"+tap {
 		t.Fatalf("identity %q carries more than scheme, host and port", dest.Identity())
 	}
@@ -286,10 +287,11 @@ func TestAcceptThenDropOverTLSIsUnknown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer mb.Close()
-	dest, err := smtpdest.New(mb.Target())
+	sd, err := smtpdest.New(mb.Target())
 	if err != nil {
 		t.Fatal(err)
 	}
+	dest := sd.Gate()
 	l, err := ledger.Open(filepath.Join(t.TempDir(), "ledger.db"))
 	if err != nil {
 		t.Fatal(err)
