@@ -14,6 +14,12 @@ import (
 type dialect struct {
 	postgres bool
 	cache    sync.Map // statement → rewritten statement
+
+	// PostgreSQL only: the location (with its password: never shown) and
+	// the connection that listens for other hosts' changes.
+	loc        string
+	listenOnce sync.Once
+	listen     *listener
 }
 
 // Statement fragments whose SQLite spelling PostgreSQL does not accept.

@@ -11,8 +11,12 @@ import (
 	"net/url"
 	"path"
 	"strings"
+	"sync"
 	"time"
 
+	"gatehouse/internal/oswait"
+
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
 )
@@ -66,7 +70,7 @@ func openPostgres(loc string, o options, readOnly bool) (*Ledger, error) {
 	}
 	db.SetMaxOpenConns(16)
 	db.SetMaxIdleConns(8)
-	l := &Ledger{path: shown, dialect: &dialect{postgres: true}, r: db, clock: o.clock, lease: o.lease,
+	l := &Ledger{path: shown, dialect: &dialect{postgres: true, loc: loc}, r: db, clock: o.clock, lease: o.lease,
 		holder: processHolder(), onDemand: o.onDemand}
 	ctx := context.Background()
 	if err := db.PingContext(ctx); err != nil {
@@ -236,7 +240,10 @@ func (t *wtx) lockForDecision() error {
 		return nil
 	}
 	var ns int64
-	err := t.Tx.QueryRow(`SELECT (extract(epoch from clock_timestamp()) * 1e9)::bigint FROM (SELECT pg_advisory_xact_lock($1)) AS locked`,
+	// The notification is delivered only if the transaction commits: it
+	// wakes followers (WaitForChange) on every host, who then re-read.
+	err := t.Tx.QueryRow(`SELECT (extract(epoch from clock_timestamp()) * 1e9)::bigint
+		FROM (SELECT pg_advisory_xact_lock($1), pg_notify('`+changesChannel+`', '')) AS locked`,
 		writeLockKey).Scan(&ns)
 	if err != nil {
 		return err
@@ -314,3 +321,82 @@ func createSchema(ctx context.Context, db *sql.DB, loc string) error {
 
 // pgIdent quotes an identifier.
 func pgIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+
+// changesChannel is the LISTEN/NOTIFY channel every deciding write
+// notifies on commit.
+const changesChannel = "gatehouse_changes"
+
+// listener wakes followers of a PostgreSQL ledger: one connection that
+// LISTENs, and a channel closed (and replaced) on every notification.
+type listener struct {
+	mu     sync.Mutex
+	wake   chan struct{}
+	err    error // why listening stopped; followers then poll
+	cancel context.CancelFunc
+}
+
+// WaitForChange returns once the ledger may have changed, or when d has
+// passed, or ctx ends. On PostgreSQL a writer's notification on any host
+// ends the wait at once (LISTEN/NOTIFY: a wake-up only; the follower
+// re-reads); elsewhere, or when notifications are lost, the wait is d, so a
+// follower that polls a change counter still sees every change.
+func (l *Ledger) WaitForChange(ctx context.Context, d time.Duration) error {
+	var wake <-chan struct{}
+	if l.dialect.isPostgres() {
+		wake = l.dialect.changes(l)
+	}
+	t := oswait.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+	case <-wake:
+	}
+	return nil
+}
+
+// changes returns the channel the next notification closes, starting the
+// listening connection on first use. A nil channel (never closed) means
+// listening failed: the caller's timer is the fallback.
+func (d *dialect) changes(l *Ledger) <-chan struct{} {
+	d.listenOnce.Do(func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		d.listen = &listener{wake: make(chan struct{}), cancel: cancel}
+		go d.listen.run(ctx, d.loc)
+	})
+	d.listen.mu.Lock()
+	defer d.listen.mu.Unlock()
+	if d.listen.err != nil {
+		return nil
+	}
+	return d.listen.wake
+}
+
+// stopListening ends the listening connection, if there is one.
+func (d *dialect) stopListening() {
+	if d.isPostgres() && d.listen != nil {
+		d.listen.cancel()
+	}
+}
+
+func (ln *listener) run(ctx context.Context, loc string) {
+	conn, err := pgx.Connect(ctx, loc)
+	if err == nil {
+		_, err = conn.Exec(ctx, "LISTEN "+changesChannel)
+	}
+	for err == nil {
+		_, err = conn.WaitForNotification(ctx)
+		ln.mu.Lock()
+		close(ln.wake)
+		ln.wake = make(chan struct{})
+		ln.mu.Unlock()
+	}
+	ln.mu.Lock()
+	ln.err = err
+	close(ln.wake) // wake everyone once more; they fall back to polling
+	ln.mu.Unlock()
+	if conn != nil {
+		conn.Close(context.Background())
+	}
+}

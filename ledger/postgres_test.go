@@ -4,9 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib"
 
@@ -123,5 +125,49 @@ func TestPostgresNeverShowsThePassword(t *testing.T) {
 	}
 	if _, err := l.Backup(context.Background(), t.TempDir()+"/b.db", false); !errors.Is(err, ledger.ErrPostgresBackup) {
 		t.Fatalf("backup of a PostgreSQL ledger: %v", err)
+	}
+}
+
+// TestPostgresFollowersWakeOnAnotherHostsWrite: a follower waiting with a
+// long poll interval wakes as soon as another handle (another host) commits
+// a write: LISTEN/NOTIFY, then it re-reads.
+func TestPostgresFollowersWakeOnAnotherHostsWrite(t *testing.T) {
+	loc := postgresOnly(t)
+	follower, err := ledger.Open(loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer follower.Close()
+	writer, err := ledger.Open(loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer writer.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	before, err := follower.Changes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Start listening, then let the other host write until the follower
+	// wakes: it must wake long before its ten-minute poll.
+	woke := make(chan error, 1)
+	go func() { woke <- follower.WaitForChange(ctx, 10*time.Minute) }()
+	for i := 0; ; i++ {
+		if _, err := writer.Claim(ctx, ledger.TaskRef{ID: fmt.Sprintf("task-%d", i)}, "wf"); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-woke:
+			if err != nil {
+				t.Fatalf("the follower was not woken by the writes: %v", err)
+			}
+			after, err := follower.Changes(ctx)
+			if err != nil || after <= before {
+				t.Fatalf("woken, but the change counter is %d (was %d): %v", after, before, err)
+			}
+			return
+		case <-time.After(200 * time.Millisecond): // the listener may not be connected yet: write again
+		}
 	}
 }

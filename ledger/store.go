@@ -213,6 +213,7 @@ func (l *Ledger) Clock() Clock { return l.clock }
 
 // Close releases the file.
 func (l *Ledger) Close() error {
+	l.dialect.stopListening()
 	var errs []error
 	if l.r != nil {
 		errs = append(errs, l.r.Close())

@@ -161,8 +161,14 @@ func (in *Inspector) pollLater() tea.Cmd {
 	if in.cfg.Poll < 0 {
 		return nil
 	}
-	id := in.id
-	return tea.Tick(in.cfg.Poll, func(time.Time) tea.Msg { return routedMsg{to: id, msg: pollMsg{}} })
+	// A PostgreSQL ledger wakes the wait when any host writes; any ledger
+	// ends it after the poll interval, so a lost notification costs at
+	// most one interval.
+	l, poll := in.cfg.Ledger, in.cfg.Poll
+	return in.do(func(ctx context.Context) tea.Msg {
+		l.WaitForChange(ctx, poll)
+		return pollMsg{}
+	})
 }
 
 // checkChanges asks the ledger for its change counter, a single-row query.
