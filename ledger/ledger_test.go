@@ -154,3 +154,23 @@ func TestHappyPathSendsOnce(t *testing.T) {
 		t.Fatalf("metrics %+v", m)
 	}
 }
+
+// TestExecutorHostNamesWhereAnAttemptRuns: the holder an attempt records
+// tells an operator which host and process it waits on.
+func TestExecutorHostNamesWhereAnAttemptRuns(t *testing.T) {
+	for _, tc := range []struct {
+		holder string
+		host   string
+		pid    int
+	}{
+		{"db-host-2/8a1f…/pid:[4026531836]:4711", "db-host-2", 4711},
+		{"worker/boot/ns:12", "worker", 12},
+		{"", "", 0},
+		{"garbage", "", 0},
+	} {
+		host, pid := ledger.Attempt{Holder: tc.holder}.ExecutorHost()
+		if host != tc.host || pid != tc.pid {
+			t.Errorf("%q: host %q pid %d, want %q %d", tc.holder, host, pid, tc.host, tc.pid)
+		}
+	}
+}

@@ -105,3 +105,17 @@ func holderDead(holder string) bool {
 	err = syscall.Kill(pid, 0)
 	return errors.Is(err, syscall.ESRCH)
 }
+
+// ExecutorHost names where an attempt's executor runs, from its holder:
+// the host name and the process id there ("" and 0 when the holder says
+// nothing readable). With several hosts sharing a ledger it tells an
+// operator which host an attempt in flight is waiting on.
+func (at Attempt) ExecutorHost() (host string, pid int) {
+	i := strings.LastIndexByte(at.Holder, ':')
+	if i < 0 {
+		return "", 0
+	}
+	pid, _ = strconv.Atoi(at.Holder[i+1:])
+	host, _, _ = strings.Cut(at.Holder[:i], "/")
+	return host, pid
+}

@@ -121,8 +121,12 @@ func attemptLines(th Theme, ats []ledger.Attempt, w int) []string {
 	for _, at := range ats {
 		out = append(out, fmt.Sprintf("  #%d  %s, started by %s at %s", at.Number,
 			th.mark(outcomeMark(at.Outcome)).Render(outcomeLabel(at)), at.Executor, at.StartedAt.Format(clockFormat)))
-		out = append(out, para("      ", fmt.Sprintf("to %s via %s, Message-ID %s", orNone(at.Recipient),
-			orNone(at.Endpoint().String()), at.MessageID), w)...)
+		where := ""
+		if host, pid := at.ExecutorHost(); host != "" {
+			where = fmt.Sprintf(", executor on %s (pid %d)", host, pid)
+		}
+		out = append(out, para("      ", fmt.Sprintf("to %s via %s, Message-ID %s%s", orNone(at.Recipient),
+			orNone(at.Endpoint().String()), at.MessageID, where), w)...)
 		for _, l := range para("      ", at.Response, w) {
 			out = append(out, th.Dim.Render(l))
 		}
