@@ -15,7 +15,7 @@ import (
 // BenchmarkPostgresRawInsertCommit is the yardstick on PostgreSQL: one
 // INSERT per transaction on the same server the gate benchmark uses.
 func BenchmarkPostgresRawInsertCommit(b *testing.B) {
-	db, err := sql.Open("pgx", pgtest.Database(b))
+	db, err := sql.Open("pgx", benchDatabase(b))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func BenchmarkPostgresRawInsertCommit(b *testing.B) {
 func BenchmarkPostgresGateDecision(b *testing.B) {
 	for _, n := range []int{1, 2, 4} {
 		b.Run(fmt.Sprintf("executors=%d", n), func(b *testing.B) {
-			loc := pgtest.Database(b)
+			loc := benchDatabase(b)
 			ctx := context.Background()
 			var ls []*ledger.Ledger
 			for range n {
@@ -77,4 +77,17 @@ func BenchmarkPostgresGateDecision(b *testing.B) {
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
 		})
 	}
+}
+
+var (
+	durableOnce    sync.Once
+	durableCluster *pgtest.Cluster
+)
+
+// benchDatabase is a new database on a cluster that flushes its commits
+// (fsync on), as production runs, shared by the PostgreSQL benchmarks so
+// that the raw loop and the gate meet the same server.
+func benchDatabase(b *testing.B) string {
+	durableOnce.Do(func() { durableCluster = pgtest.StartClusterForProcess(b, pgtest.Options{Durable: true}) })
+	return durableCluster.CreateDatabase(b, "127.0.0.1")
 }

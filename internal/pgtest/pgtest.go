@@ -56,8 +56,14 @@ func Main(m *testing.M) int {
 	if cluster != nil {
 		cluster.Stop()
 	}
+	for _, c := range extra {
+		c.Stop()
+	}
 	return code
 }
+
+// extra are the clusters StartClusterForProcess started.
+var extra []*Cluster
 
 // Database returns the URL of a new, empty database, or skips the test
 // (fails it under CI=true) when no PostgreSQL server can be had.
@@ -101,6 +107,9 @@ type Options struct {
 	// without a password (e.g. 10.213.7.0/24).
 	Listen   string
 	TrustNet string
+	// Durable keeps fsync on, as a production server runs, for benchmarks
+	// whose figures must include the commit's flush (tests run without).
+	Durable bool
 }
 
 // StartCluster starts a throwaway cluster of the caller's own (stopped with
@@ -118,6 +127,21 @@ func StartCluster(t testing.TB, o Options) *Cluster {
 		t.Skipf("SKIPPING: PostgreSQL cluster: %v", err)
 	}
 	t.Cleanup(c.Stop)
+	return c
+}
+
+// StartClusterForProcess is StartCluster for a cluster shared by the
+// whole test binary (stopped by Main), e.g. by several benchmarks.
+func StartClusterForProcess(t testing.TB, o Options) *Cluster {
+	t.Helper()
+	c, err := startWith(o)
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("PostgreSQL cluster: %v", err)
+		}
+		t.Skipf("SKIPPING: PostgreSQL cluster: %v", err)
+	}
+	extra = append(extra, c)
 	return c
 }
 
@@ -174,7 +198,11 @@ func startWith(o Options) (*Cluster, error) {
 			return nil, fmt.Errorf("allow %s: %w", o.TrustNet, err)
 		}
 	}
-	opts := fmt.Sprintf("-c listen_addresses=%s -p %d -k %s -c fsync=off -c max_connections=200", listen, port, c.dir)
+	fsync := "off"
+	if o.Durable {
+		fsync = "on"
+	}
+	opts := fmt.Sprintf("-c listen_addresses=%s -p %d -k %s -c fsync=%s -c max_connections=200", listen, port, c.dir, fsync)
 	if out, err := c.run("pg_ctl", "-D", data, "-o", opts, "-l", filepath.Join(c.dir, "log"), "-w", "-t", "60", "start"); err != nil {
 		log, _ := os.ReadFile(filepath.Join(c.dir, "log"))
 		os.RemoveAll(c.dir)
