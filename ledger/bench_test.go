@@ -185,24 +185,24 @@ func fillSearchLedger(b *testing.B, n int) string {
 
 // BenchmarkSearch is one page of `gate list --search` (and of the
 // inspector's /) over 100,000 actions: the count of every match and the
-// newest 20. The target is under 100 ms. Without an index a substring
-// search scans the table, and the recipient and subject lie past the start
-// of each row (bodies spill to overflow pages), so the Index/ runs measure
-// the same searches with a covering index the schema does not have: what
-// adding it would buy (see docs/BENCHMARKS.md).
+// newest 20. The target is under 100 ms. No index can seek to a substring,
+// so a search reads every action; Index/ reads the schema's actions_search
+// index (four short columns), Table/ the same searches with that index
+// dropped, reading the rows whose bodies spill to overflow pages: what the
+// index buys (see docs/BENCHMARKS.md).
 func BenchmarkSearch(b *testing.B) {
 	path := fillSearchLedger(b, searchActions)
-	b.Run("Scan", func(b *testing.B) { benchSearches(b, path) })
+	b.Run("Index", func(b *testing.B) { benchSearches(b, path) })
 	db, err := sql.Open("sqlite3_gatehouse", "file:"+path)
 	if err != nil {
 		b.Fatal(err)
 	}
-	_, err = db.Exec(`CREATE INDEX bench_actions_search ON actions(key, customer, recipient, subject)`)
+	_, err = db.Exec(`DROP INDEX actions_search`)
 	db.Close()
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Run("Index", func(b *testing.B) { benchSearches(b, path) })
+	b.Run("Table", func(b *testing.B) { benchSearches(b, path) })
 }
 
 func benchSearches(b *testing.B, path string) {
