@@ -46,8 +46,8 @@ func TestOpenUpgradesVersion3Ledger(t *testing.T) {
 	defer db.Close()
 	var version int
 	w.must(db.QueryRow("PRAGMA user_version").Scan(&version))
-	if version != 5 {
-		t.Fatalf("schema version %d after the upgrade, want 5", version)
+	if version != 6 {
+		t.Fatalf("schema version %d after the upgrade, want 6", version)
 	}
 }
 

@@ -493,7 +493,7 @@ func TestOlderSchemaReadsNameMigrate(t *testing.T) {
 
 	r = ledgerCmd("migrate", "--ledger", e.ledger)
 	wantExit(t, r, exitOK)
-	if !strings.Contains(r.stdout, "from schema version 2 to 5") {
+	if !strings.Contains(r.stdout, "from schema version 2 to 6") {
 		t.Fatalf("migrate: %s", r.stdout)
 	}
 	wantExit(t, e.gate("list"), exitOK)

@@ -1,0 +1,208 @@
+package ledger
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// ReviewFacts is what an incident review reads beside the history, from the
+// same snapshot: who each action is for, what each approval bound, what
+// each attempt recorded, and the latest value the ledger read for each
+// material field of each customer.
+type ReviewFacts struct {
+	// FoldedFrom is the first history id written with to_state and detail;
+	// the states of older lines must be inferred from their kinds.
+	FoldedFrom int64
+	Actions    map[string]ReviewAction // by key
+	Approvals  []Approval              // oldest first
+	Attempts   []Attempt               // by action, in order
+	// LatestReads holds, per customer, the newest re-read of each material
+	// field ("source.field") before a send.
+	LatestReads map[string]map[string]MaterialCheck
+	Stop        Switch
+	Metrics     Metrics
+}
+
+// ReviewAction is the part of an action a review groups and filters by.
+type ReviewAction struct {
+	Key, TaskID, Customer, Recipient string
+	State                            State
+	HoldCause                        HoldCause
+}
+
+// ReadReview reads, in one snapshot, every history line oldest first
+// (handed to each, so a million lines are never held at once) and the facts
+// a review needs beside them. It only reads.
+func (l *Ledger) ReadReview(ctx context.Context, each func(Event) error) (ReviewFacts, error) {
+	f := ReviewFacts{Actions: map[string]ReviewAction{}, LatestReads: map[string]map[string]MaterialCheck{}}
+	m, err := l.Metrics(ctx)
+	if err != nil {
+		return f, fmt.Errorf("review: %w", err)
+	}
+	f.Metrics = m
+	err = l.read(ctx, func(tx queryTx) error {
+		if err := tx.QueryRow(`SELECT folded_from FROM history_format WHERE id = 1`).Scan(&f.FoldedFrom); err != nil {
+			return fmt.Errorf("read history format: %w", err)
+		}
+		var err error
+		if f.Stop, err = readSwitch(tx); err != nil {
+			return err
+		}
+		for _, step := range []func(queryTx, *ReviewFacts) error{reviewActions, reviewApprovals, reviewAttempts, reviewReads} {
+			if err := step(tx, &f); err != nil {
+				return err
+			}
+		}
+		return eachEvent(tx, each)
+	})
+	if err != nil {
+		return f, fmt.Errorf("review %s: %w", l.path, err)
+	}
+	return f, nil
+}
+
+func eachEvent(tx queryTx, each func(Event) error) error {
+	rows, err := tx.Query(`SELECT id, at, actor, task_id, action_key, kind, message, reason, to_state, detail FROM events ORDER BY id`)
+	if err != nil {
+		return fmt.Errorf("read history: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var e Event
+		var at int64
+		var kind string
+		if err := rows.Scan(&e.ID, &at, &e.Actor, &e.TaskID, &e.ActionKey, &kind, &e.Message, &e.Reason, &e.ToState, &e.Detail); err != nil {
+			return fmt.Errorf("read history: %w", err)
+		}
+		e.At, e.Kind = fromNS(at), EventKind(kind)
+		if err := each(e); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+func reviewActions(tx queryTx, f *ReviewFacts) error {
+	rows, err := tx.Query(`SELECT key, task_id, customer, recipient, state, hold_cause FROM actions`)
+	if err != nil {
+		return fmt.Errorf("read actions: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var a ReviewAction
+		var st, hc string
+		if err := rows.Scan(&a.Key, &a.TaskID, &a.Customer, &a.Recipient, &st, &hc); err != nil {
+			return fmt.Errorf("read actions: %w", err)
+		}
+		a.State, a.HoldCause = State(st), HoldCause(hc)
+		f.Actions[a.Key] = a
+	}
+	return rows.Err()
+}
+
+func reviewApprovals(tx queryTx, f *ReviewFacts) error {
+	rows, err := tx.Query(`SELECT id, action_key, approver, digest, recipient, target, destination, sender, owner, material, at, valid, invalidated
+		FROM approvals ORDER BY id`)
+	if err != nil {
+		return fmt.Errorf("read approvals: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var ap Approval
+		var mat string
+		var at int64
+		var valid int
+		if err := rows.Scan(&ap.ID, &ap.ActionKey, &ap.Approver, &ap.Digest, &ap.Recipient, &ap.Target, &ap.Destination, &ap.Sender,
+			&ap.Owner, &mat, &at, &valid, &ap.Invalidated); err != nil {
+			return fmt.Errorf("read approvals: %w", err)
+		}
+		ap.At, ap.Valid = fromNS(at), valid == 1
+		if err := json.Unmarshal([]byte(mat), &ap.Material); err != nil {
+			return fmt.Errorf("approval %d material: %w", ap.ID, err)
+		}
+		f.Approvals = append(f.Approvals, ap)
+	}
+	return rows.Err()
+}
+
+func reviewAttempts(tx queryTx, f *ReviewFacts) error {
+	rows, err := tx.Query(`SELECT ` + attemptCols + ` FROM attempts ORDER BY action_key, number`)
+	if err != nil {
+		return fmt.Errorf("read attempts: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		at, err := scanAttempt(rows)
+		if err != nil {
+			return fmt.Errorf("read attempts: %w", err)
+		}
+		f.Attempts = append(f.Attempts, at)
+	}
+	return rows.Err()
+}
+
+// reviewReads keeps the newest re-read per customer and field: material
+// fields (consent, order state) belong to the customer, whichever of their
+// actions read them.
+func reviewReads(tx queryTx, f *ReviewFacts) error {
+	rows, err := tx.Query(`SELECT a.customer, m.action_key, m.attempt, m.at, m.source, m.field, m.approved, m.read_value, m.matched, m.unavailable
+		FROM material_checks m JOIN actions a ON a.key = m.action_key ORDER BY m.id`)
+	if err != nil {
+		return fmt.Errorf("read material checks: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var cust string
+		var c MaterialCheck
+		var at int64
+		var mt, u int
+		if err := rows.Scan(&cust, &c.ActionKey, &c.Attempt, &at, &c.Source, &c.Field, &c.Approved, &c.Read, &mt, &u); err != nil {
+			return fmt.Errorf("read material checks: %w", err)
+		}
+		c.At, c.Matched, c.Unavailable = fromNS(at), mt == 1, u == 1
+		if f.LatestReads[cust] == nil {
+			f.LatestReads[cust] = map[string]MaterialCheck{}
+		}
+		f.LatestReads[cust][c.Source+"."+c.Field] = c
+	}
+	return rows.Err()
+}
+
+// EventsByID reads the given history lines, in id order: a review keeps
+// a million lines without their sentences and reads back the ones it shows.
+func (l *Ledger) EventsByID(ctx context.Context, ids []int64) ([]Event, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	ph := strings.TrimSuffix(strings.Repeat("?,", len(ids)), ",")
+	var out []Event
+	err := l.read(ctx, func(tx queryTx) error {
+		rows, err := tx.Query(`SELECT id, at, actor, task_id, action_key, kind, message, reason, to_state, detail
+			FROM events WHERE id IN (`+ph+`) ORDER BY id`, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var e Event
+			var at int64
+			var kind string
+			if err := rows.Scan(&e.ID, &at, &e.Actor, &e.TaskID, &e.ActionKey, &kind, &e.Message, &e.Reason, &e.ToState, &e.Detail); err != nil {
+				return err
+			}
+			e.At, e.Kind = fromNS(at), EventKind(kind)
+			out = append(out, e)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read history lines: %w", err)
+	}
+	return out, nil
+}
