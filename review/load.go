@@ -1,0 +1,291 @@
+// Package review reconstructs a ledger's past from its history, for an
+// incident review: the state of every action at any moment (a fold over the
+// recorded events), the four buckets at a stop, measures per hour or day,
+// and a report a team can file. It only reads the ledger.
+package review
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"gatehouse/ledger"
+)
+
+// Event is one history line in the compact form a review keeps in memory
+// for a million lines: the text is read back by id for the lines shown.
+type Event struct {
+	ID     int64
+	At     int64 // Unix nanoseconds, UTC
+	Actor  int32 // index into History.Actors
+	Action int32 // index into History.Keys; 0 is "no action"
+	Task   int32 // index into History.Tasks; 0 is "no task"
+	Kind   uint8 // index into History.Kinds
+	To     uint8 // index into History.States; 0 is "no change"
+	Flags  uint8
+}
+
+// Event flags.
+const (
+	// FlagInferred: the line was written before lines carried their state;
+	// its To was inferred from its kind and sentence.
+	FlagInferred uint8 = 1 << iota
+	// FlagOverride: a person's decision over the gate's (a hold released,
+	// a destination said to have moved, an outcome established by hand).
+	FlagOverride
+)
+
+// History is a ledger's history as a review reads it: every line oldest
+// first, with the facts beside it from the same snapshot.
+type History struct {
+	Path   string
+	Events []Event
+	Actors []string
+	Keys   []string // Keys[0] == ""
+	Tasks  []string // Tasks[0] == ""
+	Kinds  []ledger.EventKind
+	States []string // state codes as events.to_state writes them; States[0] == ""
+	Facts  ledger.ReviewFacts
+	// Inferred counts lines whose state was inferred.
+	Inferred int
+
+	kindIdx, stateIdx         map[string]uint8
+	actorIdx, keyIdx, taskIdx map[string]int32
+	customers                 []string // per action index
+	approvals                 map[int32][]ledger.Approval
+	attempts                  map[int32][]ledger.Attempt
+	prevState                 []uint8 // fold scratch during loading
+	stopIdx                   []int   // indexes of stop lines in Events
+	resumeIdx                 []int
+	sorted                    []int32 // action indexes in key order
+}
+
+func sortByKey(idx []int32, keys []string) {
+	slices.SortFunc(idx, func(a, b int32) int { return strings.Compare(keys[a], keys[b]) })
+}
+
+// Load reads the whole history of l in one snapshot.
+func Load(ctx context.Context, l *ledger.Ledger) (*History, error) {
+	h := &History{Path: l.Path(), Keys: []string{""}, Tasks: []string{""}, States: []string{""},
+		kindIdx: map[string]uint8{}, stateIdx: map[string]uint8{"": 0},
+		actorIdx: map[string]int32{}, keyIdx: map[string]int32{"": 0}, taskIdx: map[string]int32{"": 0},
+		prevState: []uint8{0}}
+	facts, err := l.ReadReview(ctx, func(e ledger.Event) error {
+		h.add(e, 0)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	h.Facts = facts
+	h.index()
+	return h, nil
+}
+
+// add appends one line; foldedFrom is not known until the snapshot is
+// read, so legacy lines are recognised by an empty to_state and detail and
+// settled in index.
+func (h *History) add(e ledger.Event, _ int64) {
+	ev := Event{ID: e.ID, At: e.At.UnixNano(), Actor: intern(h.actorIdx, &h.Actors, e.Actor),
+		Action: intern(h.keyIdx, &h.Keys, e.ActionKey), Task: intern(h.taskIdx, &h.Tasks, e.TaskID),
+		Kind: h.kind(e.Kind), To: h.state(e.ToState)}
+	if int(ev.Action) >= len(h.prevState) {
+		h.prevState = append(h.prevState, 0)
+	}
+	if isOverride(e) {
+		ev.Flags |= FlagOverride
+	}
+	if e.ToState == "" && e.Detail == "" && e.ActionKey != "" {
+		// Possibly written before lines carried states: keep the guess,
+		// dropped in index for lines after the format change.
+		if to := inferState(e, h.States[h.prevState[ev.Action]]); to != "" {
+			ev.To = h.state(to)
+			ev.Flags |= FlagInferred
+		}
+	}
+	if ev.To != 0 {
+		h.prevState[ev.Action] = ev.To
+	}
+	h.Events = append(h.Events, ev)
+}
+
+// index settles inference against the format change and builds the lookups
+// the views use.
+func (h *History) index() {
+	for i := range h.Events {
+		ev := &h.Events[i]
+		if ev.Flags&FlagInferred != 0 {
+			if ev.ID >= h.Facts.FoldedFrom {
+				ev.To, ev.Flags = 0, ev.Flags&^FlagInferred // a recorded "no change"
+			} else {
+				h.Inferred++
+			}
+		}
+		switch h.Kinds[ev.Kind] {
+		case ledger.EvStopped:
+			h.stopIdx = append(h.stopIdx, i)
+		case ledger.EvResumed:
+			h.resumeIdx = append(h.resumeIdx, i)
+		}
+	}
+	h.prevState = nil
+	h.customers = make([]string, len(h.Keys))
+	for i, k := range h.Keys {
+		h.customers[i] = h.Facts.Actions[k].Customer
+	}
+	h.approvals = map[int32][]ledger.Approval{}
+	for _, ap := range h.Facts.Approvals {
+		i := h.keyIdx[ap.ActionKey]
+		h.approvals[i] = append(h.approvals[i], ap)
+	}
+	h.attempts = map[int32][]ledger.Attempt{}
+	for _, at := range h.Facts.Attempts {
+		i := h.keyIdx[at.ActionKey]
+		h.attempts[i] = append(h.attempts[i], at)
+	}
+}
+
+func intern(idx map[string]int32, list *[]string, s string) int32 {
+	if i, ok := idx[s]; ok {
+		return i
+	}
+	i := int32(len(*list))
+	*list = append(*list, s)
+	idx[s] = i
+	return i
+}
+
+func (h *History) kind(k ledger.EventKind) uint8 {
+	if i, ok := h.kindIdx[string(k)]; ok {
+		return i
+	}
+	i := uint8(len(h.Kinds))
+	h.Kinds = append(h.Kinds, k)
+	h.kindIdx[string(k)] = i
+	return i
+}
+
+func (h *History) state(s string) uint8 {
+	if i, ok := h.stateIdx[s]; ok {
+		return i
+	}
+	i := uint8(len(h.States))
+	h.States = append(h.States, s)
+	h.stateIdx[s] = i
+	return i
+}
+
+// isOverride tells a person's decision over the gate's.
+func isOverride(e ledger.Event) bool {
+	switch e.Kind {
+	case ledger.EvHoldReleased, ledger.EvDestinationMoved:
+		return true
+	case ledger.EvReconciled:
+		if e.Detail != "" {
+			var d struct{ By string }
+			return json.Unmarshal([]byte(e.Detail), &d) == nil && d.By == "person"
+		}
+		return strings.Contains(e.Message, "checked the destination by hand")
+	}
+	return false
+}
+
+// inferState is the state a line written before schema 6 led its action
+// to, read from its kind and, where the kind alone does not say, its
+// sentence; "" when it changed no state. prev is the action's state before.
+func inferState(e ledger.Event, prev string) string {
+	m := e.Message
+	switch e.Kind {
+	case ledger.EvProposed:
+		return string(ledger.StateDrafting)
+	case ledger.EvRevised:
+		if strings.Contains(m, "draft again") {
+			return string(ledger.StateDrafting)
+		}
+	case ledger.EvSubmitted, ledger.EvCorrection:
+		return string(ledger.StateAwaitingApproval)
+	case ledger.EvApproved:
+		return string(ledger.StateApproved)
+	case ledger.EvAttemptStarted:
+		return string(ledger.StateExecuting)
+	case ledger.EvSent:
+		return string(ledger.StateSent)
+	case ledger.EvNotDelivered:
+		return string(ledger.StateApproved)
+	case ledger.EvFailed:
+		return string(ledger.StateFailed)
+	case ledger.EvUnknown, ledger.EvRecoveredUnknown:
+		return string(ledger.StateUnknown)
+	case ledger.EvDenied:
+		return string(ledger.StateDenied)
+	case ledger.EvCancelled, ledger.EvAudienceRemoved:
+		return string(ledger.StateCancelled)
+	case ledger.EvRefusedStopped:
+		return heldCode(ledger.HoldStopped)
+	case ledger.EvContradiction:
+		return heldCode(ledger.HoldContradiction)
+	case ledger.EvOwnershipConflict:
+		if strings.Contains(m, "proposal was cancelled") {
+			return string(ledger.StateCancelled)
+		}
+	case ledger.EvApprovalStale:
+		if strings.Contains(m, "needs approval again") {
+			return string(ledger.StateAwaitingApproval)
+		}
+	case ledger.EvHoldReleased:
+		if i := strings.LastIndex(m, "; it is "); i >= 0 {
+			return strings.TrimSuffix(strings.TrimSuffix(m[i+len("; it is "):], "."), " again")
+		}
+	case ledger.EvHeld:
+		return heldCode(inferHoldCause(m, prev))
+	}
+	return ""
+}
+
+func inferHoldCause(m, prev string) ledger.HoldCause {
+	switch {
+	case prev == string(ledger.StateUnknown) || strings.Contains(m, "stays held"):
+		return ledger.HoldUnknownOutcome
+	case strings.Contains(m, "nothing arrived"):
+		return ledger.HoldSafeToRetry
+	case strings.Contains(m, "has no owner"):
+		return ledger.HoldOwnerMissing
+	case strings.Contains(m, "unavailable"):
+		return ledger.HoldSourceUnavailable
+	}
+	return ledger.HoldOperator
+}
+
+func heldCode(c ledger.HoldCause) string { return string(ledger.StateHeld) + ":" + string(c) }
+
+// Key is the action key of action index i.
+func (h *History) Key(i int32) string { return h.Keys[i] }
+
+// Customer is the customer of action index i ("" when unknown).
+func (h *History) Customer(i int32) string { return h.customers[i] }
+
+// Time is an event's moment.
+func (e Event) Time() time.Time { return time.Unix(0, e.At).UTC() }
+
+// KindOf is the kind of e.
+func (h *History) KindOf(e Event) ledger.EventKind { return h.Kinds[e.Kind] }
+
+// Stops are the indexes in Events of the stop lines, oldest first.
+func (h *History) Stops() []int { return h.stopIdx }
+
+// Text reads the sentences and reasons of the given lines back from the
+// ledger, by id.
+func Text(ctx context.Context, l *ledger.Ledger, ids []int64) (map[int64]ledger.Event, error) {
+	evs, err := l.EventsByID(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("read history text: %w", err)
+	}
+	out := make(map[int64]ledger.Event, len(evs))
+	for _, e := range evs {
+		out[e.ID] = e
+	}
+	return out, nil
+}
