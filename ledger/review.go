@@ -206,3 +206,16 @@ func (l *Ledger) EventsByID(ctx context.Context, ids []int64) ([]Event, error) {
 	}
 	return out, nil
 }
+
+// RecordOperating records that actor switched a review, which only reads,
+// into operating mode, with a mandatory reason: from then on the reviewer
+// may act on the ledger, and the history says who chose to and why.
+func (l *Ledger) RecordOperating(ctx context.Context, actor, reason string) error {
+	if strings.TrimSpace(reason) == "" {
+		return invalidf("operating mode: a reason is required")
+	}
+	return l.writeRelaxed(ctx, func(t *wtx) error {
+		return t.event(actor, "", "", EvOperating, reason,
+			"%s switched the review of this ledger into operating mode because: %s.", actor, reason)
+	})
+}

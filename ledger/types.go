@@ -240,6 +240,9 @@ const (
 	EvRefused            EventKind = "refused"
 	EvCustomersImported  EventKind = "customers_imported"
 	EvResubscribed       EventKind = "resubscribed"
+	// EvOperating: a reviewer switched a read-only review into operating
+	// mode, where operator operations are possible.
+	EvOperating EventKind = "operating_mode"
 )
 
 // Notification is a message to a person, e.g. the previous owner after a

@@ -61,6 +61,8 @@ type History struct {
 	stopIdx                   []int   // indexes of stop lines in Events
 	resumeIdx                 []int
 	sorted                    []int32 // action indexes in key order
+	first, last               []int   // per action: its first and last line in Events
+	final                     []uint8 // per action: the state its last line left
 }
 
 func sortByKey(idx []int32, keys []string) {
@@ -132,6 +134,19 @@ func (h *History) index() {
 		}
 	}
 	h.prevState = nil
+	h.first, h.last, h.final = make([]int, len(h.Keys)), make([]int, len(h.Keys)), make([]uint8, len(h.Keys))
+	for i := range h.first {
+		h.first[i] = -1
+	}
+	for i, ev := range h.Events {
+		if h.first[ev.Action] < 0 {
+			h.first[ev.Action] = i
+		}
+		h.last[ev.Action] = i
+		if ev.To != 0 {
+			h.final[ev.Action] = ev.To
+		}
+	}
 	h.customers = make([]string, len(h.Keys))
 	for i, k := range h.Keys {
 		h.customers[i] = h.Facts.Actions[k].Customer

@@ -3,6 +3,7 @@ package review_test
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	_ "github.com/mattn/go-sqlite3"
 
 	"gatehouse/fakes"
 	"gatehouse/ledger"
@@ -289,5 +292,77 @@ func TestReportGolden(t *testing.T) {
 				t.Error("two reports of the same ledger differ")
 			}
 		})
+	}
+}
+
+// TestReportInfersHistoryWrittenBeforeStates: the same ledger with its
+// lines stripped of their states, as a ledger written before schema 6 has
+// them, gives the same buckets and per-day counts, and says it inferred.
+func TestReportInfersHistoryWrittenBeforeStates(t *testing.T) {
+	s, _ := buildStopLedger(t)
+	recorded := loadReport(t, s, review.Options{})
+	s.must(s.l.Close())
+	db, err := sql.Open("sqlite3", s.path)
+	s.must(err)
+	for _, q := range []string{`UPDATE events SET to_state = '', detail = ''`,
+		`UPDATE history_format SET folded_from = (SELECT max(id) + 1 FROM events)`} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	s.l, err = ledger.Open(s.path, ledger.WithClock(s.clock))
+	s.must(err)
+	inferred := loadReport(t, s, review.Options{})
+	for i, c := range inferred.Counts {
+		if c != recorded.Counts[i] {
+			t.Errorf("bucket %s: inferred %d, recorded %d", c.Bucket, c.N, recorded.Counts[i].N)
+		}
+	}
+	for i := range inferred.Days {
+		if inferred.Days[i] != recorded.Days[i] {
+			t.Errorf("day %s: inferred %+v, recorded %+v", inferred.Days[i].Day, inferred.Days[i], recorded.Days[i])
+		}
+	}
+	for b := range inferred.Buckets {
+		for i, a := range inferred.Buckets[b].Actions {
+			if want := recorded.Buckets[b].Actions[i]; a.State != want.State || a.Now != want.Now || !a.Inferred {
+				t.Errorf("%s: inferred %s → %s (marked %v), recorded %s → %s", a.Key, a.State, a.Now, a.Inferred, want.State, want.Now)
+			}
+		}
+	}
+	if inferred.Inferred.Lines == 0 || inferred.Inferred.Actions != 6 {
+		t.Errorf("inferred note: %+v", inferred.Inferred)
+	}
+	var md bytes.Buffer
+	s.must(inferred.WriteMarkdown(&md))
+	if !strings.Contains(md.String(), "(inferred)") || !strings.Contains(md.String(), "- Inferred: ") {
+		t.Errorf("the Markdown does not mark what it inferred:\n%s", md.String())
+	}
+}
+
+// TestReportStopOutOfRange names the stops the history holds.
+func TestReportStopOutOfRange(t *testing.T) {
+	s, _ := buildStopLedger(t)
+	h, err := review.Load(s.ctx, s.l)
+	s.must(err)
+	if _, err := review.Build(s.ctx, s.l, h, review.Options{Stop: 2}); !errors.Is(err, review.ErrNoSuchStop) {
+		t.Fatalf("stop 2 of 1: %v", err)
+	}
+}
+
+// TestReportWindowWithoutStop: a window that ends before the stop holds no
+// stop; its buckets are the state at the window's end.
+func TestReportWindowWithoutStop(t *testing.T) {
+	s, _ := buildStopLedger(t)
+	r := loadReport(t, s, review.Options{Until: day1.Add(150 * time.Minute)}) // after 11:00, before 12:00
+	want := map[string]int{"committed": 1, "in_flight": 1}
+	for _, c := range r.Counts {
+		if c.N != want[c.Bucket] {
+			t.Errorf("bucket %s: %d, want %d", c.Bucket, c.N, want[c.Bucket])
+		}
+	}
+	if r.Stop != nil || len(r.Days) != 1 || r.Days[0].Proposed != 2 {
+		t.Errorf("stop %+v, days %+v", r.Stop, r.Days)
 	}
 }
