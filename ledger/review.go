@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -32,10 +33,21 @@ type ReviewAction struct {
 	HoldCause                        HoldCause
 }
 
+// ReviewLine is one history line as ReadReview hands it over: the text
+// fields are only valid during the call (they are the driver's buffers, so
+// a million lines cost no copies). Message is filled only for lines written
+// before lines carried their state (the review infers from it) and Detail
+// only for reconciliations (it says who established the outcome).
+type ReviewLine struct {
+	ID, At                                           int64
+	Actor, TaskID, ActionKey, Kind, ToState, Message []byte
+	Detail                                           []byte
+}
+
 // ReadReview reads, in one snapshot, every history line oldest first
 // (handed to each, so a million lines are never held at once) and the facts
 // a review needs beside them. It only reads.
-func (l *Ledger) ReadReview(ctx context.Context, each func(Event) error) (ReviewFacts, error) {
+func (l *Ledger) ReadReview(ctx context.Context, each func(ReviewLine) error) (ReviewFacts, error) {
 	f := ReviewFacts{Actions: map[string]ReviewAction{}, LatestReads: map[string]map[string]MaterialCheck{}}
 	m, err := l.Metrics(ctx)
 	if err != nil {
@@ -55,7 +67,7 @@ func (l *Ledger) ReadReview(ctx context.Context, each func(Event) error) (Review
 				return err
 			}
 		}
-		return eachEvent(tx, each)
+		return eachLine(tx, f.FoldedFrom, each)
 	})
 	if err != nil {
 		return f, fmt.Errorf("review %s: %w", l.path, err)
@@ -63,21 +75,22 @@ func (l *Ledger) ReadReview(ctx context.Context, each func(Event) error) (Review
 	return f, nil
 }
 
-func eachEvent(tx queryTx, each func(Event) error) error {
-	rows, err := tx.Query(`SELECT id, at, actor, task_id, action_key, kind, message, reason, to_state, detail FROM events ORDER BY id`)
+func eachLine(tx queryTx, foldedFrom int64, each func(ReviewLine) error) error {
+	rows, err := tx.Query(`SELECT id, at, actor, task_id, action_key, kind, to_state,
+		CASE WHEN id < ? THEN message ELSE '' END, CASE WHEN kind = 'reconciled' THEN detail ELSE '' END
+		FROM events ORDER BY id`, foldedFrom)
 	if err != nil {
 		return fmt.Errorf("read history: %w", err)
 	}
 	defer rows.Close()
+	var ln ReviewLine
+	raw := []*sql.RawBytes{(*sql.RawBytes)(&ln.Actor), (*sql.RawBytes)(&ln.TaskID), (*sql.RawBytes)(&ln.ActionKey),
+		(*sql.RawBytes)(&ln.Kind), (*sql.RawBytes)(&ln.ToState), (*sql.RawBytes)(&ln.Message), (*sql.RawBytes)(&ln.Detail)}
 	for rows.Next() {
-		var e Event
-		var at int64
-		var kind string
-		if err := rows.Scan(&e.ID, &at, &e.Actor, &e.TaskID, &e.ActionKey, &kind, &e.Message, &e.Reason, &e.ToState, &e.Detail); err != nil {
+		if err := rows.Scan(&ln.ID, &ln.At, raw[0], raw[1], raw[2], raw[3], raw[4], raw[5], raw[6]); err != nil {
 			return fmt.Errorf("read history: %w", err)
 		}
-		e.At, e.Kind = fromNS(at), EventKind(kind)
-		if err := each(e); err != nil {
+		if err := each(ln); err != nil {
 			return err
 		}
 	}

@@ -75,8 +75,8 @@ func Load(ctx context.Context, l *ledger.Ledger) (*History, error) {
 		kindIdx: map[string]uint8{}, stateIdx: map[string]uint8{"": 0},
 		actorIdx: map[string]int32{}, keyIdx: map[string]int32{"": 0}, taskIdx: map[string]int32{"": 0},
 		prevState: []uint8{0}}
-	facts, err := l.ReadReview(ctx, func(e ledger.Event) error {
-		h.add(e, 0)
+	facts, err := l.ReadReview(ctx, func(ln ledger.ReviewLine) error {
+		h.add(ln)
 		return nil
 	})
 	if err != nil {
@@ -87,24 +87,24 @@ func Load(ctx context.Context, l *ledger.Ledger) (*History, error) {
 	return h, nil
 }
 
-// add appends one line; foldedFrom is not known until the snapshot is
-// read, so legacy lines are recognised by an empty to_state and detail and
-// settled in index.
-func (h *History) add(e ledger.Event, _ int64) {
-	ev := Event{ID: e.ID, At: e.At.UnixNano(), Actor: intern(h.actorIdx, &h.Actors, e.Actor),
-		Action: intern(h.keyIdx, &h.Keys, e.ActionKey), Task: intern(h.taskIdx, &h.Tasks, e.TaskID),
-		Kind: h.kind(e.Kind), To: h.state(e.ToState)}
+// add appends one line. Lines written before lines carried their state
+// come with their sentence, from which inferState guesses.
+func (h *History) add(ln ledger.ReviewLine) {
+	ev := Event{ID: ln.ID, At: ln.At, Actor: internBytes(h.actorIdx, &h.Actors, ln.Actor),
+		Action: internBytes(h.keyIdx, &h.Keys, ln.ActionKey), Task: internBytes(h.taskIdx, &h.Tasks, ln.TaskID),
+		Kind: h.kind(ln.Kind), To: h.state(ln.ToState)}
 	if int(ev.Action) >= len(h.prevState) {
 		h.prevState = append(h.prevState, 0)
 	}
-	if isOverride(e) {
+	kind := h.Kinds[ev.Kind]
+	if isOverride(kind, ln.Detail, ln.Message) {
 		ev.Flags |= FlagOverride
 	}
-	if e.ToState == "" && e.Detail == "" && e.ActionKey != "" {
-		// Possibly written before lines carried states: keep the guess,
-		// dropped in index for lines after the format change.
-		if to := inferState(e, h.States[h.prevState[ev.Action]]); to != "" {
-			ev.To = h.state(to)
+	if len(ln.Message) > 0 && ev.Action != 0 {
+		// Only lines written before lines carried their state come with
+		// their sentence.
+		if to := inferState(kind, string(ln.Message), h.States[h.prevState[ev.Action]]); to != "" {
+			ev.To = h.state([]byte(to))
 			ev.Flags |= FlagInferred
 		}
 	}
@@ -120,11 +120,7 @@ func (h *History) index() {
 	for i := range h.Events {
 		ev := &h.Events[i]
 		if ev.Flags&FlagInferred != 0 {
-			if ev.ID >= h.Facts.FoldedFrom {
-				ev.To, ev.Flags = 0, ev.Flags&^FlagInferred // a recorded "no change"
-			} else {
-				h.Inferred++
-			}
+			h.Inferred++
 		}
 		switch h.Kinds[ev.Kind] {
 		case ledger.EvStopped:
@@ -163,47 +159,53 @@ func (h *History) index() {
 	}
 }
 
-func intern(idx map[string]int32, list *[]string, s string) int32 {
-	if i, ok := idx[s]; ok {
+// internBytes returns the index of b's text, adding it when new: the
+// lookup by string(b) does not copy, so a million lines allocate only for
+// the distinct names among them.
+func internBytes(idx map[string]int32, list *[]string, b []byte) int32 {
+	if i, ok := idx[string(b)]; ok {
 		return i
 	}
+	s := string(b)
 	i := int32(len(*list))
 	*list = append(*list, s)
 	idx[s] = i
 	return i
 }
 
-func (h *History) kind(k ledger.EventKind) uint8 {
-	if i, ok := h.kindIdx[string(k)]; ok {
+func (h *History) kind(b []byte) uint8 {
+	if i, ok := h.kindIdx[string(b)]; ok {
 		return i
 	}
 	i := uint8(len(h.Kinds))
-	h.Kinds = append(h.Kinds, k)
-	h.kindIdx[string(k)] = i
+	h.Kinds = append(h.Kinds, ledger.EventKind(b))
+	h.kindIdx[string(b)] = i
 	return i
 }
 
-func (h *History) state(s string) uint8 {
-	if i, ok := h.stateIdx[s]; ok {
+func (h *History) state(b []byte) uint8 {
+	if i, ok := h.stateIdx[string(b)]; ok {
 		return i
 	}
 	i := uint8(len(h.States))
-	h.States = append(h.States, s)
-	h.stateIdx[s] = i
+	h.States = append(h.States, string(b))
+	h.stateIdx[string(b)] = i
 	return i
 }
 
-// isOverride tells a person's decision over the gate's.
-func isOverride(e ledger.Event) bool {
-	switch e.Kind {
+// isOverride tells a person's decision over the gate's. A reconciliation
+// says in its detail who established the outcome; one written before
+// details did, in its sentence.
+func isOverride(kind ledger.EventKind, detail, message []byte) bool {
+	switch kind {
 	case ledger.EvHoldReleased, ledger.EvDestinationMoved:
 		return true
 	case ledger.EvReconciled:
-		if e.Detail != "" {
+		if len(detail) > 0 {
 			var d struct{ By string }
-			return json.Unmarshal([]byte(e.Detail), &d) == nil && d.By == "person"
+			return json.Unmarshal(detail, &d) == nil && d.By == "person"
 		}
-		return strings.Contains(e.Message, "checked the destination by hand")
+		return strings.Contains(string(message), "checked the destination by hand")
 	}
 	return false
 }
@@ -211,9 +213,8 @@ func isOverride(e ledger.Event) bool {
 // inferState is the state a line written before schema 6 led its action
 // to, read from its kind and, where the kind alone does not say, its
 // sentence; "" when it changed no state. prev is the action's state before.
-func inferState(e ledger.Event, prev string) string {
-	m := e.Message
-	switch e.Kind {
+func inferState(kind ledger.EventKind, m, prev string) string {
+	switch kind {
 	case ledger.EvProposed:
 		return string(ledger.StateDrafting)
 	case ledger.EvRevised:
