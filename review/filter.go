@@ -1,6 +1,7 @@
 package review
 
 import (
+	"slices"
 	"strings"
 
 	"gatehouse/ledger"
@@ -165,13 +166,28 @@ func (h *History) NextOfAction(sel []int32, pos int, dir int) (int, bool) {
 }
 
 // NextStop is the position in sel after pos of the next stop line,
-// wrapping to the first; ok is false when sel holds no stop.
+// wrapping to the first; ok is false when sel holds no stop. It looks the
+// stops up in sel (which is in history order) instead of walking sel.
 func (h *History) NextStop(sel []int32, pos int) (int, bool) {
-	for n := 1; n <= len(sel); n++ {
-		p := (pos + n) % len(sel)
-		if h.Kinds[h.Events[sel[p]].Kind] == ledger.EvStopped {
+	var first = -1
+	cur := int32(-1)
+	if pos >= 0 && pos < len(sel) {
+		cur = sel[pos]
+	}
+	for _, si := range h.stopIdx {
+		p, found := slices.BinarySearch(sel, int32(si))
+		if !found {
+			continue // filtered out
+		}
+		if first < 0 {
+			first = p
+		}
+		if int32(si) > cur {
 			return p, true
 		}
 	}
-	return pos, false
+	if first < 0 {
+		return pos, false
+	}
+	return first, true
 }

@@ -33,35 +33,58 @@ func (m Measures) DenialRate() float64 {
 	return 100 * float64(m.Denied) / float64(m.Denied+m.Attempts)
 }
 
-// count adds one history line.
-func (m *Measures) count(k ledger.EventKind, flags uint8) {
+// Slots of the measures while counting, one per Measures field.
+const (
+	slotProposed = iota
+	slotAttempts
+	slotSent
+	slotDenied
+	slotDuplicateBlocks
+	slotOwnershipConflicts
+	slotUnknown
+	slotHolds
+	slotOverride
+	slotFailed
+	slotStaleApprovals
+	slotStops
+	numSlots
+)
+
+type slots [numSlots]int
+
+func (c slots) measures() Measures {
+	return Measures{c[slotProposed], c[slotAttempts], c[slotSent], c[slotDenied], c[slotDuplicateBlocks],
+		c[slotOwnershipConflicts], c[slotUnknown], c[slotHolds], c[slotOverride], c[slotFailed], c[slotStaleApprovals], c[slotStops]}
+}
+
+// kindSlot is the measure a history line of kind k counts towards (-1:
+// none; manual overrides are counted by their flag, whatever their kind).
+func kindSlot(k ledger.EventKind) int8 {
 	switch k {
 	case ledger.EvProposed:
-		m.Proposed++
+		return slotProposed
 	case ledger.EvAttemptStarted:
-		m.Attempts++
+		return slotAttempts
 	case ledger.EvSent:
-		m.Sent++
+		return slotSent
 	case ledger.EvDenied:
-		m.Denied++
+		return slotDenied
 	case ledger.EvDuplicateBlock:
-		m.DuplicateBlocks++
+		return slotDuplicateBlocks
 	case ledger.EvOwnershipConflict:
-		m.OwnershipConflicts++
+		return slotOwnershipConflicts
 	case ledger.EvUnknown, ledger.EvRecoveredUnknown:
-		m.Unknown++
+		return slotUnknown
 	case ledger.EvHeld, ledger.EvRefusedStopped, ledger.EvContradiction:
-		m.Holds++
+		return slotHolds
 	case ledger.EvFailed, ledger.EvNotDelivered:
-		m.Failed++
+		return slotFailed
 	case ledger.EvApprovalStale:
-		m.StaleApprovals++
+		return slotStaleApprovals
 	case ledger.EvStopped:
-		m.Stops++
+		return slotStops
 	}
-	if flags&FlagOverride != 0 {
-		m.ManualOverrides++
-	}
+	return -1
 }
 
 // Measure is one named measure, for views that draw them one by one.
@@ -110,15 +133,31 @@ func (h *History) Rates(from, to int, width time.Duration) []RateBucket {
 	}
 	w := int64(width)
 	s := start.UnixNano()
+	// Which measure each kind adds to, worked out once per kind rather
+	// than once per line: a million lines must count within a frame.
+	slot := make([]int8, len(h.Kinds))
+	for k, kind := range h.Kinds {
+		slot[k] = kindSlot(kind)
+	}
+	counts := make([]slots, n)
 	for i := from; i < to; i++ {
-		ev := h.Events[i]
+		ev := &h.Events[i]
 		// Clamped: lines of several writers may be out of time order by a tick.
-		b := &out[min(max((ev.At-s)/w, 0), int64(n-1))]
+		bi := min(max((ev.At-s)/w, 0), int64(n-1))
+		b := &out[bi]
 		if b.First < 0 {
 			b.First = i
 		}
 		b.Last = i + 1
-		b.M.count(h.Kinds[ev.Kind], ev.Flags)
+		if sl := slot[ev.Kind]; sl >= 0 {
+			counts[bi][sl]++
+		}
+		if ev.Flags&FlagOverride != 0 {
+			counts[bi][slotOverride]++
+		}
+	}
+	for i := range out {
+		out[i].M = counts[i].measures()
 	}
 	for i := range out {
 		if out[i].First < 0 {

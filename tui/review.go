@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -56,26 +57,28 @@ const (
 // (recorded in the history), which opens the inspector's operations.
 type Review struct {
 	base
-	cfg       ReviewConfig
-	h         *review.History
-	loadErr   error
-	tab       reviewTab
-	filter    review.Filter
-	sel       []int32 // the timeline lines the filter selects
-	pos       listPos // over sel
-	text      map[int64]ledger.Event
-	hourly    bool
-	rates     []review.RateBucket
-	rpos      listPos
-	stop      int // the stop at-a-stop shows, from 1; 0 until loaded
-	report    *review.Report
-	stopLines []string
-	spos      listPos
-	prompt    prompt
-	input     textinput.Model
-	form      *form
-	operating bool
-	busy      int
+	cfg     ReviewConfig
+	h       *review.History
+	loadErr error
+	tab     reviewTab
+	filter  review.Filter
+	sel     []int32 // the timeline lines the filter selects
+	pos     listPos // over sel
+	text    map[int64]ledger.Event
+	hourly  bool
+	rates   []review.RateBucket
+	// ratesWindow is the time window the rates were counted for.
+	ratesWindow [2]int64
+	rpos        listPos
+	stop        int // the stop at-a-stop shows, from 1; 0 until loaded
+	report      *review.Report
+	stopLines   []string
+	spos        listPos
+	prompt      prompt
+	input       textinput.Model
+	form        *form
+	operating   bool
+	busy        int
 }
 
 // NewReview returns a review of cfg.Ledger.
@@ -173,7 +176,6 @@ func (rv *Review) onLoaded(msg reviewLoadedMsg) tea.Cmd {
 	rv.stop = len(rv.h.Stops())
 	rv.applyFilter()
 	rv.pos.move(rv.pos.total) // the newest lines first on screen
-	rv.loadRates()
 	return rv.fetchText()
 }
 
@@ -380,14 +382,16 @@ func (rv *Review) applyFilter() {
 	rv.sel = rv.h.Select(rv.filter)
 	rv.pos.setTotal(len(rv.sel))
 	if keep >= 0 {
-		for i, s := range rv.sel {
-			if s >= keep {
-				rv.pos.move(i - rv.pos.cursor)
-				break
-			}
-		}
+		// The first selected line at or after the one kept: a binary
+		// search, sel being in history order.
+		i := sort.Search(len(rv.sel), func(i int) bool { return rv.sel[i] >= keep })
+		rv.pos.move(min(i, len(rv.sel)-1) - rv.pos.cursor)
 	}
-	rv.loadRates()
+	// Rates count the window, whatever else the timeline filters.
+	if w := [2]int64{rv.filter.Since, rv.filter.Until}; w != rv.ratesWindow || rv.rates == nil {
+		rv.ratesWindow = w
+		rv.loadRates()
+	}
 }
 
 func (rv *Review) loadRates() {

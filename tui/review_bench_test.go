@@ -1,0 +1,76 @@
+package tui
+
+import (
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"gatehouse/ledger"
+	"gatehouse/review/reviewtest"
+)
+
+var reviewBig struct {
+	once      sync.Once
+	dir, path string
+	err       error
+}
+
+// reviewLedgerBig builds, once per test process, the review's benchmark
+// ledger: 100,000 actions with 1,000,000 history lines and one stop.
+func reviewLedgerBig(b *testing.B) string {
+	reviewBig.once.Do(func() {
+		dir, err := os.MkdirTemp("", "gatehouse-review-bench-")
+		if reviewBig.err = err; err != nil {
+			return
+		}
+		reviewBig.dir = dir
+		reviewBig.path = filepath.Join(dir, "review.db")
+		reviewBig.err = reviewtest.Fill(reviewBig.path, 100_000)
+	})
+	if reviewBig.err != nil {
+		b.Fatal(reviewBig.err)
+	}
+	return reviewBig.path
+}
+
+// BenchmarkReviewFrame measures one frame of the review over 1,000,000
+// history lines once they are loaded: a key (a page of the timeline, a
+// filter, a jump, the rates per hour), reading the sentences the new page
+// shows, and drawing the screen.
+func BenchmarkReviewFrame(b *testing.B) {
+	l, err := ledger.OpenReadOnly(reviewLedgerBig(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	rv := NewReview(NewTheme(true), ReviewConfig{Ledger: l, Source: "review.db"})
+	a := newDriven(rv, 200, 50)
+	if len(rv.sel) != 1_000_002 {
+		b.Fatalf("%d lines", len(rv.sel))
+	}
+	for _, bc := range []struct {
+		name  string
+		setup []string
+		keys  []string // one frame cycles through these
+	}{
+		{"TimelinePage", nil, []string{"pgup", "pgdown"}},
+		{"TimelineNextOfAction", []string{"g"}, []string{"n", "N"}},
+		{"TimelineKindFilter", []string{"c"}, []string{"f"}},
+		{"TimelineJumpToStop", nil, []string{"x"}},
+		{"RatesPage", []string{"c", "tab"}, []string{"pgdown", "pgup"}},
+		{"RatesHourDay", nil, []string{"r"}},
+		{"AtAStopPage", []string{"tab"}, []string{"pgdown", "pgup"}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			typeKeys(a, bc.setup...)
+			i := 0
+			for b.Loop() {
+				typeKeys(a, bc.keys[i%len(bc.keys)])
+				_ = a.Render()
+				i++
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/frame")
+		})
+	}
+}
