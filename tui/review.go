@@ -130,7 +130,7 @@ func (rv *Review) SetSize(w, h int) {
 	rv.base.SetSize(w, h)
 	rv.pos.setRows(rv.timelineRows())
 	rv.rpos.setRows(rv.rateRows())
-	rv.spos.setRows(max(h-3, 1))
+	rv.spos.setRows(max(h-4, 1))
 }
 
 // Init implements Screen: load the history once.

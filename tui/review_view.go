@@ -303,7 +303,11 @@ func (rv *Review) ratesView() []string {
 	for _, b := range rv.rates {
 		total = addMeasures(total, b.M)
 	}
-	lines := []string{rv.th.Dim.Render(fitLine(fmt.Sprintf("%s · %d buckets · denial rate %.1f%% over the %s", width, len(rv.rates),
+	buckets := fmt.Sprintf("%d buckets", len(rv.rates))
+	if len(rv.rates) == 1 {
+		buckets = "1 bucket"
+	}
+	lines := []string{rv.th.Dim.Render(fitLine(fmt.Sprintf("%s · %s · denial rate %.1f%% over the %s", width, buckets,
 		total.DenialRate(), windowOrAll(rv.filter)), rv.width))}
 	sparkW := max(rv.width-26, 4)
 	for _, name := range sparkMeasures {
@@ -393,8 +397,10 @@ func (rv *Review) stopView() []string {
 	for _, c := range r.Counts {
 		counts = append(counts, fmt.Sprintf("%s %d", c.Title, c.N))
 	}
-	lines := []string{rv.th.Warn.Render(fitLine(head, rv.width)),
-		fitLine(strings.Join(counts, " · "), rv.width)}
+	lines := []string{rv.th.Warn.Render(fitLine(head, rv.width))}
+	// The counts answer the first question after a stop: they wrap rather
+	// than lose a bucket at 80 columns.
+	lines = append(lines, joinFitting(counts, " · ", rv.width)...)
 	end := min(rv.spos.top+rv.spos.rows, len(rv.stopLines))
 	for p := rv.spos.top; p < end; p++ {
 		l := fitLine(rv.stopLines[p], rv.width)
@@ -455,4 +461,23 @@ func materialWords(m *review.Material) string {
 		parts = append(parts, fmt.Sprintf("%s %s→%s", c.Field, c.Approved, c.Latest))
 	}
 	return "CHANGED " + strings.Join(parts, ", ")
+}
+
+// joinFitting joins parts with sep into as many lines of width w as they
+// need, never splitting a part.
+func joinFitting(parts []string, sep string, w int) []string {
+	var out []string
+	cur := ""
+	for _, p := range parts {
+		switch {
+		case cur == "":
+			cur = p
+		case ansi.StringWidth(cur+sep+p) <= w:
+			cur += sep + p
+		default:
+			out = append(out, cur)
+			cur = p
+		}
+	}
+	return append(out, cur)
 }
