@@ -6,8 +6,11 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/spf13/pflag"
 
 	"gatehouse/review"
 )
@@ -147,4 +150,25 @@ func TestReviewScreenOpenLeavesLedgerUnchanged(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameLedgerAndWAL(t, before, dirFiles(t, dir), name, "review")
+}
+
+// TestReviewFlagTableMatchesTheBinary: docs/cli.md's review table names
+// exactly the flags the command has.
+func TestReviewFlagTableMatchesTheBinary(t *testing.T) {
+	raw, err := os.ReadFile("../../docs/cli.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	documented := flagTable(t, string(raw), "## `gatehouse review`")
+	var got []string
+	for flag := range documented {
+		got = append(got, strings.TrimSuffix(strings.SplitN(flag, "`", 2)[0], ","))
+	}
+	var want []string
+	newReviewCmd().Flags().VisitAll(func(f *pflag.Flag) { want = append(want, "--"+f.Name) })
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("docs/cli.md lists %v, the binary has %v", got, want)
+	}
 }
