@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // ReviewFacts is what an incident review reads beside the history, from the
@@ -17,13 +18,31 @@ type ReviewFacts struct {
 	// the states of older lines must be inferred from their kinds.
 	FoldedFrom int64
 	Actions    map[string]ReviewAction // by key
-	Approvals  []Approval              // oldest first
-	Attempts   []Attempt               // by action, in order
+	// Approvals holds every approval, oldest first, its material snapshot
+	// still as JSON: a review decodes only the ones it compares.
+	Approvals []ReviewApproval
 	// LatestReads holds, per customer, the newest re-read of each material
 	// field ("source.field") before a send.
 	LatestReads map[string]map[string]MaterialCheck
 	Stop        Switch
 	Metrics     Metrics
+}
+
+// ReviewApproval is an approval as a review reads it: when, and the
+// material snapshot it bound (JSON, see MaterialOf).
+type ReviewApproval struct {
+	ActionKey string
+	At        time.Time
+	Material  string
+}
+
+// MaterialOf decodes an approval's material snapshot.
+func (a ReviewApproval) MaterialOf() ([]MaterialRead, error) {
+	var m []MaterialRead
+	if err := json.Unmarshal([]byte(a.Material), &m); err != nil {
+		return nil, fmt.Errorf("approval of %s: material snapshot: %w", a.ActionKey, err)
+	}
+	return m, nil
 }
 
 // ReviewAction is the part of an action a review groups and filters by.
@@ -62,7 +81,7 @@ func (l *Ledger) ReadReview(ctx context.Context, each func(ReviewLine) error) (R
 		if f.Stop, err = readSwitch(tx); err != nil {
 			return err
 		}
-		for _, step := range []func(queryTx, *ReviewFacts) error{reviewActions, reviewApprovals, reviewAttempts, reviewReads} {
+		for _, step := range []func(queryTx, *ReviewFacts) error{reviewActions, reviewApprovals, reviewReads} {
 			if err := step(tx, &f); err != nil {
 				return err
 			}
@@ -116,42 +135,19 @@ func reviewActions(tx queryTx, f *ReviewFacts) error {
 }
 
 func reviewApprovals(tx queryTx, f *ReviewFacts) error {
-	rows, err := tx.Query(`SELECT id, action_key, approver, digest, recipient, target, destination, sender, owner, material, at, valid, invalidated
-		FROM approvals ORDER BY id`)
+	rows, err := tx.Query(`SELECT action_key, at, material FROM approvals ORDER BY id`)
 	if err != nil {
 		return fmt.Errorf("read approvals: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var ap Approval
-		var mat string
+		var ap ReviewApproval
 		var at int64
-		var valid int
-		if err := rows.Scan(&ap.ID, &ap.ActionKey, &ap.Approver, &ap.Digest, &ap.Recipient, &ap.Target, &ap.Destination, &ap.Sender,
-			&ap.Owner, &mat, &at, &valid, &ap.Invalidated); err != nil {
+		if err := rows.Scan(&ap.ActionKey, &at, &ap.Material); err != nil {
 			return fmt.Errorf("read approvals: %w", err)
 		}
-		ap.At, ap.Valid = fromNS(at), valid == 1
-		if err := json.Unmarshal([]byte(mat), &ap.Material); err != nil {
-			return fmt.Errorf("approval %d material: %w", ap.ID, err)
-		}
+		ap.At = fromNS(at)
 		f.Approvals = append(f.Approvals, ap)
-	}
-	return rows.Err()
-}
-
-func reviewAttempts(tx queryTx, f *ReviewFacts) error {
-	rows, err := tx.Query(`SELECT ` + attemptCols + ` FROM attempts ORDER BY action_key, number`)
-	if err != nil {
-		return fmt.Errorf("read attempts: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		at, err := scanAttempt(rows)
-		if err != nil {
-			return fmt.Errorf("read attempts: %w", err)
-		}
-		f.Attempts = append(f.Attempts, at)
 	}
 	return rows.Err()
 }
@@ -160,20 +156,21 @@ func reviewAttempts(tx queryTx, f *ReviewFacts) error {
 // fields (consent, order state) belong to the customer, whichever of their
 // actions read them.
 func reviewReads(tx queryTx, f *ReviewFacts) error {
-	rows, err := tx.Query(`SELECT a.customer, m.action_key, m.attempt, m.at, m.source, m.field, m.approved, m.read_value, m.matched, m.unavailable
-		FROM material_checks m JOIN actions a ON a.key = m.action_key ORDER BY m.id`)
+	// The actions are already read: their customers need no join.
+	rows, err := tx.Query(`SELECT action_key, attempt, at, source, field, approved, read_value, matched, unavailable
+		FROM material_checks ORDER BY id`)
 	if err != nil {
 		return fmt.Errorf("read material checks: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var cust string
 		var c MaterialCheck
 		var at int64
 		var mt, u int
-		if err := rows.Scan(&cust, &c.ActionKey, &c.Attempt, &at, &c.Source, &c.Field, &c.Approved, &c.Read, &mt, &u); err != nil {
+		if err := rows.Scan(&c.ActionKey, &c.Attempt, &at, &c.Source, &c.Field, &c.Approved, &c.Read, &mt, &u); err != nil {
 			return fmt.Errorf("read material checks: %w", err)
 		}
+		cust := f.Actions[c.ActionKey].Customer
 		c.At, c.Matched, c.Unavailable = fromNS(at), mt == 1, u == 1
 		if f.LatestReads[cust] == nil {
 			f.LatestReads[cust] = map[string]MaterialCheck{}

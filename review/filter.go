@@ -55,7 +55,12 @@ func (f Filter) IsZero() bool { return f == Filter{} }
 // Select returns the indexes into Events of the lines f selects, oldest
 // first. It is one pass over the compact lines: the text of a name is
 // matched once per distinct name, not once per line.
+//
+// The result must not be modified: the selection of everything is shared.
 func (h *History) Select(f Filter) []int32 {
+	if f.IsZero() {
+		return h.all
+	}
 	g := Groups[min(max(f.Group, 0), len(Groups)-1)]
 	var kindOK []bool
 	if g.kinds != nil {
@@ -69,10 +74,8 @@ func (h *History) Select(f Filter) []int32 {
 	if f.Subject != "" {
 		actionOK = make([]bool, len(h.Keys))
 		needle := strings.ToLower(f.Subject)
-		for i, k := range h.Keys {
-			actionOK[i] = i > 0 && (strings.Contains(strings.ToLower(k), needle) ||
-				strings.Contains(strings.ToLower(h.customers[i]), needle) ||
-				strings.Contains(strings.ToLower(h.Facts.Actions[k].TaskID), needle))
+		for i := 1; i < len(h.Keys); i++ {
+			actionOK[i] = strings.Contains(h.subjects[i], needle)
 		}
 		taskOK = matchNames(h.Tasks, f.Subject)
 		taskOK[0] = false
@@ -84,7 +87,7 @@ func (h *History) Select(f Filter) []int32 {
 	if f.Until != 0 {
 		to = max(from, h.indexAt(f.Until))
 	}
-	out := make([]int32, 0, to-from)
+	out := make([]int32, 0, min(to-from, 4096))
 	for i := from; i < to; i++ {
 		ev := &h.Events[i]
 		switch {

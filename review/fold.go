@@ -113,14 +113,6 @@ func (f Fold) ByBucket() [numBuckets][]int32 {
 	return out
 }
 
-// keyOrder is every action index sorted by key, for a deterministic report.
-func (h *History) keyOrder() []int32 {
-	if h.sorted == nil {
-		h.sorted = make([]int32, 0, len(h.Keys))
-		for i := 1; i < len(h.Keys); i++ {
-			h.sorted = append(h.sorted, int32(i))
-		}
-		sortByKey(h.sorted, h.Keys)
-	}
-	return h.sorted
-}
+// keyOrder is every action index sorted by key, for a deterministic
+// report; sorted once by Load, so reports built at once only read it.
+func (h *History) keyOrder() []int32 { return h.sorted }

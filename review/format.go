@@ -154,6 +154,8 @@ func (m *Material) words() string {
 		return "no approval"
 	case "no_fields":
 		return "no material fields"
+	case "unreadable":
+		return "the approval's snapshot is unreadable"
 	}
 	var parts []string
 	for _, c := range m.Changed {

@@ -55,14 +55,17 @@ type History struct {
 	kindIdx, stateIdx         map[string]uint8
 	actorIdx, keyIdx, taskIdx map[string]int32
 	customers                 []string // per action index
-	approvals                 map[int32][]ledger.Approval
-	attempts                  map[int32][]ledger.Attempt
+	approvals                 map[int32][]ledger.ReviewApproval
 	prevState                 []uint8 // fold scratch during loading
 	stopIdx                   []int   // indexes of stop lines in Events
 	resumeIdx                 []int
 	sorted                    []int32 // action indexes in key order
-	first, last               []int   // per action: its first and last line in Events
-	final                     []uint8 // per action: the state its last line left
+	all                       []int32 // every line: the selection of the zero filter
+	// subjects is, per action, its key, customer and task in lower case,
+	// what a customer/task filter matches, lowered once.
+	subjects    []string
+	first, last []int   // per action: its first and last line in Events
+	final       []uint8 // per action: the state its last line left
 }
 
 func sortByKey(idx []int32, keys []string) {
@@ -143,19 +146,26 @@ func (h *History) index() {
 			h.final[ev.Action] = ev.To
 		}
 	}
-	h.customers = make([]string, len(h.Keys))
-	for i, k := range h.Keys {
-		h.customers[i] = h.Facts.Actions[k].Customer
+	h.sorted = make([]int32, 0, len(h.Keys))
+	for i := 1; i < len(h.Keys); i++ {
+		h.sorted = append(h.sorted, int32(i))
 	}
-	h.approvals = map[int32][]ledger.Approval{}
+	sortByKey(h.sorted, h.Keys)
+	h.customers = make([]string, len(h.Keys))
+	h.subjects = make([]string, len(h.Keys))
+	for i, k := range h.Keys {
+		a := h.Facts.Actions[k]
+		h.customers[i] = a.Customer
+		h.subjects[i] = strings.ToLower(k + "\x00" + a.Customer + "\x00" + a.TaskID)
+	}
+	h.all = make([]int32, len(h.Events))
+	for i := range h.all {
+		h.all[i] = int32(i)
+	}
+	h.approvals = map[int32][]ledger.ReviewApproval{}
 	for _, ap := range h.Facts.Approvals {
 		i := h.keyIdx[ap.ActionKey]
 		h.approvals[i] = append(h.approvals[i], ap)
-	}
-	h.attempts = map[int32][]ledger.Attempt{}
-	for _, at := range h.Facts.Attempts {
-		i := h.keyIdx[at.ActionKey]
-		h.attempts[i] = append(h.attempts[i], at)
 	}
 }
 

@@ -109,7 +109,8 @@ type ActionAtStop struct {
 
 // Material is whether an approval still rests on current values.
 type Material struct {
-	// Status: same, changed, not_reread, no_approval, no_fields.
+	// Status: same, changed, not_reread, no_approval, no_fields,
+	// unreadable (the snapshot could not be decoded).
 	Status  string   `json:"status"`
 	Changed []Change `json:"changed,omitempty"`
 }
@@ -192,7 +193,9 @@ func Build(ctx context.Context, l *ledger.Ledger, h *History, opts Options) (Rep
 		}
 		r.Buckets = append(r.Buckets, ba)
 	}
-	r.Unknown = h.unknowns(byBucket[InFlight], moment)
+	if r.Unknown, err = h.unknowns(ctx, l, byBucket[InFlight], moment); err != nil {
+		return r, err
+	}
 	if r.Overrides, err = h.overrides(ctx, l, from, to); err != nil {
 		return r, err
 	}
@@ -308,7 +311,7 @@ func (h *History) actionAt(i int32, b Bucket, at, end Fold, after []int, moment 
 // material compares the approval in force at the moment with the latest
 // values the ledger read for the customer.
 func (h *History) material(i int32, customer string, moment int) *Material {
-	var ap *ledger.Approval
+	var ap *ledger.ReviewApproval
 	limit := int64(1<<63 - 1)
 	if moment > 0 && moment <= len(h.Events) {
 		limit = h.Events[moment-1].At
@@ -318,16 +321,20 @@ func (h *History) material(i int32, customer string, moment int) *Material {
 			ap = &h.approvals[i][k]
 		}
 	}
-	switch {
-	case ap == nil:
+	if ap == nil {
 		return &Material{Status: "no_approval"}
-	case len(ap.Material) == 0:
+	}
+	fields, err := ap.MaterialOf()
+	switch {
+	case err != nil:
+		return &Material{Status: "unreadable"}
+	case len(fields) == 0:
 		return &Material{Status: "no_fields"}
 	}
 	m := &Material{Status: "same"}
 	reads := h.Facts.LatestReads[customer]
 	reread := 0
-	for _, f := range ap.Material {
+	for _, f := range fields {
 		c, ok := reads[f.Name()]
 		if !ok {
 			continue
@@ -348,17 +355,23 @@ func (h *History) material(i int32, customer string, moment int) *Material {
 	return m
 }
 
-func (h *History) unknowns(inFlight []int32, moment int) []Unknown {
+// unknowns lists the last attempt of each action in flight at the moment,
+// read from the ledger (only these attempts are needed).
+func (h *History) unknowns(ctx context.Context, l *ledger.Ledger, inFlight []int32, moment int) ([]Unknown, error) {
 	out := []Unknown{}
 	limit := int64(1<<63 - 1)
 	if moment > 0 && moment <= len(h.Events) {
 		limit = h.Events[moment-1].At
 	}
 	for _, i := range inFlight {
+		atts, err := l.Attempts(ctx, h.Keys[i])
+		if err != nil {
+			return nil, fmt.Errorf("read attempts of %s: %w", h.Keys[i], err)
+		}
 		var last *ledger.Attempt
-		for k := range h.attempts[i] {
-			if h.attempts[i][k].StartedAt.UnixNano() <= limit {
-				last = &h.attempts[i][k]
+		for k := range atts {
+			if atts[k].StartedAt.UnixNano() <= limit {
+				last = &atts[k]
 			}
 		}
 		if last == nil {
@@ -368,7 +381,7 @@ func (h *History) unknowns(inFlight []int32, moment int) []Unknown {
 			Started: last.StartedAt.UTC().Format(TimeFormat), Outcome: string(last.Outcome), Reconciled: last.Reconciled,
 			Evidence: orNone(last.Response)})
 	}
-	return out
+	return out, nil
 }
 
 func (h *History) overrides(ctx context.Context, l *ledger.Ledger, from, to int) ([]Override, error) {

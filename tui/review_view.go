@@ -455,6 +455,8 @@ func materialWords(m *review.Material) string {
 		return "no approval"
 	case "no_fields":
 		return "no fields"
+	case "unreadable":
+		return "snapshot unreadable"
 	}
 	var parts []string
 	for _, c := range m.Changed {
