@@ -57,7 +57,7 @@ func BenchmarkReviewFrame(b *testing.B) {
 		{"TimelinePage", nil, []string{"pgup", "pgdown"}},
 		{"TimelineNextOfAction", []string{"g"}, []string{"n", "N"}},
 		{"TimelineKindFilter", []string{"c"}, []string{"f"}},
-		{"TimelineJumpToStop", nil, []string{"x"}},
+		{"TimelineJumpToStop", []string{"c", "g"}, []string{"x", "g"}},
 		{"RatesPage", []string{"c", "tab"}, []string{"pgdown", "pgup"}},
 		{"RatesHourDay", nil, []string{"r"}},
 		{"AtAStopPage", []string{"tab"}, []string{"pgdown", "pgup"}},
