@@ -65,6 +65,7 @@ type History struct {
 	// what a customer/task filter matches, lowered once.
 	subjects    []string
 	first, last []int   // per action: its first and last line in Events
+	next        []int32 // per line: the next line of its action (-1: none)
 	final       []uint8 // per action: the state its last line left
 }
 
@@ -137,9 +138,13 @@ func (h *History) index() {
 	for i := range h.first {
 		h.first[i] = -1
 	}
+	h.next = make([]int32, len(h.Events))
 	for i, ev := range h.Events {
+		h.next[i] = -1
 		if h.first[ev.Action] < 0 {
 			h.first[ev.Action] = i
+		} else {
+			h.next[h.last[ev.Action]] = int32(i)
 		}
 		h.last[ev.Action] = i
 		if ev.To != 0 {

@@ -26,7 +26,7 @@ type KeyMap struct {
 	// Home.
 	Inspect, Demo key.Binding
 	// Review.
-	KindFilter, ActorFilter, SubjectFilter, Window, ClearFilters, NextInAction, PrevInAction, NextStop, RateWidth, Operate key.Binding
+	KindFilter, ActorFilter, SubjectFilter, Window, ClearFilters, NextInAction, PrevInAction, NextStop, RateWidth, Operate, Spans key.Binding
 }
 
 // Keys is the app's keymap.
@@ -81,6 +81,7 @@ func DefaultKeyMap() KeyMap {
 		NextStop:      bind("x", "next stop", "x"),
 		RateWidth:     bind("r", "hour/day", "r"),
 		Operate:       bind("O", "operating mode", "O"),
+		Spans:         bind("v", "lines/spans", "v"),
 	}
 }
 

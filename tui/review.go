@@ -65,8 +65,13 @@ type Review struct {
 	sel     []int32 // the timeline lines the filter selects
 	pos     listPos // over sel
 	text    map[int64]ledger.Event
-	hourly  bool
-	rates   []review.RateBucket
+	// spans shows the timeline one action per row (its lines grouped)
+	// instead of one line per row.
+	spans    bool
+	spanList []review.ActionSpan
+	spanPos  listPos
+	hourly   bool
+	rates    []review.RateBucket
 	// ratesWindow is the time window the rates were counted for.
 	ratesWindow [2]int64
 	rpos        listPos
@@ -129,6 +134,7 @@ func (rv *Review) Capturing() bool { return rv.prompt != promptNone || rv.form !
 func (rv *Review) SetSize(w, h int) {
 	rv.base.SetSize(w, h)
 	rv.pos.setRows(rv.timelineRows())
+	rv.spanPos.setRows(rv.timelineRows())
 	rv.rpos.setRows(rv.rateRows())
 	rv.spos.setRows(max(h-4, 1))
 }
@@ -265,6 +271,14 @@ func (rv *Review) askOperate() tea.Cmd {
 
 func (rv *Review) onTimelineKey(msg tea.KeyPressMsg) tea.Cmd {
 	k := Keys
+	if key.Matches(msg, k.Spans) {
+		rv.spans = !rv.spans
+		rv.loadSpans()
+		return rv.fetchText()
+	}
+	if rv.spans {
+		return rv.onSpanKey(msg)
+	}
 	switch {
 	case rv.pos.onKey(msg):
 	case key.Matches(msg, k.KindFilter):
@@ -299,6 +313,38 @@ func (rv *Review) onTimelineKey(msg tea.KeyPressMsg) tea.Cmd {
 		return nil
 	}
 	return rv.fetchText()
+}
+
+// onSpanKey moves over the actions; enter shows the selected action's
+// lines (the customer/task filter set to its key).
+func (rv *Review) onSpanKey(msg tea.KeyPressMsg) tea.Cmd {
+	switch {
+	case rv.spanPos.onKey(msg):
+	case key.Matches(msg, Keys.Open) && rv.spanPos.total > 0:
+		sp := rv.spanList[rv.spanPos.cursor]
+		rv.filter.Subject = rv.h.Key(sp.Action)
+		rv.spans = false
+		rv.applyFilter()
+		rv.pos.move(-rv.pos.total)
+		return rv.fetchText()
+	case key.Matches(msg, Keys.KindFilter), key.Matches(msg, Keys.ClearFilters),
+		key.Matches(msg, Keys.ActorFilter), key.Matches(msg, Keys.SubjectFilter), key.Matches(msg, Keys.Window):
+		rv.spans = false // filters are set on the lines, then v groups them again
+		cmd := rv.onTimelineKey(msg)
+		rv.spans = true
+		rv.loadSpans()
+		return cmd
+	}
+	return nil
+}
+
+// loadSpans groups the selection by action when the spans are shown.
+func (rv *Review) loadSpans() {
+	if !rv.spans || rv.h == nil {
+		return
+	}
+	rv.spanList = rv.h.Spans(rv.sel)
+	rv.spanPos.setTotal(len(rv.spanList))
 }
 
 func (rv *Review) onRatesKey(msg tea.KeyPressMsg) tea.Cmd {
@@ -365,6 +411,7 @@ func (rv *Review) onPromptKey(msg tea.KeyPressMsg) tea.Cmd {
 		rv.prompt = promptNone
 		rv.input.Blur()
 		rv.applyFilter()
+		rv.loadSpans()
 		return rv.fetchText()
 	}
 	var cmd tea.Cmd
@@ -419,7 +466,7 @@ func nsTime(ns int64) time.Time {
 
 // fetchText reads the sentences of the visible lines not read yet.
 func (rv *Review) fetchText() tea.Cmd {
-	if rv.h == nil {
+	if rv.h == nil || rv.spans {
 		return nil
 	}
 	var ids []int64
@@ -465,7 +512,12 @@ func (rv *Review) KeyMap() help.KeyMap {
 	var short []key.Binding
 	switch rv.tab {
 	case tabTimeline:
-		short = append([]key.Binding{focus, k.NextInAction, k.NextStop}, filters...)
+		short = append([]key.Binding{focus, k.Spans, k.NextInAction, k.NextStop}, filters...)
+		if rv.spans {
+			open := k.Open
+			open.SetHelp("enter", "its lines")
+			short = append([]key.Binding{focus, k.Spans, open}, filters...)
+		}
 	case tabRates:
 		open := k.Open
 		open.SetHelp("enter", "filter timeline to it")
@@ -475,7 +527,7 @@ func (rv *Review) KeyMap() help.KeyMap {
 		short = []key.Binding{focus, stop}
 	}
 	short = append(short, k.Operate)
-	return helpKeys{short: short, full: [][]key.Binding{navKeys(), append(filters, focus), append(jumps, k.RateWidth, k.Operate)}}
+	return helpKeys{short: short, full: [][]key.Binding{navKeys(), append(filters, focus, k.Spans), append(jumps, k.RateWidth, k.Operate)}}
 }
 
 // windowText writes a filter's window the way the prompt reads it.

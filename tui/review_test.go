@@ -92,6 +92,7 @@ func TestGoldenReview(t *testing.T) {
 		keys []string
 	}{
 		{"Timeline", []string{"x"}},                 // the selection on the stop
+		{"Spans", []string{"v"}},                    // one row per action
 		{"Rates", []string{"tab", "r"}},             // per hour
 		{"AtAStop", []string{"tab", "tab", "down"}}, // the first action selected
 	}
@@ -218,6 +219,30 @@ func TestReviewJumps(t *testing.T) {
 	typeKeys(a, "f", "x") // denials hold no stop
 	if !strings.Contains(screenText(a), "no stop in the timeline as filtered") {
 		t.Errorf("x without a stop says nothing:\n%s", screenText(a))
+	}
+}
+
+// TestReviewSpans: v groups the selected lines by action; enter shows the
+// lines of the action under the cursor.
+func TestReviewSpans(t *testing.T) {
+	a, rv, _ := newTestReview(t, 100, 30)
+	typeKeys(a, "v")
+	if len(rv.spanList) != 5 {
+		t.Fatalf("%d spans, want one per action (5)", len(rv.spanList))
+	}
+	if got := rv.h.StatePath(rv.spanList[2].Action); got != "drafting › approved › held:stopped › approved › executing › sent" {
+		t.Fatalf("c3's states: %s", got)
+	}
+	typeKeys(a, "f") // denials: only c5's span is left
+	if len(rv.spanList) != 1 || !strings.Contains(rv.h.Key(rv.spanList[0].Action), "cust-c5") || !rv.spans {
+		t.Fatalf("spans of denials: %+v", rv.spanList)
+	}
+	typeKeys(a, "c", "down", "down", "enter")
+	if rv.spans || rv.filter.Subject == "" || !strings.Contains(rv.filter.Subject, "cust-c3") {
+		t.Fatalf("enter on c3's span: spans %v, filter %+v", rv.spans, rv.filter)
+	}
+	if got := strings.Join(selectedKinds(rv), ","); got != "proposed,approved,refused_stopped,hold_released,attempt_started,sent" {
+		t.Fatalf("c3's lines: %s", got)
 	}
 }
 

@@ -21,10 +21,12 @@ func (rv *Review) View() string {
 		return rv.th.Dim.Render("Reading the history…")
 	}
 	var body []string
-	switch rv.tab {
-	case tabTimeline:
+	switch {
+	case rv.tab == tabTimeline && rv.spans:
+		body = rv.spansView()
+	case rv.tab == tabTimeline:
 		body = rv.timelineView()
-	case tabRates:
+	case rv.tab == tabRates:
 		body = rv.ratesView()
 	default:
 		body = rv.stopView()
@@ -227,7 +229,10 @@ func (rv *Review) filterLine() string {
 		parts = append(parts, "window "+w)
 	}
 	pos := fmt.Sprintf("%d of %d lines", len(rv.sel), len(rv.h.Events))
-	if len(rv.sel) > 0 {
+	switch {
+	case rv.spans:
+		pos = fmt.Sprintf("%d actions in %d of %d lines", len(rv.spanList), len(rv.sel), len(rv.h.Events))
+	case len(rv.sel) > 0:
 		pos = fmt.Sprintf("line %d of %d (%d in all)", rv.pos.cursor+1, len(rv.sel), len(rv.h.Events))
 	}
 	return rv.th.Dim.Render(fitLine(strings.Join(parts, " · ")+" · "+pos, rv.width))
@@ -482,4 +487,89 @@ func joinFitting(parts []string, sep string, w int) []string {
 		}
 	}
 	return append(out, cur)
+}
+
+// spansView is the timeline one action per row: when its selected lines
+// begin (and, where there is room, end), how many there are, and the
+// states its history went through, marked by how it ended.
+func (rv *Review) spansView() []string {
+	lines := []string{rv.filterLine()}
+	h := rv.h
+	wide := rv.width >= 120
+	labelW := 22
+	head := fmt.Sprintf("  %-*s %5s %-*s %s", tlTimeW, "from", "lines", labelW, "action", "states")
+	if wide {
+		labelW = 40
+		head = fmt.Sprintf("  %-*s %-*s %5s %-*s %s", tlTimeW, "from", tlTimeW, "to", "lines", labelW, "action", "states")
+	}
+	lines = append(lines, rv.th.Header.Render(fitLine(head, rv.width)))
+	if len(rv.spanList) == 0 {
+		return append(lines, rv.th.Dim.Render("No action has a line the filters select (c clears them)."))
+	}
+	end := min(rv.spanPos.top+rv.spanPos.rows, len(rv.spanList))
+	var keys, tasks []string
+	for _, sp := range rv.spanList[rv.spanPos.top:end] {
+		keys = append(keys, h.Key(sp.Action))
+		tasks = append(tasks, h.Facts.Actions[h.Key(sp.Action)].TaskID)
+	}
+	labels := keyLabels(keys, tasks)
+	for p := rv.spanPos.top; p < end; p++ {
+		sp := rv.spanList[p]
+		from := h.Events[sp.First].Time().Format("01-02 15:04:05")
+		label := abbrev(labels[p-rv.spanPos.top], labelW)
+		var row string
+		if wide {
+			row = fmt.Sprintf("%s %-*s %-*s %5d %-*s %s", spanMark(h, sp.Action), tlTimeW, from, tlTimeW,
+				h.Events[sp.Last].Time().Format("01-02 15:04:05"), sp.Lines, labelW, label, statePath(h.StatePath(sp.Action), false))
+		} else {
+			row = fmt.Sprintf("%s %-*s %5d %-*s %s", spanMark(h, sp.Action), tlTimeW, from, sp.Lines, labelW, label,
+				statePath(h.StatePath(sp.Action), true))
+		}
+		row = fitLine(row, rv.width)
+		if p == rv.spanPos.cursor {
+			row = rv.th.Selected.Render(row)
+		} else {
+			row = rv.th.mark(lineMark(h, h.Events[sp.Last], "")).Render(row)
+		}
+		lines = append(lines, row)
+	}
+	return lines
+}
+
+// spanMark says in one character how the action ended: ✓ sent, ? in
+// flight, ✗ denied or failed, ! held, - cancelled, · only proposed or
+// approved.
+func spanMark(h *review.History, a int32) string {
+	switch review.BucketOf(h.Final(a)) {
+	case review.Committed:
+		return "✓"
+	case review.InFlight:
+		return "?"
+	case review.Denied, review.Failed:
+		return "✗"
+	case review.Held:
+		return "!"
+	case review.Cancelled:
+		return "-"
+	}
+	return "·"
+}
+
+// statePath writes a state path for the screen, in short words where
+// columns are few.
+func statePath(path string, short bool) string {
+	if !short {
+		return strings.ReplaceAll(path, string(ledger.StateAwaitingApproval), "awaiting")
+	}
+	words := map[string]string{"drafting": "draft", string(ledger.StateAwaitingApproval): "await", "approved": "appr",
+		"executing": "exec"}
+	parts := strings.Split(path, " › ")
+	for i, p := range parts {
+		st, _, _ := strings.Cut(p, ":") // the hold's cause is in the detail, not here
+		if w, ok := words[st]; ok {
+			st = w
+		}
+		parts[i] = st
+	}
+	return strings.Join(parts, "›")
 }
