@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -170,5 +171,32 @@ func TestReviewFlagTableMatchesTheBinary(t *testing.T) {
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
 		t.Fatalf("docs/cli.md lists %v, the binary has %v", got, want)
+	}
+}
+
+// TestMetricsCountManualOverrides: a hold released by a person is a manual
+// override in gate metrics, next to stale proposals and unmatched
+// identities per release (here: none and none).
+func TestMetricsCountManualOverrides(t *testing.T) {
+	e := newGateEnv(t)
+	key := e.approved("enq-ovr", "alice", "crm.consent=yes")
+	e.must("hold", "--key", key, "--as", "ops", "--reason", "legal review")
+	e.must("release-hold", "--key", key, "--as", "ops", "--reason", "cleared")
+	r := e.gate("metrics", "--json")
+	wantExit(t, r, exitOK)
+	var m struct {
+		ManualOverrides    int            `json:"manual_overrides"`
+		StaleProposals     int            `json:"stale_proposals"`
+		UnmatchedByRelease map[string]int `json:"unmatched_by_release"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &m); err != nil {
+		t.Fatal(err)
+	}
+	if m.ManualOverrides != 1 || m.StaleProposals != 0 || len(m.UnmatchedByRelease) != 0 {
+		t.Fatalf("metrics: %+v", m)
+	}
+	text := e.must("metrics").stdout
+	if !regexp.MustCompile(`(?m)^manual overrides:\s+1$`).MatchString(text) || !regexp.MustCompile(`(?m)^unmatched identities:\s+-$`).MatchString(text) {
+		t.Fatalf("metrics text:\n%s", text)
 	}
 }
