@@ -61,6 +61,7 @@ type History struct {
 	resumeIdx                 []int
 	sorted                    []int32 // action indexes in key order
 	all                       []int32 // every line: the selection of the zero filter
+	allSpans                  []ActionSpan
 	// subjects is, per action, its key, customer and task in lower case,
 	// what a customer/task filter matches, lowered once.
 	subjects    []string
@@ -167,6 +168,7 @@ func (h *History) index() {
 	for i := range h.all {
 		h.all[i] = int32(i)
 	}
+	h.allSpans = h.spans(h.all)
 	h.approvals = map[int32][]ledger.ReviewApproval{}
 	for _, ap := range h.Facts.Approvals {
 		i := h.keyIdx[ap.ActionKey]

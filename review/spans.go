@@ -12,7 +12,17 @@ type ActionSpan struct {
 
 // Spans groups the selected lines by action, in the order of each
 // action's first selected line; lines without an action are left out.
+//
+// The spans of every line are grouped once, at load, and shared: the
+// result must not be modified.
 func (h *History) Spans(sel []int32) []ActionSpan {
+	if len(sel) == len(h.Events) && h.allSpans != nil {
+		return h.allSpans // sel selects every line
+	}
+	return h.spans(sel)
+}
+
+func (h *History) spans(sel []int32) []ActionSpan {
 	at := make([]int32, len(h.Keys)) // 1 + position in out, 0: none yet
 	var out []ActionSpan
 	for _, i := range sel {

@@ -18,7 +18,13 @@ var reviewBig struct {
 
 // reviewLedgerBig builds, once per test process, the review's benchmark
 // ledger: 100,000 actions with 1,000,000 history lines and one stop.
+//
+// GATEHOUSE_REVIEW_BENCH_LEDGER names a ledger reviewtest.Fill built
+// earlier, to measure again without building it anew (it is only read).
 func reviewLedgerBig(b *testing.B) string {
+	if p := os.Getenv("GATEHOUSE_REVIEW_BENCH_LEDGER"); p != "" {
+		return p
+	}
 	reviewBig.once.Do(func() {
 		dir, err := os.MkdirTemp("", "gatehouse-review-bench-")
 		if reviewBig.err = err; err != nil {
@@ -58,6 +64,7 @@ func BenchmarkReviewFrame(b *testing.B) {
 		{"TimelineNextOfAction", []string{"g"}, []string{"n", "N"}},
 		{"TimelineKindFilter", []string{"c"}, []string{"f"}},
 		{"TimelineJumpToStop", []string{"c", "g"}, []string{"x", "g"}},
+		{"TimelineSpans", []string{"c"}, []string{"v"}},
 		{"RatesPage", []string{"c", "tab"}, []string{"pgdown", "pgup"}},
 		{"RatesHourDay", nil, []string{"r"}},
 		{"AtAStopPage", []string{"tab"}, []string{"pgdown", "pgup"}},
