@@ -26,7 +26,7 @@ type KeyMap struct {
 	// Home.
 	Inspect, Demo key.Binding
 	// Review.
-	KindFilter, ActorFilter, SubjectFilter, Window, ClearFilters, NextInAction, PrevInAction, NextStop, RateWidth, Operate, Spans key.Binding
+	KindFilter, ActorFilter, SubjectFilter, Window, ClearFilters, NextInAction, PrevInAction, NextStop, RateWidth, Operate, Spans, Reload key.Binding
 }
 
 // Keys is the app's keymap.
@@ -82,6 +82,7 @@ func DefaultKeyMap() KeyMap {
 		RateWidth:     bind("r", "hour/day", "r"),
 		Operate:       bind("O", "operating mode", "O"),
 		Spans:         bind("v", "lines/spans", "v"),
+		Reload:        bind("l", "read the history again", "l"),
 	}
 }
 

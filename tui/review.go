@@ -139,7 +139,8 @@ func (rv *Review) SetSize(w, h int) {
 	rv.spos.setRows(max(h-4, 1))
 }
 
-// Init implements Screen: load the history once.
+// Init implements Screen: load the history. The review shows the history
+// as it was when loaded; the reload key reads it again.
 func (rv *Review) Init() tea.Cmd {
 	rv.busy++
 	l := rv.cfg.Ledger
@@ -178,11 +179,23 @@ func (rv *Review) onLoaded(msg reviewLoadedMsg) tea.Cmd {
 		rv.loadErr = msg.err
 		return fail(msg.err)
 	}
+	first := rv.h == nil
 	rv.h = msg.h
-	rv.stop = len(rv.h.Stops())
+	rv.rates = nil
 	rv.applyFilter()
-	rv.pos.move(rv.pos.total) // the newest lines first on screen
-	return rv.fetchText()
+	rv.loadSpans()
+	if first {
+		rv.stop = len(rv.h.Stops())
+		rv.pos.move(rv.pos.total) // the newest lines first on screen
+		return rv.fetchText()
+	}
+	// A reload keeps the filters, the selected line and the stop chosen.
+	rv.report = nil
+	var build tea.Cmd
+	if rv.tab == tabAtStop {
+		build = rv.buildReport()
+	}
+	return tea.Batch(rv.fetchText(), build, info(fmt.Sprintf("history read again: %d lines", len(rv.h.Events))))
 }
 
 func (rv *Review) onReport(msg reviewReportMsg) tea.Cmd {
@@ -231,6 +244,8 @@ func (rv *Review) onKey(msg tea.KeyPressMsg) tea.Cmd {
 		return rv.enterTab()
 	case key.Matches(msg, Keys.Operate):
 		return rv.askOperate()
+	case key.Matches(msg, Keys.Reload):
+		return rv.Init()
 	}
 	switch rv.tab {
 	case tabTimeline:
@@ -527,7 +542,7 @@ func (rv *Review) KeyMap() help.KeyMap {
 		short = []key.Binding{focus, stop}
 	}
 	short = append(short, k.Operate)
-	return helpKeys{short: short, full: [][]key.Binding{navKeys(), append(filters, focus, k.Spans), append(jumps, k.RateWidth, k.Operate)}}
+	return helpKeys{short: short, full: [][]key.Binding{navKeys(), append(filters, focus, k.Spans), append(jumps, k.RateWidth, k.Operate, k.Reload)}}
 }
 
 // windowText writes a filter's window the way the prompt reads it.

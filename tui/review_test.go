@@ -310,6 +310,11 @@ func TestReviewNeverWritesUntilOperatingMode(t *testing.T) {
 	if !strings.Contains(screenText(a), "review · ledger.db · operating mode") {
 		t.Errorf("the title does not say operating mode:\n%s", screenText(a))
 	}
+	lines := len(rv.h.Events)
+	typeKeys(a, "l")
+	if len(rv.h.Events) != lines+1 || rv.h.KindOf(rv.h.Events[lines]) != ledger.EvOperating {
+		t.Fatalf("the reload did not read the switch: %d lines, had %d", len(rv.h.Events), lines)
+	}
 }
 
 // fileBytes reads a ledger and its WAL ("" and "-wal"; a missing WAL is nil).
