@@ -25,8 +25,13 @@ var big struct {
 	err  error
 }
 
-// bigLedger builds the 100,000-action ledger once per test process.
+// bigLedger builds the 100,000-action ledger once per test process, or
+// reads the one GATEHOUSE_REVIEW_BENCH_LEDGER names (built by
+// reviewtest.Fill earlier; it is only read).
 func bigLedger(b *testing.B) string {
+	if p := os.Getenv("GATEHOUSE_REVIEW_BENCH_LEDGER"); p != "" {
+		return p
+	}
 	big.once.Do(func() {
 		if big.dir, big.err = os.MkdirTemp("", "gatehouse-review-bench-"); big.err != nil {
 			return
