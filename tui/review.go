@@ -176,8 +176,10 @@ func (rv *Review) Update(msg tea.Msg) (Screen, tea.Cmd) {
 func (rv *Review) onLoaded(msg reviewLoadedMsg) tea.Cmd {
 	rv.busy--
 	if msg.err != nil {
-		rv.loadErr = msg.err
-		return fail(msg.err)
+		if rv.h == nil {
+			rv.loadErr = msg.err // nothing to show
+		}
+		return fail(msg.err) // a failed reload keeps what was read
 	}
 	first := rv.h == nil
 	rv.h = msg.h

@@ -331,6 +331,18 @@ func fileBytes(t *testing.T, path string) map[string][]byte {
 	return out
 }
 
+// TestReviewReloadErrorKeepsTheHistory: a reload that fails says so and
+// keeps what was read.
+func TestReviewReloadErrorKeepsTheHistory(t *testing.T) {
+	a, rv, l := newTestReview(t, 80, 24)
+	lines := len(rv.h.Events)
+	l.Close()
+	typeKeys(a, "l")
+	if rv.loadErr != nil || len(rv.h.Events) != lines || !strings.Contains(screenText(a), "✗ review") {
+		t.Fatalf("a failed reload:\n%s", screenText(a))
+	}
+}
+
 func TestReviewLoadError(t *testing.T) {
 	l, _ := openLedger(t)
 	l.Close()
