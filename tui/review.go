@@ -169,8 +169,52 @@ func (rv *Review) Update(msg tea.Msg) (Screen, tea.Cmd) {
 		return rv, rv.onOperating(msg)
 	case tea.KeyPressMsg:
 		return rv, rv.onKey(msg)
+	case tea.MouseClickMsg:
+		if msg.Button == tea.MouseLeft && !rv.Capturing() && rv.h != nil {
+			return rv, rv.onClick(msg.X, msg.Y-1) // the app bar is the line above the body
+		}
 	}
 	return rv, nil
+}
+
+// Where the review's lists begin in its body: below the tab bar, the
+// filter line and the header; the rates below their sparklines too.
+const listTop = 3
+
+var ratesTop = 4 + len(sparkMeasures)
+
+// onClick selects what was clicked: a tab, a line or an action of the
+// timeline, or a rate bucket, which filters the timeline to it as enter
+// does.
+func (rv *Review) onClick(x, y int) tea.Cmd {
+	if y == 0 {
+		left := 0
+		for i, name := range reviewTabNames {
+			w := len([]rune(name)) + 2 // the tab's padding
+			if x >= left && x < left+w && reviewTab(i) != rv.tab {
+				rv.tab = reviewTab(i)
+				return rv.enterTab()
+			}
+			left += w
+		}
+		return nil
+	}
+	switch {
+	case rv.tab == tabTimeline && rv.spans:
+		if p := rv.spanPos.top + y - listTop; y >= listTop && p < min(rv.spanPos.top+rv.spanPos.rows, rv.spanPos.total) {
+			rv.spanPos.move(p - rv.spanPos.cursor)
+		}
+	case rv.tab == tabTimeline:
+		if p := rv.pos.top + y - listTop; y >= listTop && p < min(rv.pos.top+rv.pos.rows, rv.pos.total) {
+			rv.pos.move(p - rv.pos.cursor)
+		}
+	case rv.tab == tabRates:
+		if p := rv.rpos.top + y - ratesTop; y >= ratesTop && p < min(rv.rpos.top+rv.rpos.rows, rv.rpos.total) {
+			rv.rpos.move(p - rv.rpos.cursor)
+			return rv.onRatesKey(tea.KeyPressMsg{Code: tea.KeyEnter})
+		}
+	}
+	return nil
 }
 
 func (rv *Review) onLoaded(msg reviewLoadedMsg) tea.Cmd {

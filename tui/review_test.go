@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/exp/golden"
 
 	"gatehouse/fakes"
@@ -243,6 +244,28 @@ func TestReviewSpans(t *testing.T) {
 	}
 	if got := strings.Join(selectedKinds(rv), ","); got != "proposed,approved,refused_stopped,hold_released,attempt_started,sent" {
 		t.Fatalf("c3's lines: %s", got)
+	}
+}
+
+// TestReviewClicks: a click on a tab opens it, on a rate bucket filters the
+// timeline to it, on a timeline line selects it.
+func TestReviewClicks(t *testing.T) {
+	a, rv, _ := newTestReview(t, 100, 30)
+	click := func(x, y int) {
+		_, cmd := a.Update(tea.MouseClickMsg{X: x, Y: y, Button: tea.MouseLeft})
+		drive(a, cmd)
+	}
+	click(12, 1) // " Rates " after " Timeline "
+	if rv.tab != tabRates {
+		t.Fatalf("a click on Rates opened tab %d", rv.tab)
+	}
+	click(3, 1+ratesTop+1) // the second day
+	if rv.tab != tabTimeline || len(rv.sel) != 8 {
+		t.Fatalf("a click on day 2: tab %d, %d lines", rv.tab, len(rv.sel))
+	}
+	click(3, 1+listTop+2)
+	if rv.pos.cursor != 2 {
+		t.Fatalf("a click on the third line selected %d", rv.pos.cursor)
 	}
 }
 
