@@ -78,6 +78,7 @@ type Review struct {
 	stop        int // the stop at-a-stop shows, from 1; 0 until loaded
 	report      *review.Report
 	stopLines   []string
+	stopKeys    []string // the action each line of stopLines is about ("" for none)
 	spos        listPos
 	prompt      prompt
 	input       textinput.Model
@@ -253,7 +254,7 @@ func (rv *Review) onReport(msg reviewReportMsg) tea.Cmd {
 		return nil // another stop was chosen meanwhile
 	}
 	rv.report = &msg.r
-	rv.stopLines = rv.stopBody(rv.report)
+	rv.stopLines, rv.stopKeys = rv.stopBody(rv.report)
 	rv.spos = listPos{rows: rv.spos.rows}
 	rv.spos.setTotal(len(rv.stopLines))
 	return nil
@@ -427,6 +428,18 @@ func (rv *Review) onRatesKey(msg tea.KeyPressMsg) tea.Cmd {
 func (rv *Review) onStopKey(msg tea.KeyPressMsg) tea.Cmd {
 	switch {
 	case rv.spos.onKey(msg):
+	case key.Matches(msg, Keys.Open) && rv.spos.cursor < len(rv.stopKeys) && rv.stopKeys[rv.spos.cursor] != "":
+		// The action's lines in the timeline, from the first after the stop.
+		rv.filter = review.Filter{Subject: rv.stopKeys[rv.spos.cursor]}
+		rv.spans = false
+		rv.applyFilter()
+		rv.tab = tabTimeline
+		after := len(rv.sel) - 1
+		if stops := rv.h.Stops(); rv.stop > 0 && rv.stop <= len(stops) {
+			after = min(sort.Search(len(rv.sel), func(i int) bool { return int(rv.sel[i]) > stops[rv.stop-1] }), len(rv.sel)-1)
+		}
+		rv.pos.move(after - rv.pos.cursor)
+		return rv.fetchText()
 	case key.Matches(msg, Keys.NextStop):
 		n := len(rv.h.Stops())
 		if n == 0 {
@@ -584,8 +597,9 @@ func (rv *Review) KeyMap() help.KeyMap {
 		open.SetHelp("enter", "filter timeline to it")
 		short = []key.Binding{focus, open, k.RateWidth}
 	default:
-		stop := k.NextStop
-		short = []key.Binding{focus, stop}
+		open := k.Open
+		open.SetHelp("enter", "its lines")
+		short = []key.Binding{focus, k.NextStop, open}
 	}
 	short = append(short, k.Operate)
 	return helpKeys{short: short, full: [][]key.Binding{navKeys(), append(filters, focus, k.Spans), append(jumps, k.RateWidth, k.Operate, k.Reload)}}

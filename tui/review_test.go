@@ -269,6 +269,23 @@ func TestReviewClicks(t *testing.T) {
 	}
 }
 
+// TestReviewStopActionOpensItsLines: enter on an action at the stop shows
+// its lines in the timeline, from the first one after the stop.
+func TestReviewStopActionOpensItsLines(t *testing.T) {
+	a, rv, _ := newTestReview(t, 100, 30)
+	typeKeys(a, "tab", "tab")
+	for rv.spos.cursor < len(rv.stopKeys) && !strings.Contains(rv.stopKeys[rv.spos.cursor], "cust-c3") {
+		typeKeys(a, "down")
+	}
+	typeKeys(a, "enter")
+	if rv.tab != tabTimeline || !strings.Contains(rv.filter.Subject, "cust-c3") {
+		t.Fatalf("enter on c3 at the stop: tab %d, filter %+v", rv.tab, rv.filter)
+	}
+	if got := rv.h.KindOf(rv.h.Events[rv.sel[rv.pos.cursor]]); got != ledger.EvRefusedStopped {
+		t.Fatalf("the selection is on %s, not the first line after the stop", got)
+	}
+}
+
 func TestReviewRateBucketFiltersTimeline(t *testing.T) {
 	a, rv, _ := newTestReview(t, 100, 30)
 	typeKeys(a, "tab")

@@ -420,13 +420,14 @@ func (rv *Review) stopView() []string {
 // stopBody lists each bucket's actions: then and now on one line, what
 // happened after and whether the approval still rests on current values on
 // the next.
-func (rv *Review) stopBody(r *review.Report) []string {
-	var out []string
+func (rv *Review) stopBody(r *review.Report) ([]string, []string) {
+	var out, keys []string
 	for k, b := range r.Buckets {
 		if len(b.Actions) == 0 {
 			continue
 		}
 		out = append(out, rv.th.Header.Render(fmt.Sprintf("%s: %d", r.Counts[k].Title, len(b.Actions))))
+		keys = append(keys, "")
 		for _, a := range b.Actions {
 			then := stateShort(a.State)
 			if a.Inferred {
@@ -442,12 +443,14 @@ func (rv *Review) stopBody(r *review.Report) []string {
 				detail += " · material: " + materialWords(a.Material)
 			}
 			out = append(out, rv.th.Dim.Render(detail))
+			keys = append(keys, a.Key, a.Key)
 		}
 	}
 	if r.Inferred.Lines > 0 {
 		out = append(out, rv.th.Dim.Render(fmt.Sprintf("* inferred from %d lines written before lines recorded their state", r.Inferred.Lines)))
+		keys = append(keys, "")
 	}
-	return out
+	return out, keys
 }
 
 func materialWords(m *review.Material) string {
