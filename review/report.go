@@ -201,6 +201,7 @@ func Build(ctx context.Context, l *ledger.Ledger, h *History, opts Options) (Rep
 	}
 	r.Days, r.Total = h.days(from, to)
 	r.StaleProposals = h.staleProposals(end, to)
+	r.Unmatched = []Unmatched{}
 	for _, rel := range sortedKeys(h.Facts.Metrics.UnmatchedByRelease) {
 		r.Unmatched = append(r.Unmatched, Unmatched{Release: rel, Rows: h.Facts.Metrics.UnmatchedByRelease[rel]})
 	}
@@ -407,7 +408,7 @@ func (h *History) overrides(ctx context.Context, l *ledger.Ledger, from, to int)
 		}
 		why := e.Reason
 		if why == "" {
-			why = e.Message // a resolution keeps its reason in its sentence
+			why = e.Message // a resolution written before schema 6 kept its reason in its sentence only
 		}
 		out = append(out, Override{EventID: id, At: e.At.UTC().Format(TimeFormat), Actor: e.Actor, Kind: kind,
 			Key: e.ActionKey, Reason: why, Message: e.Message})
