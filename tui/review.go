@@ -79,6 +79,7 @@ type Review struct {
 	report      *review.Report
 	stopLines   []string
 	stopKeys    []string // the action each line of stopLines is about ("" for none)
+	stopStyles  []lineStyle
 	spos        listPos
 	prompt      prompt
 	input       textinput.Model
@@ -111,7 +112,11 @@ type (
 	reviewReportMsg struct {
 		stop int
 		r    review.Report
-		err  error
+		// The report's lines, laid out with it off the screen's
+		// goroutine: a stop with 100,000 actions has 200,000 of them.
+		lines, keys []string
+		styles      []lineStyle
+		err         error
 	}
 	operatingMsg struct{ err error }
 )
@@ -254,7 +259,7 @@ func (rv *Review) onReport(msg reviewReportMsg) tea.Cmd {
 		return nil // another stop was chosen meanwhile
 	}
 	rv.report = &msg.r
-	rv.stopLines, rv.stopKeys = rv.stopBody(rv.report)
+	rv.stopLines, rv.stopKeys, rv.stopStyles = msg.lines, msg.keys, msg.styles
 	rv.spos = listPos{rows: rv.spos.rows}
 	rv.spos.setTotal(len(rv.stopLines))
 	return nil
@@ -566,7 +571,11 @@ func (rv *Review) buildReport() tea.Cmd {
 	l, h, stop := rv.cfg.Ledger, rv.h, rv.stop
 	return rv.do(func() tea.Msg {
 		r, err := review.Build(context.Background(), l, h, review.Options{Stop: stop})
-		return reviewReportMsg{stop: stop, r: r, err: err}
+		if err != nil {
+			return reviewReportMsg{stop: stop, err: err}
+		}
+		lines, keys, styles := stopBody(&r)
+		return reviewReportMsg{stop: stop, r: r, lines: lines, keys: keys, styles: styles}
 	})
 }
 

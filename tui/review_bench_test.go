@@ -1,12 +1,14 @@
 package tui
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 
 	"gatehouse/ledger"
+	"gatehouse/review"
 	"gatehouse/review/reviewtest"
 )
 
@@ -55,6 +57,22 @@ func BenchmarkReviewFrame(b *testing.B) {
 	if len(rv.sel) != 1_000_002 {
 		b.Fatalf("%d lines", len(rv.sel))
 	}
+	// The report at the stop is built off the screen's goroutine; what the
+	// screen does when it arrives (lay out 100,000 actions' lines, draw a
+	// page) is one frame.
+	b.Run("AtAStopReportArrives", func(b *testing.B) {
+		r, err := review.Build(context.Background(), l, rv.h, review.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		lines, keys, styles := stopBody(&r)
+		for b.Loop() {
+			rv.Update(reviewReportMsg{stop: rv.stop, r: r, lines: lines, keys: keys, styles: styles})
+			rv.busy++ // onReport counts the build done
+			_ = a.Render()
+		}
+		b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/frame")
+	})
 	for _, bc := range []struct {
 		name  string
 		setup []string

@@ -411,6 +411,8 @@ func (rv *Review) stopView() []string {
 		l := fitLine(rv.stopLines[p], rv.width)
 		if p == rv.spos.cursor {
 			l = rv.th.Selected.Render(l)
+		} else {
+			l = rv.styled(rv.stopStyles[p], l)
 		}
 		lines = append(lines, l)
 	}
@@ -420,14 +422,18 @@ func (rv *Review) stopView() []string {
 // stopBody lists each bucket's actions: then and now on one line, what
 // happened after and whether the approval still rests on current values on
 // the next.
-func (rv *Review) stopBody(r *review.Report) ([]string, []string) {
+//
+// The lines stay plain (with a style to draw them in) and are styled when
+// shown: a stop with 100,000 actions has 200,000 of them.
+func stopBody(r *review.Report) ([]string, []string, []lineStyle) {
 	var out, keys []string
+	var styles []lineStyle
 	for k, b := range r.Buckets {
 		if len(b.Actions) == 0 {
 			continue
 		}
-		out = append(out, rv.th.Header.Render(fmt.Sprintf("%s: %d", r.Counts[k].Title, len(b.Actions))))
-		keys = append(keys, "")
+		out = append(out, fmt.Sprintf("%s: %d", r.Counts[k].Title, len(b.Actions)))
+		keys, styles = append(keys, ""), append(styles, styleHeader)
 		for _, a := range b.Actions {
 			then := stateShort(a.State)
 			if a.Inferred {
@@ -442,15 +448,34 @@ func (rv *Review) stopBody(r *review.Report) ([]string, []string) {
 			if a.Material != nil {
 				detail += " · material: " + materialWords(a.Material)
 			}
-			out = append(out, rv.th.Dim.Render(detail))
-			keys = append(keys, a.Key, a.Key)
+			out = append(out, detail)
+			keys, styles = append(keys, a.Key, a.Key), append(styles, stylePlain, styleDim)
 		}
 	}
 	if r.Inferred.Lines > 0 {
-		out = append(out, rv.th.Dim.Render(fmt.Sprintf("* inferred from %d lines written before lines recorded their state", r.Inferred.Lines)))
-		keys = append(keys, "")
+		out = append(out, fmt.Sprintf("* inferred from %d lines written before lines recorded their state", r.Inferred.Lines))
+		keys, styles = append(keys, ""), append(styles, styleDim)
 	}
-	return out, keys
+	return out, keys, styles
+}
+
+// lineStyle is how a prepared line is drawn.
+type lineStyle uint8
+
+const (
+	stylePlain lineStyle = iota
+	styleHeader
+	styleDim
+)
+
+func (rv *Review) styled(st lineStyle, s string) string {
+	switch st {
+	case styleHeader:
+		return rv.th.Header.Render(s)
+	case styleDim:
+		return rv.th.Dim.Render(s)
+	}
+	return s
 }
 
 func materialWords(m *review.Material) string {
