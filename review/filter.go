@@ -87,19 +87,53 @@ func (h *History) Select(f Filter) []int32 {
 	if f.Until != 0 {
 		to = max(from, h.indexAt(f.Until))
 	}
-	out := make([]int32, 0, min(to-from, 4096))
-	for i := from; i < to; i++ {
-		ev := &h.Events[i]
+	keep := func(ev *Event) bool {
 		switch {
 		case kindOK != nil && !kindOK[ev.Kind]:
 		case g.override && ev.Flags&FlagOverride == 0:
 		case actorOK != nil && !actorOK[ev.Actor]:
 		case actionOK != nil && !actionOK[ev.Action] && !taskOK[ev.Task]:
 		default:
+			return true
+		}
+		return false
+	}
+	if actionOK != nil {
+		return h.selectSubject(actionOK, taskOK, from, to, keep)
+	}
+	out := make([]int32, 0, min(to-from, 4096))
+	for i := from; i < to; i++ {
+		if keep(&h.Events[i]) {
 			out = append(out, int32(i))
 		}
 	}
 	return out
+}
+
+// selectSubject walks only the lines of the matching actions and tasks
+// (through their per-line links) instead of the whole history: a customer
+// has a few hundred lines among a million.
+func (h *History) selectSubject(actionOK, taskOK []bool, from, to int, keep func(*Event) bool) []int32 {
+	var out []int32
+	walk := func(first int, next []int32) {
+		for i := first; i >= 0; i = int(next[i]) {
+			if i >= from && i < to && keep(&h.Events[i]) {
+				out = append(out, int32(i))
+			}
+		}
+	}
+	for a := 1; a < len(actionOK); a++ {
+		if actionOK[a] {
+			walk(h.first[a], h.next)
+		}
+	}
+	for t := 1; t < len(taskOK); t++ {
+		if taskOK[t] {
+			walk(h.taskFirst[t], h.taskNext)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out) // a line of a matching action on a matching task is walked twice
 }
 
 // matchNames marks the names containing part (any case); nil when part is

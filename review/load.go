@@ -67,7 +67,10 @@ type History struct {
 	subjects    []string
 	first, last []int   // per action: its first and last line in Events
 	next        []int32 // per line: the next line of its action (-1: none)
-	final       []uint8 // per action: the state its last line left
+	// taskFirst and taskNext link each task's lines the same way.
+	taskFirst []int
+	taskNext  []int32
+	final     []uint8 // per action: the state its last line left
 }
 
 func sortByKey(idx []int32, keys []string) {
@@ -140,6 +143,20 @@ func (h *History) index() {
 		h.first[i] = -1
 	}
 	h.next = make([]int32, len(h.Events))
+	h.taskFirst, h.taskNext = make([]int, len(h.Tasks)), make([]int32, len(h.Events))
+	taskLast := make([]int, len(h.Tasks))
+	for i := range h.taskFirst {
+		h.taskFirst[i] = -1
+	}
+	for i, ev := range h.Events {
+		h.taskNext[i] = -1
+		if h.taskFirst[ev.Task] < 0 {
+			h.taskFirst[ev.Task] = i
+		} else {
+			h.taskNext[taskLast[ev.Task]] = int32(i)
+		}
+		taskLast[ev.Task] = i
+	}
 	for i, ev := range h.Events {
 		h.next[i] = -1
 		if h.first[ev.Action] < 0 {
