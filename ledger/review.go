@@ -10,9 +10,9 @@ import (
 )
 
 // ReviewFacts is what an incident review reads beside the history, from the
-// same snapshot: who each action is for, what each approval bound, what
-// each attempt recorded, and the latest value the ledger read for each
-// material field of each customer.
+// same snapshot: who each action is for, what each approval bound, and the
+// latest value the ledger read for each material field of each customer
+// (Metrics alone is read just before the snapshot).
 type ReviewFacts struct {
 	// FoldedFrom is the first history id written with to_state and detail;
 	// the states of older lines must be inferred from their kinds.
@@ -25,7 +25,9 @@ type ReviewFacts struct {
 	// field ("source.field") before a send.
 	LatestReads map[string]map[string]MaterialCheck
 	Stop        Switch
-	Metrics     Metrics
+	// Metrics are the ledger's counts (unmatched identities per release
+	// among them), read just before the snapshot.
+	Metrics Metrics
 }
 
 // ReviewApproval is an approval as a review reads it: when, and the
