@@ -254,6 +254,7 @@ func (t *wtx) insertAction(p Proposal, key, digest, taskID, corrects string, st 
 	if err != nil {
 		return Action{}, fmt.Errorf("record action %s: %w", key, err)
 	}
+	t.movedKey, t.movedTo = key, string(st)
 	return a, nil
 }
 
@@ -333,10 +334,22 @@ func (l *Ledger) Approve(ctx context.Context, key, approver string, material []M
 		if err := t.transition(a, StateApproved, "approved by "+approver, ""); err != nil {
 			return err
 		}
+		t.note(map[string]any{"material": materialMap(material), "recipient": a.Recipient, "sender": a.Sender,
+			"destination": a.Destination, "digest": a.Digest, "owner": tk.Owner}, "")
 		return t.event(approver, a.TaskID, key, EvApproved, "",
 			"%s approved %s to %s from %s via %s (owner %s, %s).", approver, key, a.Recipient, orDash(a.Sender),
 			orDash(a.Destination), ownerName(tk.Owner), describeMaterial(material))
 	})
+}
+
+// materialMap is a material snapshot as "source.field" → value, the way a
+// history line's detail records it.
+func materialMap(m []MaterialRead) map[string]string {
+	out := make(map[string]string, len(m))
+	for _, r := range m {
+		out[r.Name()] = r.Value
+	}
+	return out
 }
 
 func describeMaterial(m []MaterialRead) string {

@@ -422,6 +422,7 @@ func (t *wtx) deny(a *Action, executor string, d *DeniedError, checks []Material
 	if err := t.transition(a, StateDenied, d.Error(), ""); err != nil {
 		return err
 	}
+	t.note(map[string]any{"source": d.Source, "field": d.Field, "approved": d.Approved, "current": d.Current}, "")
 	return t.refuseWith(a, "", "", executor, EvDenied, d,
 		"The gate denied %s's send of %s: %s.%s changed since approval, from %q to %q.", executor, a.Key, d.Source, d.Field, d.Approved, d.Current)
 }
@@ -465,6 +466,8 @@ func (t *wtx) startAttempt(a *Action, ap Approval, req ExecuteRequest, checks []
 	}
 	// The epoch stays out of this line: it is in the attempt's record, and a
 	// hold it causes names it; here it would only be noise in every history.
+	t.note(map[string]any{"attempt": att.Number, "destination": att.Destination, "lookup": att.Lookup,
+		"message_id": att.MessageID, "recipient": att.Recipient, "sender": att.Sender}, "")
 	return att, t.event(req.Executor, a.TaskID, a.Key, EvAttemptStarted, "",
 		"%s started attempt %d of %s to %s from %s via %s (Message-ID %s); the intent is recorded before anything is sent.",
 		req.Executor, att.Number, a.Key, att.Recipient, att.Sender, att.Endpoint(), att.MessageID)
@@ -518,6 +521,8 @@ func (l *Ledger) RecordOutcome(ctx context.Context, transportID string, o Outcom
 // applyOutcome moves the action according to an attempt's outcome.
 func (t *wtx) applyOutcome(a *Action, att Attempt, o Outcome, response string, reconciled bool) error {
 	actor := att.Executor
+	t.note(map[string]any{"attempt": att.Number, "outcome": string(o), "destination": att.Destination,
+		"message_id": att.MessageID, "reconciled": reconciled}, "")
 	switch o {
 	case OutcomeAccepted:
 		if reconciled {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -458,7 +459,7 @@ func listEvents(q queryer, f HistoryFilter) ([]Event, error) {
 		conds = append(conds, "id > ?")
 		args = append(args, f.AfterID)
 	}
-	query := `SELECT id, at, actor, task_id, action_key, kind, message, reason FROM events`
+	query := `SELECT id, at, actor, task_id, action_key, kind, message, reason, to_state, detail FROM events`
 	if len(conds) > 0 {
 		query += " WHERE " + strings.Join(conds, " AND ")
 	}
@@ -480,7 +481,7 @@ func listEvents(q queryer, f HistoryFilter) ([]Event, error) {
 		var e Event
 		var at int64
 		var kind string
-		if err := rows.Scan(&e.ID, &at, &e.Actor, &e.TaskID, &e.ActionKey, &kind, &e.Message, &e.Reason); err != nil {
+		if err := rows.Scan(&e.ID, &at, &e.Actor, &e.TaskID, &e.ActionKey, &kind, &e.Message, &e.Reason, &e.ToState, &e.Detail); err != nil {
 			return nil, err
 		}
 		e.At, e.Kind = fromNS(at), EventKind(kind)
@@ -497,7 +498,8 @@ func listEvents(q queryer, f HistoryFilter) ([]Event, error) {
 // Metrics counts intended actions, attempts, confirmed outcomes and the
 // refusals, each kept apart.
 func (l *Ledger) Metrics(ctx context.Context) (Metrics, error) {
-	m := Metrics{ByState: map[State]int{}}
+	m := Metrics{ByState: map[State]int{}, UnmatchedByRelease: map[string]int{}}
+	staleBefore := ns(l.clock.Now().Add(-StaleAfter))
 	err := l.read(ctx, func(tx queryTx) error {
 		rows, err := tx.Query(`SELECT state, count(*) FROM actions GROUP BY state`)
 		if err != nil {
@@ -526,11 +528,21 @@ func (l *Ledger) Metrics(ctx context.Context) (Metrics, error) {
 			{&m.Denials, `SELECT COALESCE(sum(n), 0) FROM counters WHERE kind = 'denied'`},
 			{&m.OwnershipConflicts, `SELECT COALESCE(sum(n), 0) FROM counters WHERE kind = 'ownership_conflict'`},
 			{&m.Unknown, `SELECT count(*) FROM actions WHERE state = 'unknown' OR (state = 'held' AND hold_cause = 'unknown_outcome')`},
+			{&m.ManualOverrides, `SELECT COALESCE(sum(n), 0) FROM counters WHERE kind IN ('hold_released', 'destination_moved', '` + CounterResolvedByPerson + `')`},
 		} {
 			if err := tx.QueryRow(q.query).Scan(q.dst); err != nil {
 				return fmt.Errorf("metrics: %w", err)
 			}
 		}
+		if err := tx.QueryRow(`SELECT count(*) FROM actions WHERE state IN ('drafting', 'awaiting_approval') AND updated_at < ?`,
+			staleBefore).Scan(&m.StaleProposals); err != nil {
+			return fmt.Errorf("metrics: stale proposals: %w", err)
+		}
+		unmatched, err := kindCounts(tx, `SELECT release_id, count(*) FROM audience_rows WHERE status = 'unmatched' GROUP BY release_id`)
+		if err != nil {
+			return fmt.Errorf("metrics: unmatched identities: %w", err)
+		}
+		maps.Copy(m.UnmatchedByRelease, unmatched)
 		sw, err := readSwitch(tx)
 		m.Stopped = sw.Stopped
 		return err

@@ -113,12 +113,12 @@ func (l *Ledger) Reconcile(ctx context.Context, req ReconcileRequest) (Action, e
 			return t.holdContradiction(&out, att, actor, ep, v)
 		case v.own > 0:
 			// Its own Message-ID is proof of delivery whatever the epoch.
-			return t.settleReconciled(&out, att, actor, OutcomeAccepted,
+			return t.settleReconciled(&out, att, actor, OutcomeAccepted, "",
 				fmt.Sprintf("reconciliation found its message %s for %s at %s", att.MessageID, asked.Recipient, ep.Destination))
 		case res.Epoch != att.Epoch:
 			return t.holdForgotten(&out, att, actor, ep, res.Epoch)
 		default:
-			return t.settleReconciled(&out, att, actor, OutcomeNotDelivered,
+			return t.settleReconciled(&out, att, actor, OutcomeNotDelivered, "",
 				fmt.Sprintf("reconciliation found no message %s and nothing else for the key at %s", att.MessageID, ep.Destination))
 		}
 	})
@@ -272,7 +272,7 @@ func (l *Ledger) ResolveUnknown(ctx context.Context, key, actor string, delivere
 		if delivered {
 			o = OutcomeAccepted
 		}
-		return t.settleReconciled(a, att, actor, o, actor+" checked the destination by hand: "+reason)
+		return t.settleReconciled(a, att, actor, o, reason, actor+" checked the destination by hand: "+reason)
 	})
 }
 
@@ -280,12 +280,21 @@ func needsReconcile(a Action) bool {
 	return a.State == StateUnknown || (a.State == StateHeld && a.HoldCause.outcomeOpen())
 }
 
-func (t *wtx) settleReconciled(a *Action, att Attempt, actor string, o Outcome, note string) error {
+// settleReconciled records an established outcome; a reason says a person
+// established it by hand (a manual override, counted as such, the reason
+// recorded with its history line), none that reconciliation did.
+func (t *wtx) settleReconciled(a *Action, att Attempt, actor string, o Outcome, byPersonBecause, note string) error {
 	if _, err := t.Exec(`UPDATE attempts SET outcome = ?, outcome_at = ?, response = ?, reconciled = 1 WHERE id = ?`,
 		string(o), ns(t.now), note, att.ID); err != nil {
 		return fmt.Errorf("record reconciliation of %s: %w", a.Key, err)
 	}
-	if err := t.event(actor, a.TaskID, a.Key, EvReconciled, "", "%s reconciled %s: %s.", actor, a.Key, note); err != nil {
+	by, counter := "reconciliation", ""
+	if byPersonBecause != "" {
+		by, counter = "person", CounterResolvedByPerson
+	}
+	t.note(map[string]any{"attempt": att.Number, "outcome": string(o), "by": by, "destination": att.Destination,
+		"message_id": att.MessageID}, counter)
+	if err := t.event(actor, a.TaskID, a.Key, EvReconciled, byPersonBecause, "%s reconciled %s: %s.", actor, a.Key, note); err != nil {
 		return err
 	}
 	if o == OutcomeAccepted {

@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -17,6 +18,29 @@ type wtx struct {
 	// attempt they allowed.
 	pendingChecks []MaterialCheck
 	durable       bool
+	// The state the latest transition led to, written with the next history
+	// line of the same action: a review folds the history into states.
+	movedKey, movedTo string
+	// What the next history line carries beyond its sentence (see note).
+	detail  []byte
+	counter string
+}
+
+// note attaches facts to the next history line (JSON in events.detail):
+// what a review needs and the sentence only names. counter, when not "",
+// counts that line under a name of its own as well (a manual override).
+func (t *wtx) note(detail map[string]any, counter string) {
+	t.detail, _ = json.Marshal(detail)
+	t.counter = counter
+}
+
+// stateCode is how a transition is written in events.to_state: the state,
+// and for a hold its cause, which tells an open outcome from a queued send.
+func stateCode(to State, cause HoldCause) string {
+	if to == StateHeld && cause != "" {
+		return string(to) + ":" + string(cause)
+	}
+	return string(to)
 }
 
 // requireDurable makes a relaxed transaction start over durably: call it
@@ -42,25 +66,49 @@ type queryer interface {
 }
 
 // event appends one plain-language history line.
+// It carries the state the action's latest transition in this transaction
+// led to (if not yet written) and the facts note attached.
 func (t *wtx) event(actor, taskID, key string, kind EventKind, reason, format string, args ...any) error {
-	_, err := t.Exec(`INSERT INTO events (at, actor, task_id, action_key, kind, message, reason)
-		VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		ns(t.now), actor, taskID, key, string(kind), fmt.Sprintf(format, args...), reason)
+	to := ""
+	if key != "" && key == t.movedKey {
+		to, t.movedKey = t.movedTo, ""
+	}
+	detail, counter := string(t.detail), t.counter
+	t.detail, t.counter = nil, ""
+	_, err := t.Exec(`INSERT INTO events (at, actor, task_id, action_key, kind, message, reason, to_state, detail)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		ns(t.now), actor, taskID, key, string(kind), fmt.Sprintf(format, args...), reason, to, detail)
 	if err != nil {
 		return fmt.Errorf("record event %s: %w", kind, err)
 	}
-	if countedKinds[kind] {
+	for _, c := range []string{countedName(kind), counter} {
+		if c == "" {
+			continue
+		}
 		if _, err := t.Exec(`INSERT INTO counters (kind, n) VALUES (?, 1)
-			ON CONFLICT(kind) DO UPDATE SET n = counters.n + 1`, string(kind)); err != nil {
+			ON CONFLICT(kind) DO UPDATE SET n = counters.n + 1`, c); err != nil {
 			return fmt.Errorf("count event %s: %w", kind, err)
 		}
 	}
 	return nil
 }
 
+func countedName(k EventKind) string {
+	if countedKinds[k] {
+		return string(k)
+	}
+	return ""
+}
+
 // countedKinds are the history events Metrics counts.
 var countedKinds = map[EventKind]bool{EvDuplicateBlock: true, EvDenied: true,
-	EvOwnershipConflict: true, EvUnknown: true, EvRecoveredUnknown: true}
+	EvOwnershipConflict: true, EvUnknown: true, EvRecoveredUnknown: true,
+	EvHoldReleased: true, EvDestinationMoved: true}
+
+// CounterResolvedByPerson counts the outcomes a person established by
+// checking the destination by hand (ResolveUnknown): a manual override whose
+// history line has the kind of any reconciliation.
+const CounterResolvedByPerson = "resolved_by_person"
 
 // ensureTask returns the task, creating it (mirrored from the helpdesk) when
 // the ledger has not seen it yet.
@@ -170,6 +218,7 @@ func (t *wtx) transition(a *Action, to State, reason string, cause HoldCause) er
 	a.State, a.Reason, a.HoldCause = to, reason, cause
 	a.Version++
 	a.UpdatedAt = t.now
+	t.movedKey, t.movedTo = a.Key, stateCode(to, cause)
 	return nil
 }
 

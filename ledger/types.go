@@ -186,6 +186,12 @@ type Event struct {
 	Kind      EventKind
 	Message   string // a plain sentence
 	Reason    string
+	// ToState is the state the line moved its action to ("" for none),
+	// "held:<cause>" for a hold; "" on lines written before schema 6.
+	ToState string
+	// Detail is JSON with the facts the sentence names (material values of
+	// an approval, destination and Message-ID of an attempt), or "".
+	Detail string
 }
 
 // EventKind classifies history events; metrics count some of them.
@@ -235,6 +241,9 @@ const (
 	EvRefused            EventKind = "refused"
 	EvCustomersImported  EventKind = "customers_imported"
 	EvResubscribed       EventKind = "resubscribed"
+	// EvOperating: a reviewer switched a read-only review into operating
+	// mode, where operator operations are possible.
+	EvOperating EventKind = "operating_mode"
 )
 
 // Notification is a message to a person, e.g. the previous owner after a
@@ -268,4 +277,18 @@ type Metrics struct {
 	UnknownOutcomes    int           // attempts ever recorded with an unknown outcome
 	ByState            map[State]int // actions per state
 	Stopped            bool
+	// StaleProposals are actions only proposed (a draft, or awaiting
+	// approval) that nothing has changed for StaleAfter.
+	StaleProposals int
+	// ManualOverrides are a person's decisions over the gate's: hold
+	// releases, destinations said to have moved, outcomes established by
+	// hand.
+	ManualOverrides int
+	// UnmatchedByRelease counts, per audience release, the source rows
+	// whose identity matched no customer.
+	UnmatchedByRelease map[string]int
 }
+
+// StaleAfter is how long a proposal may wait for approval before it counts
+// as stale: a day, the review rhythm of the first week.
+const StaleAfter = 24 * time.Hour

@@ -751,6 +751,16 @@ func TestOperationSearch(t *testing.T) {
 		t.Run(fmt.Sprintf("Seed%d", seed), func(t *testing.T) {
 			w, v := runSearch(t, seed, ops, bin, nil)
 			w.report(t, v)
+			// The ledger's own invariants hold after any sequence, the
+			// history's among them: a review's fold of the history ends in
+			// every action's state.
+			vs, err := w.l.Check(w.ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, viol := range vs {
+				t.Errorf("seed %d: ledger check: %s", seed, viol)
+			}
 			for k, n := range w.count {
 				total[k] += n
 			}

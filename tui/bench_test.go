@@ -28,6 +28,9 @@ func TestMain(m *testing.M) {
 	if big.dir != "" {
 		os.RemoveAll(big.dir)
 	}
+	if reviewBig.dir != "" {
+		os.RemoveAll(reviewBig.dir)
+	}
 	os.Exit(code)
 }
 

@@ -27,6 +27,8 @@ type KeyMap struct {
 	Step, Play, Restart, Faster, Slower, ActView, ActTakeOver key.Binding
 	// Home.
 	Rehearse, Inspect, Demo key.Binding
+	// Review.
+	KindFilter, ActorFilter, SubjectFilter, Window, ClearFilters, NextInAction, PrevInAction, NextStop, RateWidth, Operate, Spans, Reload, OpenLines, BucketToTimeline key.Binding
 }
 
 // Keys is the app's keymap.
@@ -76,6 +78,22 @@ func DefaultKeyMap() KeyMap {
 		Rehearse:    bind("enter", "rehearse", "enter"),
 		Inspect:     bind("i", "inspector", "i"),
 		Demo:        bind("d", "takeover demo", "d"),
+
+		// Review.
+		KindFilter:       bind("f", "filter kind", "f"),
+		ActorFilter:      bind("a", "filter actor", "a"),
+		SubjectFilter:    bind("/", "filter customer/task", "/"),
+		Window:           bind("w", "time window", "w"),
+		ClearFilters:     bind("c", "clear filters", "c"),
+		NextInAction:     bind("n", "next of action", "n"),
+		PrevInAction:     bind("N", "previous of action", "N"),
+		NextStop:         bind("x", "next stop", "x"),
+		RateWidth:        bind("r", "hour/day", "r"),
+		Operate:          bind("O", "operating mode", "O"),
+		Spans:            bind("v", "lines/spans", "v"),
+		Reload:           bind("l", "read the history again", "l"),
+		OpenLines:        bind("enter", "its lines", "enter"),
+		BucketToTimeline: bind("enter", "filter timeline to it", "enter"),
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -257,6 +259,9 @@ type metricsView struct {
 	UnknownOutcomes    int            `json:"unknown_outcomes"`
 	ByState            map[string]int `json:"by_state"`
 	Stopped            bool           `json:"stopped"`
+	StaleProposals     int            `json:"stale_proposals"`
+	ManualOverrides    int            `json:"manual_overrides"`
+	UnmatchedByRelease map[string]int `json:"unmatched_by_release"`
 }
 
 func (m metricsView) text(w io.Writer) {
@@ -268,6 +273,7 @@ func (m metricsView) text(w io.Writer) {
 		{"duplicate blocks", m.DuplicateBlocks}, {"changed-state denials", m.Denials},
 		{"ownership conflicts", m.OwnershipConflicts}, {"held now", m.Holds},
 		{"unknown now", m.Unknown}, {"unknown outcomes ever", m.UnknownOutcomes},
+		{"stale proposals", m.StaleProposals}, {"manual overrides", m.ManualOverrides},
 	} {
 		fmt.Fprintf(w, "%s:\t%d\n", r.name, r.n)
 	}
@@ -278,6 +284,11 @@ func (m metricsView) text(w io.Writer) {
 		}
 	}
 	fmt.Fprintf(w, "by state:\t%s\n", joinOrDash(states))
+	var unmatched []string
+	for _, r := range slices.Sorted(maps.Keys(m.UnmatchedByRelease)) {
+		unmatched = append(unmatched, fmt.Sprintf("%s %d", r, m.UnmatchedByRelease[r]))
+	}
+	fmt.Fprintf(w, "unmatched identities:\t%s\n", joinOrDash(unmatched))
 	fmt.Fprintf(w, "stopped:\t%v\n", m.Stopped)
 }
 
@@ -295,7 +306,8 @@ func metricsVerb() verbSpec {
 			v := metricsView{Intended: m.Intended, Attempts: m.Attempts, Confirmed: m.Confirmed,
 				DuplicateBlocks: m.DuplicateBlocks, Denials: m.Denials, OwnershipConflicts: m.OwnershipConflicts,
 				Holds: m.Holds, Unknown: m.Unknown, UnknownOutcomes: m.UnknownOutcomes,
-				ByState: map[string]int{}, Stopped: m.Stopped}
+				ByState: map[string]int{}, Stopped: m.Stopped, StaleProposals: m.StaleProposals,
+				ManualOverrides: m.ManualOverrides, UnmatchedByRelease: m.UnmatchedByRelease}
 			for s, n := range m.ByState {
 				v.ByState[string(s)] = n
 			}

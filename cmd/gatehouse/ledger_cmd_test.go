@@ -134,6 +134,7 @@ func readVerbs(key, release string) [][]string {
 		{"gate", "notifications", "--as", "alice"},
 		{"audience", "show", "--release", release}, {"audience", "show", "--release", release, "--rows", "eligible", "--json"},
 		{"ledger", "check"},
+		{"review", "--format", "md"}, {"review", "--format", "json"},
 	}
 }
 

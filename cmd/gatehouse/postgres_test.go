@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -94,3 +95,49 @@ func TestRehearseAllOnPostgres(t *testing.T) {
 		t.Fatalf("%d rehearsal schemas, want one per built-in (at least 14)", schemas)
 	}
 }
+
+// TestReviewOnPostgres: the same rehearsed stop kept in a PostgreSQL ledger
+// and in a SQLite file gives the same report, byte for byte once the
+// ledger's name is taken out: the review folds the same history on both.
+func TestReviewOnPostgres(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts PostgreSQL")
+	}
+	loc := pgtest.Database(t)
+	var out, errOut strings.Builder
+	if code := run([]string{"rehearse", "stop-for-review", "--ledger", loc}, &out, &errOut); code != exitOK {
+		t.Fatalf("rehearse on PostgreSQL: exit %d\n%s\n%s", code, tail(out.String(), 20), errOut.String())
+	}
+	path := rehearsedStop(t)
+	for _, format := range []string{"json", "md"} {
+		pg := reviewCmd("--ledger", loc, "--format", format)
+		wantExit(t, pg, exitOK)
+		lite := reviewCmd("--ledger", path, "--format", format)
+		wantExit(t, lite, exitOK)
+		if strings.Contains(pg.stdout, "secret") {
+			t.Fatalf("the report shows the ledger's password:\n%s", pg.stdout)
+		}
+		a, b := withoutLedgerName(pg.stdout), withoutLedgerName(lite.stdout)
+		if a != b {
+			t.Errorf("%s report on PostgreSQL differs from SQLite's:\n--- postgres\n%s\n--- sqlite\n%s", format, a, b)
+		}
+		if !strings.Contains(a, "committed") {
+			t.Fatalf("%s report without its buckets:\n%s", format, a)
+		}
+	}
+}
+
+// withoutLedgerName drops the lines of a report that name its ledger and
+// the test mailbox's port, which differ between the two rehearsals.
+func withoutLedgerName(report string) string {
+	var keep []string
+	for _, line := range strings.Split(report, "\n") {
+		if strings.Contains(line, `"ledger":`) || strings.HasPrefix(line, "# Incident review:") {
+			continue
+		}
+		keep = append(keep, mailboxPort.ReplaceAllString(line, "127.0.0.1:PORT"))
+	}
+	return strings.Join(keep, "\n")
+}
+
+var mailboxPort = regexp.MustCompile(`127\.0\.0\.1:[0-9]+`)
