@@ -66,7 +66,7 @@ func BenchmarkGateDecision(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
 }
 
-func decide(b *testing.B, ctx context.Context, l *ledger.Ledger, dest ledger.Destination, event string) {
+func decide(b testing.TB, ctx context.Context, l *ledger.Ledger, dest ledger.Destination, event string) {
 	p := ledger.Proposal{Task: ledger.TaskRef{ID: "task-1"}, Customer: "c1", Event: event, ActionType: "reply",
 		Target: "task-1", Recipient: "a@example.org", Subject: "Hello", Body: benchBody, Actor: "wf", Destination: dest.Identity()}
 	a, err := l.Propose(ctx, p)
