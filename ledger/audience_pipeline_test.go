@@ -1,0 +1,246 @@
+package ledger_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"gatehouse/fakes"
+	"gatehouse/ledger"
+)
+
+// bigRelease imports and approves a release of n opted-in customers r1…rn.
+func bigRelease(t *testing.T, w *world, release string, n int) crm {
+	t.Helper()
+	dir := crm{}
+	var b strings.Builder
+	b.WriteString("customer_id\n")
+	for i := 1; i <= n; i++ {
+		id := fmt.Sprintf("r%d", i)
+		dir[id] = ledger.Customer{ID: id, Email: id + "@example.org", Consent: "yes"}
+		b.WriteString(id + "\n")
+	}
+	_, err := w.l.ImportAudience(w.ctx, ledger.AudienceImport{ReleaseID: release, SourceName: release + ".csv",
+		Source: strings.NewReader(b.String()), ActionType: "notice", Subject: "Opening hours change",
+		Body: "Our opening hours change on 1 April.", Actor: "ops"}, dir)
+	w.must(err)
+	w.must(w.l.ApproveAudience(w.ctx, release, "lead", fakes.DefaultName, ""))
+	return dir
+}
+
+// sequence numbers the consent reads and hand-overs of one run in the
+// order they happen.
+type sequence struct {
+	mu       sync.Mutex
+	n        int
+	read     map[string]int // customer → step of its consent read
+	handedAt map[string]int // customer → step of its hand-over
+	handed   []int          // steps of every hand-over, in order
+	onRead   func(n int)    // called after the nth consent read
+}
+
+func newSequence() *sequence { return &sequence{read: map[string]int{}, handedAt: map[string]int{}} }
+
+type seqDir struct {
+	crm
+	s *sequence
+}
+
+func (d seqDir) CustomerByID(ctx context.Context, id string) (ledger.Customer, bool, error) {
+	d.s.mu.Lock()
+	d.s.n++
+	d.s.read[id] = d.s.n
+	reads := len(d.s.read)
+	d.s.mu.Unlock()
+	if d.s.onRead != nil {
+		d.s.onRead(reads)
+	}
+	return d.crm.CustomerByID(ctx, id)
+}
+
+type seqDest struct {
+	*fakes.Destination
+	s *sequence
+}
+
+func (d seqDest) Send(ctx context.Context, m ledger.Message) (ledger.Receipt, error) {
+	d.s.mu.Lock()
+	d.s.n++
+	d.s.handedAt[strings.TrimSuffix(m.To, "@example.org")] = d.s.n
+	d.s.handed = append(d.s.handed, d.s.n)
+	d.s.mu.Unlock()
+	return d.Destination.Send(ctx, m)
+}
+
+// TestPipelinedAudienceSendKeepsTheOrder sends 230 recipients with 4
+// connections in batches of 16 and checks, per recipient, that the consent
+// read came before the hand-over and that at most one batch of other
+// messages was handed over in between; every recipient arrives once and a
+// re-run sends nothing.
+func TestPipelinedAudienceSendKeepsTheOrder(t *testing.T) {
+	w := newWorld(t)
+	const n, batch = 230, 16
+	dir := bigRelease(t, w, "big", n)
+	seq := newSequence()
+	var progress []ledger.SendProgress
+	send := ledger.AudienceSend{ReleaseID: "big", Actor: "notice-bot", Concurrency: 4, Batch: batch,
+		Progress: func(p ledger.SendProgress) { progress = append(progress, p) }}
+	s, err := w.l.SendAudience(w.ctx, send, seqDest{w.dest, seq}, seqDir{dir, seq})
+	w.must(err)
+	if s.Confirmed != n || w.dest.Calls() != n {
+		t.Fatalf("confirmed %d, calls %d, want %d", s.Confirmed, w.dest.Calls(), n)
+	}
+	for id, read := range seq.read {
+		at, ok := seq.handedAt[id]
+		if !ok || at < read {
+			t.Fatalf("%s: consent read at step %d, handed over at %d", id, read, at)
+		}
+		between := 0
+		for _, h := range seq.handed {
+			if h > read && h < at {
+				between++
+			}
+		}
+		if between > batch {
+			t.Errorf("%s: %d hand-overs between its consent read and its own, more than one batch (%d)", id, between, batch)
+		}
+	}
+	for _, m := range w.dest.Arrived() {
+		if w.dest.Arrivals(m.ActionKey) != 1 {
+			t.Fatalf("%s arrived %d times", m.ActionKey, w.dest.Arrivals(m.ActionKey))
+		}
+	}
+	last := progress[len(progress)-1]
+	if !last.Final || last.Sent != n || last.Done != n || last.Eligible != n || len(progress) < n/batch {
+		t.Fatalf("progress: %d reports, last %+v", len(progress), last)
+	}
+	s, err = w.l.SendAudience(w.ctx, send, w.dest, dir)
+	w.must(err)
+	if w.dest.Calls() != n || s.Confirmed != n {
+		t.Fatalf("re-run sent again: calls %d", w.dest.Calls())
+	}
+}
+
+// TestPipelinedAudienceSendStopsWithinOneBatch turns the stop switch on
+// during the third batch's consent reads: the run ends with ErrStopped
+// after the two batches already decided, the stopped batch sends nothing
+// (its first recipient is held as stopped, the rest are not started), and
+// after a resume a re-run sends each remaining recipient once.
+func TestPipelinedAudienceSendStopsWithinOneBatch(t *testing.T) {
+	w := newWorld(t)
+	const n, batch = 40, 8
+	dir := bigRelease(t, w, "big", n)
+	seq := newSequence()
+	seq.onRead = func(reads int) {
+		if reads == 2*batch+3 {
+			w.must(w.l.Stop(w.ctx, "ops", "wrong opening hours in the notice"))
+		}
+	}
+	send := ledger.AudienceSend{ReleaseID: "big", Actor: "notice-bot", Concurrency: 3, Batch: batch}
+	s, err := w.l.SendAudience(w.ctx, send, seqDest{w.dest, seq}, seqDir{dir, seq})
+	if !errors.Is(err, ledger.ErrStopped) {
+		t.Fatalf("send during a stop: %v, want ErrStopped", err)
+	}
+	if w.dest.Calls() != 2*batch || s.Confirmed != 2*batch {
+		t.Fatalf("stopped run: calls %d, confirmed %d, want %d", w.dest.Calls(), s.Confirmed, 2*batch)
+	}
+	if len(seq.read) != 3*batch {
+		t.Fatalf("%d consent reads, want the stopped batch's to be the last (%d)", len(seq.read), 3*batch)
+	}
+	if key := heldKey(t, w, "big"); !strings.Contains(key, fmt.Sprintf(":r%d:", 2*batch+1)) {
+		t.Fatalf("held %s, want the first recipient of the stopped batch", key)
+	}
+	w.must(w.l.Resume(w.ctx, "ops", "notice corrected")) // releases the stop's hold
+	s, err = w.l.SendAudience(w.ctx, send, w.dest, dir)
+	w.must(err)
+	if w.dest.Calls() != n || s.Confirmed != n {
+		t.Fatalf("after resume: calls %d, confirmed %d, want %d", w.dest.Calls(), s.Confirmed, n)
+	}
+}
+
+// heldKey is the one held recipient of a release.
+func heldKey(t *testing.T, w *world, release string) string {
+	t.Helper()
+	rows, err := w.l.AudienceRows(w.ctx, release, ledger.RowEligible, 1000, 0)
+	w.must(err)
+	var held []string
+	for _, r := range rows {
+		if r.State == ledger.StateHeld {
+			held = append(held, r.ActionKey)
+		}
+	}
+	if len(held) != 1 {
+		t.Fatalf("held recipients %v, want the one that met the stop", held)
+	}
+	return held[0]
+}
+
+// TestBeginAttemptsDecidesEachOnItsOwn runs one batch whose requests meet
+// different answers: each gets the answer BeginAttempt gives it alone, and
+// only the passing ones are in flight.
+func TestBeginAttemptsDecidesEachOnItsOwn(t *testing.T) {
+	w := newWorld(t)
+	_, err := w.l.Claim(w.ctx, ledger.TaskRef{ID: "task-7"}, "wf-ack")
+	w.must(err)
+	var keys []string
+	for _, c := range []string{"c1", "c2", "c3"} {
+		p := ackProposal("wf-ack")
+		p.Customer, p.Recipient = c, c+"@example.org"
+		a, err := w.l.Propose(w.ctx, p)
+		w.must(err)
+		_, err = w.l.Approve(w.ctx, a.Key, "lead", consentYes)
+		w.must(err)
+		keys = append(keys, a.Key)
+	}
+	ep := ledger.EndpointOf(w.dest)
+	consentNo := []ledger.MaterialRead{{Source: "crm", Field: "consent", Value: "no"}}
+	begun, err := w.l.BeginAttempts(w.ctx, []ledger.ExecuteRequest{
+		{Key: keys[0], Executor: "wf-ack", Reread: consentYes, Endpoint: ep},
+		{Key: keys[1], Executor: "wf-ack", Reread: consentNo, Endpoint: ep},
+		{Key: keys[2], Executor: "wf-ack", Endpoint: ep}, // forgot the re-read: a slip
+		{Key: keys[0], Executor: "wf-ack", Reread: consentYes, Endpoint: ep},
+		{Key: keys[2], Executor: "", Reread: consentYes, Endpoint: ep},
+		{Key: "nope", Executor: "wf-ack", Reread: consentYes, Endpoint: ep},
+	})
+	w.must(err)
+	for i, want := range []error{nil, ledger.ErrDenied, ledger.ErrInvalid, ledger.ErrInFlight, ledger.ErrInvalid, ledger.ErrNotFound} {
+		if got := begun[i].Err; (want == nil) != (got == nil) || want != nil && !errors.Is(got, want) {
+			t.Errorf("request %d: %v, want %v", i, got, want)
+		}
+	}
+	if begun[0].Message.TransportID == "" || begun[0].Attempt.Number != 1 {
+		t.Fatalf("passing request: %+v", begun[0])
+	}
+	for key, want := range map[string]ledger.State{keys[0]: ledger.StateExecuting, keys[1]: ledger.StateDenied, keys[2]: ledger.StateApproved} {
+		if got := w.state(key); got != want {
+			t.Errorf("%s: %s, want %s", key, got, want)
+		}
+	}
+	if !strings.Contains(historyText(t, w, keys[1]), "denied") {
+		t.Errorf("the denial has no history line:\n%s", historyText(t, w, keys[1]))
+	}
+	if _, err := w.l.RecordDelivery(w.ctx, begun[0].Attempt, w.l.Deliver(w.ctx, begun[0].Attempt, begun[0].Message, w.dest)); err != nil {
+		t.Fatal(err)
+	}
+	if w.state(keys[0]) != ledger.StateSent || w.dest.Calls() != 1 {
+		t.Fatalf("after delivery: %s, calls %d", w.state(keys[0]), w.dest.Calls())
+	}
+
+	// A stop holds the first request that meets it and leaves the rest not
+	// started, still approved.
+	w.must(w.l.Stop(w.ctx, "ops", "incident"))
+	begun, err = w.l.BeginAttempts(w.ctx, []ledger.ExecuteRequest{
+		{Key: keys[2], Executor: "wf-ack", Reread: consentYes, Endpoint: ep},
+		{Key: keys[0], Executor: "wf-ack", Reread: consentYes, Endpoint: ep},
+	})
+	w.must(err)
+	if !errors.Is(begun[0].Err, ledger.ErrStopped) || !errors.Is(begun[1].Err, ledger.ErrStopped) {
+		t.Fatalf("during a stop: %v / %v", begun[0].Err, begun[1].Err)
+	}
+	if w.state(keys[2]) != ledger.StateHeld || w.state(keys[0]) != ledger.StateSent {
+		t.Fatalf("during a stop: %s, %s", w.state(keys[2]), w.state(keys[0]))
+	}
+}
