@@ -65,6 +65,7 @@ type config struct {
 	from           string
 	now            func() time.Time
 	httpClient     *http.Client
+	poolSize       int
 }
 
 // Option adjusts a destination made by New.
@@ -111,6 +112,7 @@ type Destination struct {
 	user     string // AUTH PLAIN when set
 	pass     string
 	cfg      config
+	pool     pool // idle sessions for reuse (pool.go)
 }
 
 // redact hides a password in a destination URL.
@@ -215,6 +217,7 @@ func parse(target string, opts []Option) (*Destination, *url.URL, error) {
 		helloName:      "localhost",
 		from:           DefaultFrom,
 		now:            time.Now,
+		poolSize:       DefaultPoolSize,
 	}}
 	if u.User != nil {
 		d.user = u.User.Username()
@@ -290,18 +293,23 @@ func (d *Destination) Send(ctx context.Context, msg ledger.Message) (ledger.Rece
 		// same way again: a permanent failure, never a retry.
 		return ledger.Receipt{}, fail(ledger.OutcomeRejectedPermanent, "compose", err)
 	}
-	dialer := net.Dialer{Timeout: d.cfg.connectTimeout}
-	conn, err := dialer.DialContext(ctx, "tcp", d.addr)
-	if err != nil {
-		return ledger.Receipt{}, fail(ledger.OutcomeNotDelivered, "connect "+d.addr, err)
+	conn, c := d.reuse(ctx) // a session kept from an accepted message, reset (pool.go)
+	fresh := c == nil
+	if fresh {
+		dialer := net.Dialer{Timeout: d.cfg.connectTimeout}
+		if conn, err = dialer.DialContext(ctx, "tcp", d.addr); err != nil {
+			return ledger.Receipt{}, fail(ledger.OutcomeNotDelivered, "connect "+d.addr, err)
+		}
+		// smtp.NewClient on our own connection, rather than smtp.Dial, so
+		// that the connect timeout and ctx apply to the dial too.
+		c = smtp.NewClient(conn)
 	}
 	// Closing the socket is the one way to interrupt a blocked read.
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
-	defer stop()
-	// smtp.NewClient on our own connection, rather than smtp.Dial, so that
-	// the connect timeout and ctx apply to the dial too.
-	c := smtp.NewClient(conn)
-	defer c.Close()
+	accepted := false
+	// Only a session that ended in a clean 250, and was not closed by a
+	// cancel, may carry the next message.
+	defer func() { d.release(conn, c, accepted, stop() && accepted) }()
 	c.CommandTimeout = d.cfg.commandTimeout
 	c.SubmissionTimeout = d.cfg.dataTimeout
 
@@ -311,12 +319,14 @@ func (d *Destination) Send(ctx context.Context, msg ledger.Message) (ledger.Rece
 		}
 		return err
 	}
-	if err := c.Hello(d.cfg.helloName); err != nil {
-		return ledger.Receipt{}, fail(ledger.OutcomeNotDelivered, "greeting", withCtx(err))
-	}
-	if d.user != "" {
-		if err := c.Auth(sasl.NewPlainClient("", d.user, d.pass)); err != nil {
-			return ledger.Receipt{}, fail(ledger.OutcomeNotDelivered, "auth", withCtx(err))
+	if fresh { // a reused session greeted (and authenticated) when it was opened
+		if err := c.Hello(d.cfg.helloName); err != nil {
+			return ledger.Receipt{}, fail(ledger.OutcomeNotDelivered, "greeting", withCtx(err))
+		}
+		if d.user != "" {
+			if err := c.Auth(sasl.NewPlainClient("", d.user, d.pass)); err != nil {
+				return ledger.Receipt{}, fail(ledger.OutcomeNotDelivered, "auth", withCtx(err))
+			}
 		}
 	}
 	var mopts *smtp.MailOptions
@@ -352,7 +362,7 @@ func (d *Destination) Send(ctx context.Context, msg ledger.Message) (ledger.Rece
 		return ledger.Receipt{}, fail(ledger.OutcomeUnknown, "end of data", withCtx(err))
 	}
 	at := d.cfg.now()
-	_ = c.Quit() // the message is accepted; a failing QUIT changes nothing
+	accepted = true
 	return ledger.Receipt{TransportID: msg.TransportID, Response: "250 " + resp.StatusText, At: at}, nil
 }
 
