@@ -15,9 +15,9 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 6 $(PKGS) | tee bench.txt
 	@command -v benchstat >/dev/null && benchstat bench.txt || echo 'summarise with: go install golang.org/x/perf/cmd/benchstat@latest && benchstat bench.txt'
 
-# soak: the long proof runs (8 processes × 2,000 actions, the crash matrix, the operation search at 8 seeds × 40,000 steps) under the race detector.
+# soak: the long proof runs (8 processes × 2,000 actions, the crash matrix, the operation search at 8 seeds × 40,000 steps, randomized kills of the pipelined send at 200 seeds) under the race detector.
 soak:
-	$(GO) test -race -count=1 -v -run 'TestStress|TestCrashMatrix|TestOperationSearch' -timeout 60m ./proof -args -proof.long > soak.txt 2>&1; s=$$?; grep -E '^(--- FAIL|ok|FAIL)|stress|crash matrix|kill points|operation search' soak.txt; exit $$s
+	$(GO) test -race -count=1 -v -run 'TestStress|TestCrashMatrix|TestOperationSearch|TestRandomKillPipelinedSend' -timeout 60m ./proof -args -proof.long > soak.txt 2>&1; s=$$?; grep -E '^(--- FAIL|ok|FAIL)|stress|crash matrix|kill points|operation search|randomized kills' soak.txt; exit $$s
 
 # fuzz: each fuzz target for FUZZTIME (seed corpora also run as ordinary tests in make test).
 FUZZTIME ?= 10s
