@@ -37,19 +37,27 @@ func newSendRun(l *Ledger, req AudienceSend, rel AudienceSummary, body string, d
 func (s *sendRun) send(ctx context.Context) error {
 	s.start = s.l.clock.Now()
 	jobs := make(chan handOver)
+	delivered := make(chan deliveredMsg, s.req.concurrency())
 	var wg sync.WaitGroup
 	for range s.req.concurrency() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for b := range jobs {
-				s.deliver(ctx, b)
+				delivered <- deliveredMsg{b, s.l.Deliver(ctx, b.Attempt, b.Message, s.dest)}
 			}
 		}()
 	}
+	recorded := make(chan struct{})
+	go func() {
+		defer close(recorded)
+		s.record(ctx, delivered)
+	}()
 	err := s.dispatch(ctx, jobs)
 	close(jobs)
 	wg.Wait()
+	close(delivered)
+	<-recorded
 	s.report(true)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -57,23 +65,68 @@ func (s *sendRun) send(ctx context.Context) error {
 }
 
 // dispatch reads the eligible recipients page by page and decides them in
-// batches. With one worker it waits for each batch's outcomes before the
-// next batch's consent reads, so a run is strictly sequential.
+// batches. With several workers one goroutine prepares the next batch
+// (proposals and approvals, which read no consent) while this one decides
+// and hands over the current one. With one worker it is strictly
+// sequential: a batch is prepared only after the previous one's outcomes
+// are recorded.
 func (s *sendRun) dispatch(ctx context.Context, jobs chan<- handOver) error {
-	var idle sync.WaitGroup // messages of the current batch not yet recorded
+	var idle sync.WaitGroup // messages handed over and not yet recorded
+	if s.req.concurrency() == 1 {
+		return s.eachBatch(ctx, func(rows []AudienceRow) error {
+			idle.Wait()
+			pb, err := s.prepare(ctx, rows)
+			if err != nil {
+				return err
+			}
+			return s.decideAndHandOver(ctx, pb, jobs, &idle)
+		})
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	prepared := make(chan preparedBatch, 1)
+	prepErr := make(chan error, 1)
+	go func() {
+		defer close(prepared)
+		prepErr <- s.eachBatch(ctx, func(rows []AudienceRow) error {
+			pb, err := s.prepare(ctx, rows)
+			if err != nil {
+				return err
+			}
+			select {
+			case prepared <- pb:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+	}()
+	for pb := range prepared {
+		if err := s.decideAndHandOver(ctx, pb, jobs, &idle); err != nil {
+			cancel()
+			for range prepared { // let the preparer end
+			}
+			<-prepErr
+			return err
+		}
+	}
+	return <-prepErr
+}
+
+// eachBatch reads the eligible recipients page by page (never all at once)
+// and calls fn for each batch of them, until fn or a stop ends it.
+func (s *sendRun) eachBatch(ctx context.Context, fn func([]AudienceRow) error) error {
 	batch := make([]AudienceRow, 0, s.req.batchSize())
 	flush := func() error {
 		if len(batch) == 0 {
 			return nil
 		}
-		defer func() { batch = batch[:0] }()
 		if err := s.stopped(ctx); err != nil {
 			return err
 		}
-		if s.req.concurrency() == 1 {
-			idle.Wait()
-		}
-		return s.decideAndHandOver(ctx, batch, jobs, &idle)
+		err := fn(batch)
+		batch = make([]AudienceRow, 0, s.req.batchSize()) // fn's batch may still be in use
+		return err
 	}
 	for after := 0; ; {
 		page, err := s.l.audienceRows(ctx, s.req.ReleaseID, RowEligible, after, audiencePage, 0)
@@ -105,24 +158,51 @@ func (s *sendRun) stopped(ctx context.Context) error {
 	return s.failure
 }
 
-// decideAndHandOver is one batch, per recipient in this order: prepared
-// (reconciled or proposed and approved), consent re-read, intent made
-// durable (one BeginAttempts for the batch), message handed over.
-func (s *sendRun) decideAndHandOver(ctx context.Context, rows []AudienceRow, jobs chan<- handOver, idle *sync.WaitGroup) error {
-	var reqs []ExecuteRequest
-	var customers []string
+// preparedBatch is a batch whose recipients can be executed: proposed and
+// approved, or reconciled. Their consent is not read yet.
+type preparedBatch struct {
+	reqs      []ExecuteRequest
+	customers []string
+}
+
+// prepare moves each recipient of a batch to where it can be executed: new
+// ones are proposed and approved together (one transaction), ones an
+// earlier run left open are reconciled; recipients already done are
+// counted and dropped.
+func (s *sendRun) prepare(ctx context.Context, rows []AudienceRow) (preparedBatch, error) {
+	var pb preparedBatch
+	var fresh []AudienceRow
 	for _, r := range rows {
-		ready, err := s.l.prepareRecipient(ctx, s.req, s.rel, s.body, r, s.looker)
-		if err != nil {
-			return err
+		ready := true
+		if r.State == "" {
+			fresh = append(fresh, r)
+		} else {
+			var err error
+			if ready, err = s.l.prepareRecipient(ctx, s.req, s.rel, s.body, r, s.looker); err != nil {
+				return pb, err
+			}
 		}
 		if !ready {
 			s.count(func(p *SendProgress) { p.Done++ })
 			continue
 		}
-		reqs = append(reqs, ExecuteRequest{Key: r.ActionKey, Executor: s.req.Actor, From: s.req.From, Endpoint: s.ep})
-		customers = append(customers, r.CustomerID)
+		pb.reqs = append(pb.reqs, ExecuteRequest{Key: r.ActionKey, Executor: s.req.Actor, From: s.req.From, Endpoint: s.ep})
+		pb.customers = append(pb.customers, r.CustomerID)
 	}
+	if len(fresh) > 0 {
+		if err := s.l.proposeRecipients(ctx, s.req, s.rel, s.body, fresh); err != nil {
+			return pb, err
+		}
+	}
+	return pb, nil
+}
+
+// decideAndHandOver is one prepared batch, per recipient in this order:
+// consent re-read, intent made durable (one BeginAttempts for the batch),
+// message handed over. It starts only once every message of the previous
+// batch is in a worker's hands.
+func (s *sendRun) decideAndHandOver(ctx context.Context, pb preparedBatch, jobs chan<- handOver, idle *sync.WaitGroup) error {
+	reqs, customers := pb.reqs, pb.customers
 	if len(reqs) == 0 {
 		s.report(false)
 		return nil
@@ -169,10 +249,43 @@ type handOver struct {
 	done func()
 }
 
-// deliver hands one decided message over and records what happened.
-func (s *sendRun) deliver(ctx context.Context, b handOver) {
-	defer b.done()
-	_, err := s.l.RecordDelivery(ctx, b.Attempt, s.l.Deliver(ctx, b.Attempt, b.Message, s.dest))
+// deliveredMsg is a hand-over and what the destination said.
+type deliveredMsg struct {
+	handOver
+	d Delivery
+}
+
+// record records the outcomes the workers report, as many as are waiting
+// (up to one batch) in one RecordDeliveries transaction.
+func (s *sendRun) record(ctx context.Context, delivered <-chan deliveredMsg) {
+	for first := range delivered {
+		pending := []deliveredMsg{first}
+	drain:
+		for len(pending) < MaxBatch {
+			select {
+			case m, ok := <-delivered:
+				if !ok {
+					break drain
+				}
+				pending = append(pending, m)
+			default:
+				break drain
+			}
+		}
+		atts, ds := make([]Attempt, len(pending)), make([]Delivery, len(pending))
+		for i, m := range pending {
+			atts[i], ds[i] = m.Attempt, m.d
+		}
+		_, errs := s.l.RecordDeliveries(ctx, atts, ds)
+		for i, m := range pending {
+			s.recorded(errs[i])
+			m.done()
+		}
+	}
+}
+
+// recorded counts one recipient whose outcome is recorded (or could not be).
+func (s *sendRun) recorded(err error) {
 	switch {
 	case err == nil:
 		s.count(func(p *SendProgress) { p.Done++; p.Sent++ })

@@ -163,15 +163,17 @@ func (req AudienceSend) concurrency() int { return max(1, min(req.Concurrency, M
 //
 // The send is pipelined through the gate's shipped steps. Recipients are
 // read from the ledger a page at a time (never all at once) and taken in
-// batches of at most MaxBatch. For each batch, in this order: every
-// recipient's consent is re-read from dir, BeginAttempts makes the batch's
-// intents durable in one transaction, and the messages are handed to
-// Concurrency workers, each calling Deliver and RecordDelivery. A batch's
-// consent reads start only once every message of the previous batch has
-// been handed over, so between a recipient's consent read and its hand-over
-// at most one batch of other messages is handed over. With Concurrency 1
-// batches are sequential: a batch starts after the previous one's outcomes
-// are recorded.
+// batches of at most MaxBatch. New recipients of a batch are proposed and
+// approved together (one transaction, no consent read). Then, for each
+// batch in this order: every recipient's consent is re-read from dir,
+// BeginAttempts makes the batch's intents durable in one transaction (one
+// fsync), and the messages are handed to Concurrency workers, each calling
+// Deliver; RecordDeliveries records the outcomes as they come in. A batch's
+// consent reads start only once every message of the previous batch is in
+// a worker's hands, so between a recipient's consent read and the start of
+// its send at most Batch + Concurrency − 1 other sends start (at most 100
+// + 63). With Concurrency 1 the run is sequential: a batch is prepared only
+// after the previous one's outcomes are recorded.
 //
 // A stop halts the run within one batch (BeginAttempts refuses the rest of
 // the batch it meets), and the run returns an error wrapping ErrStopped. A
@@ -264,11 +266,12 @@ func (l *Ledger) releaseBody(ctx context.Context, releaseID string) (string, err
 	return body, err
 }
 
-// prepareRecipient moves one recipient's action to where it can be
-// executed: reconciled when an earlier run left its outcome open, proposed
-// and approved when it is new. It reports whether the recipient is to be
-// executed now. Refusals that concern only this recipient are recorded and
-// skipped; only an infrastructure error is returned.
+// prepareRecipient moves one recipient's action that an earlier run
+// started to where it can be executed: reconciled when its outcome was left
+// open (new recipients are proposed and approved by proposeRecipients). It
+// reports whether the recipient is to be executed now. Refusals that
+// concern only this recipient are recorded and skipped; only an
+// infrastructure error is returned.
 func (l *Ledger) prepareRecipient(ctx context.Context, req AudienceSend, rel AudienceSummary, body string, r AudienceRow,
 	looker LookerOpener) (bool, error) {
 	key := r.ActionKey
@@ -284,10 +287,6 @@ func (l *Ledger) prepareRecipient(ctx context.Context, req AudienceSend, rel Aud
 			return false, nil // sent, or still needs a person
 		}
 		if _, err := l.ReleaseHold(ctx, key, req.Actor, "audience send re-run: reconciliation proved nothing arrived"); err != nil {
-			return false, err
-		}
-	case "":
-		if err := l.proposeRecipient(ctx, req, rel, body, r); err != nil {
 			return false, err
 		}
 	}
@@ -321,20 +320,60 @@ func recipientRefusal(err error) bool {
 	return false
 }
 
-func (l *Ledger) proposeRecipient(ctx context.Context, req AudienceSend, rel AudienceSummary, body string, r AudienceRow) error {
-	p := Proposal{Task: TaskRef{ID: "release:" + req.ReleaseID}, Customer: r.CustomerID, Event: req.ReleaseID,
-		ActionType: rel.ActionType, Target: "audience", Recipient: r.Email, Subject: rel.Subject, Body: body, Actor: req.Actor,
-		Destination: rel.Destination, Sender: rel.Sender}
-	if _, err := l.Propose(ctx, p); errors.Is(err, ErrCancelled) {
-		return nil // withdrawn meanwhile (removed from the release): Execute refuses it
-	} else if err != nil && !errors.Is(err, ErrDuplicate) && !errors.Is(err, ErrInFlight) {
+// proposeRecipients proposes and approves the actions of recipients no
+// run has touched yet, all in one transaction: each as Propose and Approve
+// would, on the consent class recorded at reconciliation.
+func (l *Ledger) proposeRecipients(ctx context.Context, req AudienceSend, rel AudienceSummary, body string, rows []AudienceRow) error {
+	ps := make([]Proposal, len(rows))
+	for i, r := range rows {
+		ps[i] = Proposal{Task: TaskRef{ID: "release:" + req.ReleaseID}, Customer: r.CustomerID, Event: req.ReleaseID,
+			ActionType: rel.ActionType, Target: "audience", Recipient: r.Email, Subject: rel.Subject, Body: body, Actor: req.Actor,
+			Destination: rel.Destination, Sender: rel.Sender}.withDefaults()
+		if err := ps[i].Validate(); err != nil {
+			return err
+		}
+	}
+	if err := validateApproval(rel.ApprovedBy, nil); err != nil {
 		return err
 	}
-	_, err := l.Approve(ctx, p.Key(), rel.ApprovedBy, []MaterialRead{{Source: "crm", Field: "consent", Value: r.Consent.MaterialValue()}})
-	if errors.Is(err, ErrWrongState) {
+	return l.writeRelaxed(ctx, func(t *wtx) error {
+		for i, p := range ps {
+			material := []MaterialRead{{Source: "crm", Field: "consent", Value: rows[i].Consent.MaterialValue()}}
+			answer, err := t.savepoint(func() error { return t.proposeAndApprove(p, rel.ApprovedBy, material) })
+			if err != nil {
+				return err
+			}
+			if answer != nil {
+				return answer
+			}
+		}
 		return nil
+	})
+}
+
+// proposeAndApprove is one new recipient: proposed (a recipient withdrawn
+// meanwhile stays cancelled, and the gate refuses it later) and approved
+// unless it already moved on.
+func (t *wtx) proposeAndApprove(p Proposal, approver string, material []MaterialRead) error {
+	_, err := t.propose(p)
+	var keep *committedRefusal
+	if errors.As(err, &keep) {
+		err = keep.err // its history line stays: nothing is rolled back below unless the run ends
 	}
-	return err
+	switch {
+	case errors.Is(err, ErrCancelled):
+		return nil
+	case err != nil && !errors.Is(err, ErrDuplicate) && !errors.Is(err, ErrInFlight):
+		return err
+	}
+	a, err := getAction(t, p.Key())
+	if err != nil {
+		return err
+	}
+	if err := t.approve(&a, approver, material); !errors.Is(err, ErrWrongState) {
+		return err
+	}
+	return nil
 }
 
 // consentValue is the consent field as the approval snapshot records it:

@@ -63,30 +63,75 @@ func (l *Ledger) BeginAttempts(ctx context.Context, reqs []ExecuteRequest) ([]Be
 	return out, nil
 }
 
-// beginOne decides one request of a batch inside a savepoint, so that what
-// a single BeginAttempt would have rolled back (a caller's slip, a refusal
-// that records nothing) is rolled back for this request alone, and what it
-// would have committed (an attempt, a refusal with its history line) stays.
-// Only a storage failure is returned as the error; it ends the batch.
+// beginOne decides one request of a batch (see savepoint).
 func (t *wtx) beginOne(req ExecuteRequest) (Begun, error) {
-	if _, err := t.Exec(`SAVEPOINT begin_one`); err != nil {
-		return Begun{}, fmt.Errorf("savepoint for %s: %w", req.Key, err)
+	var b Begun
+	answer, err := t.savepoint(func() (err error) {
+		b.Attempt, b.Message, err = t.beginAttempt(req)
+		return err
+	})
+	b.Err = answer
+	return b, err
+}
+
+// savepoint runs one request of a batch inside a savepoint, so that what a
+// single call would have rolled back (a caller's slip, a refusal that
+// records nothing) is rolled back for this request alone, and what it would
+// have committed (its change, a refusal with its history line) stays. The
+// gate's answer is returned first; a storage failure, returned second, ends
+// the batch.
+func (t *wtx) savepoint(fn func() error) (answer, failure error) {
+	if _, err := t.Exec(`SAVEPOINT one`); err != nil {
+		return nil, fmt.Errorf("savepoint: %w", err)
 	}
-	att, msg, err := t.beginAttempt(req)
+	err := fn()
 	var keep *committedRefusal
 	switch {
 	case err == nil:
 	case errors.As(err, &keep):
 		err = keep.err
-	case isStorageFailure(err):
-		return Begun{}, err
+	case isStorageFailure(err), errors.Is(err, errNeedsDurable):
+		return nil, err
 	default:
-		if _, rerr := t.Exec(`ROLLBACK TO begin_one`); rerr != nil {
-			return Begun{}, fmt.Errorf("roll back %s: %w", req.Key, rerr)
+		if _, rerr := t.Exec(`ROLLBACK TO one`); rerr != nil {
+			return nil, fmt.Errorf("roll back to savepoint: %w", rerr)
 		}
 	}
-	if _, rerr := t.Exec(`RELEASE begin_one`); rerr != nil {
-		return Begun{}, fmt.Errorf("release savepoint of %s: %w", req.Key, rerr)
+	if _, rerr := t.Exec(`RELEASE one`); rerr != nil {
+		return nil, fmt.Errorf("release savepoint: %w", rerr)
 	}
-	return Begun{Attempt: att, Message: msg, Err: err}, nil
+	return err, nil
+}
+
+// RecordDeliveries is RecordDelivery for many attempts in one transaction
+// (relaxed, as RecordOutcome's): each delivery is recorded exactly as
+// RecordDelivery records it and gets the same result and error. When the
+// ledger cannot record the batch, every entry's error wraps ErrNotRecorded
+// and ErrUnknownOutcome, as RecordDelivery's would.
+func (l *Ledger) RecordDeliveries(ctx context.Context, atts []Attempt, ds []Delivery) ([]Result, []error) {
+	actions := make([]Action, len(atts))
+	answers := make([]error, len(atts))
+	err := l.writeRelaxed(context.WithoutCancel(ctx), func(t *wtx) error {
+		for i, att := range atts {
+			answer, err := t.savepoint(func() (err error) {
+				actions[i], err = t.recordOutcome(att.TransportID, ds[i].Outcome, ds[i].response())
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			answers[i] = answer
+		}
+		return nil
+	})
+	results := make([]Result, len(atts))
+	errs := make([]error, len(atts))
+	for i, att := range atts {
+		recErr := answers[i]
+		if err != nil {
+			recErr = err
+		}
+		results[i], errs[i] = deliveryResult(att, ds[i], actions[i], recErr)
+	}
+	return results, errs
 }

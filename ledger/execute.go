@@ -93,6 +93,12 @@ func (d Delivery) response() string {
 func (l *Ledger) RecordDelivery(ctx context.Context, att Attempt, d Delivery) (Result, error) {
 	// The outcome must be recorded even if the caller's context is done.
 	a, recErr := l.RecordOutcome(context.WithoutCancel(ctx), att.TransportID, d.Outcome, d.response())
+	return deliveryResult(att, d, a, recErr)
+}
+
+// deliveryResult is RecordDelivery's answer once the outcome was recorded
+// (or could not be: recErr).
+func deliveryResult(att Attempt, d Delivery, a Action, recErr error) (Result, error) {
 	res := Result{Action: a, Attempt: att, Outcome: d.Outcome, Receipt: d.Receipt}
 	if recErr != nil {
 		return res, fmt.Errorf("%w: %w", ErrNotRecorded, &StateError{Key: att.ActionKey, State: StateExecuting, Err: ErrUnknownOutcome,
@@ -477,35 +483,40 @@ func (at Attempt) Endpoint() Endpoint {
 // a confirmed acceptance still changes it.
 func (l *Ledger) RecordOutcome(ctx context.Context, transportID string, o Outcome, response string) (Action, error) {
 	var out Action
-	err := l.writeRelaxed(ctx, func(t *wtx) error {
-		att, err := getAttemptByTransport(t, transportID)
-		if err != nil {
-			return err
-		}
-		a, err := getAction(t, att.ActionKey)
-		if err != nil {
-			return err
-		}
-		out = a
-		switch {
-		case att.Outcome == "":
-		case att.Outcome == OutcomeUnknown && o == OutcomeAccepted && !att.Reconciled:
-		case o == OutcomeAccepted && att.Outcome != OutcomeAccepted:
-			// Settled otherwise (reconciled as absent, say) and then confirmed
-			// after all: a second message may be on its way. Say so loudly.
-			return t.event(att.Executor, a.TaskID, a.Key, EvLateOutcome, "",
-				"Attempt %d of %s was confirmed accepted after it had been settled as %s; if it was retried, the customer may receive it twice. Check the destination.",
-				att.Number, a.Key, att.Outcome)
-		default:
-			return nil // already settled: a late report changes nothing
-		}
-		if _, err := t.Exec(`UPDATE attempts SET outcome = ?, outcome_at = ?, response = ? WHERE id = ?`,
-			string(o), ns(t.now), truncate(response, 2000), att.ID); err != nil {
-			return fmt.Errorf("record outcome of %s: %w", transportID, err)
-		}
-		return t.applyOutcome(&out, att, o, response, false)
+	err := l.writeRelaxed(ctx, func(t *wtx) (err error) {
+		out, err = t.recordOutcome(transportID, o, response)
+		return err
 	})
 	return out, err
+}
+
+// recordOutcome is RecordOutcome inside t.
+func (t *wtx) recordOutcome(transportID string, o Outcome, response string) (Action, error) {
+	att, err := getAttemptByTransport(t, transportID)
+	if err != nil {
+		return Action{}, err
+	}
+	out, err := getAction(t, att.ActionKey)
+	if err != nil {
+		return out, err
+	}
+	switch {
+	case att.Outcome == "":
+	case att.Outcome == OutcomeUnknown && o == OutcomeAccepted && !att.Reconciled:
+	case o == OutcomeAccepted && att.Outcome != OutcomeAccepted:
+		// Settled otherwise (reconciled as absent, say) and then confirmed
+		// after all: a second message may be on its way. Say so loudly.
+		return out, t.event(att.Executor, out.TaskID, out.Key, EvLateOutcome, "",
+			"Attempt %d of %s was confirmed accepted after it had been settled as %s; if it was retried, the customer may receive it twice. Check the destination.",
+			att.Number, out.Key, att.Outcome)
+	default:
+		return out, nil // already settled: a late report changes nothing
+	}
+	if _, err := t.Exec(`UPDATE attempts SET outcome = ?, outcome_at = ?, response = ? WHERE id = ?`,
+		string(o), ns(t.now), truncate(response, 2000), att.ID); err != nil {
+		return out, fmt.Errorf("record outcome of %s: %w", transportID, err)
+	}
+	return out, t.applyOutcome(&out, att, o, response, false)
 }
 
 // applyOutcome moves the action according to an attempt's outcome.

@@ -95,6 +95,12 @@ func playRole(role string) int {
 	case "finish-audience":
 		_, err = l.SendAudience(ctx, ledger.AudienceSend{ReleaseID: os.Getenv("PROOF_RELEASE"), Actor: actor, Concurrency: concurrency()},
 			dest, l.Customers())
+	case "blast":
+		err = playBlast(ctx, os.Getenv("PROOF_TARGET"))
+	case "bench-send":
+		err = playBenchSend(ctx, l, dest, actor, os.Getenv("PROOF_RELEASE"))
+	case "end-to-end":
+		err = playEndToEnd(ctx, l, dest, actor, os.Getenv("PROOF_RELEASE"))
 	case "stress":
 		err = playStress(ctx, l, dest)
 	default:

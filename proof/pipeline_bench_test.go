@@ -1,0 +1,272 @@
+package proof_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"gatehouse/ledger"
+	"gatehouse/ledger/smtpdest"
+)
+
+var benchSend = flag.Bool("proof.bench", false, "run the send benchmarks at full size (5,000 gated vs blind, 100,000 recipients end to end); also PROOF_BENCH=1")
+
+func fullBench() bool { return *benchSend || os.Getenv("PROOF_BENCH") == "1" }
+
+// benchConcurrency is the concurrency of both the gated send and the blind
+// blast it is compared with.
+const benchConcurrency = 16
+
+// sendReport is what a measured executor process prints as its last line.
+type sendReport struct {
+	Sent       int     `json:"sent"`
+	ReconcileS float64 `json:"reconcile_s,omitempty"`
+	SendS      float64 `json:"send_s"`
+	RerunSent  int     `json:"rerun_sent"`
+	Eligible   int     `json:"eligible,omitempty"`
+	MaxRSSKiB  int64   `json:"-"`
+}
+
+// TestPipelinedSendVersusBlast measures, in one run against one mailbox, a
+// blind SMTP blast (smtpdest's pooled sessions, no ledger) and the gated
+// audience send of as many eligible recipients at the same concurrency,
+// each in its own process. Every arrival must be there once and a re-run
+// must send nothing. The ratio is logged; it is asserted only at full size
+// (-proof.bench), where the run is long enough to mean something.
+func TestPipelinedSendVersusBlast(t *testing.T) {
+	n := 300
+	if fullBench() {
+		n = 5000
+	}
+	w := newWorld(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	t.Cleanup(cancel)
+	w.ctx = ctx
+	w.audienceRelease(n)
+	w.keys = nil // the roles here read the release, not a key list (which would not fit an environment variable)
+	env := w.env("PROOF_ACTOR="+w.owner, fmt.Sprintf("PROOF_CONCURRENCY=%d", benchConcurrency), fmt.Sprintf("PROOF_N=%d", n))
+
+	blind := measured(t, proc{Role: "blast", Env: env, KillAt: -1, Bound: 15 * time.Minute})
+	gated := measured(t, proc{Role: "bench-send", Env: env, KillAt: -1, Bound: 15 * time.Minute})
+
+	st, err := w.mb.Stats(w.ctx)
+	must(t, err)
+	l := w.open()
+	defer l.Close()
+	s, err := l.AudienceSummary(w.ctx, w.releas)
+	must(t, err)
+	blindRate, gatedRate := float64(n)/blind.SendS, float64(n)/gated.SendS
+	t.Logf("send benchmark, %d messages at concurrency %d: blind blast %.2f s (%.0f msg/s), gated audience send %.2f s (%.0f msg/s): gated = %.0f%% of blind; mailbox stored %d, duplicate keys %d; re-run sent %d; gated peak RSS %d MiB",
+		n, benchConcurrency, blind.SendS, blindRate, gated.SendS, gatedRate, 100*gatedRate/blindRate, st.Stored, st.DuplicateActionKeys, gated.RerunSent, gated.MaxRSSKiB/1024)
+	if blind.Sent != n || gated.Sent != n || s.Confirmed != n {
+		t.Fatalf("blind sent %d, gated sent %d, confirmed %d; want %d each", blind.Sent, gated.Sent, s.Confirmed, n)
+	}
+	if st.Stored != int64(2*n) || st.DuplicateActionKeys != 0 || st.Duplicates != 0 {
+		t.Fatalf("mailbox: stored %d (want %d), duplicates %d, duplicate keys %d", st.Stored, 2*n, st.Duplicates, st.DuplicateActionKeys)
+	}
+	if gated.RerunSent != 0 {
+		t.Fatalf("a re-run sent %d", gated.RerunSent)
+	}
+	if fullBench() && gatedRate < 0.5*blindRate {
+		t.Fatalf("gated %.0f msg/s is below half the blind %.0f msg/s", gatedRate, blindRate)
+	}
+}
+
+// TestHundredThousandRecipients runs a release end to end in one executor
+// process: customers mirrored, the file reconciled (rows streamed), the
+// release approved, sent to the mailbox and sent again (0). Arrivals must
+// equal the eligible count, once each; wall time and the process's peak RSS
+// are logged. 2,000 recipients in make test, 100,000 with -proof.bench.
+func TestHundredThousandRecipients(t *testing.T) {
+	n := 2000
+	if fullBench() {
+		n = 100000
+	}
+	w := newWorld(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
+	t.Cleanup(cancel)
+	w.ctx = ctx
+	w.releas, w.owner = "hundred-k", "wf-notice"
+	dir := t.TempDir()
+	file := filepath.Join(dir, "audience.csv")
+	writeAudience(t, file, n)
+	env := w.env("PROOF_ACTOR="+w.owner, fmt.Sprintf("PROOF_CONCURRENCY=%d", benchConcurrency), fmt.Sprintf("PROOF_N=%d", n),
+		"PROOF_FILE="+file)
+	start := time.Now()
+	rep := measured(t, proc{Role: "end-to-end", Env: env, KillAt: -1, Bound: 55 * time.Minute})
+	wall := time.Since(start)
+	eligible := n - n/50 // every 50th customer has no consent
+	st, err := w.mb.Stats(w.ctx)
+	must(t, err)
+	t.Logf("end to end, %d rows (%d eligible) at concurrency %d: wall %.1f s (reconcile %.1f s, send %.1f s, %.0f msg/s); peak RSS %d MiB; arrivals %d, duplicate keys %d; re-run sent %d",
+		n, eligible, benchConcurrency, wall.Seconds(), rep.ReconcileS, rep.SendS, float64(rep.Sent)/rep.SendS, rep.MaxRSSKiB/1024,
+		st.Stored, st.DuplicateActionKeys, rep.RerunSent)
+	if rep.Eligible != eligible || rep.Sent != eligible || st.Stored != int64(eligible) || st.DuplicateActionKeys != 0 || rep.RerunSent != 0 {
+		t.Fatalf("eligible %d (want %d), sent %d, arrivals %d, duplicate keys %d, re-run sent %d",
+			rep.Eligible, eligible, rep.Sent, st.Stored, st.DuplicateActionKeys, rep.RerunSent)
+	}
+}
+
+// writeAudience writes an audience file of n customer ids, one a line.
+func writeAudience(t *testing.T, path string, n int) {
+	f, err := os.Create(path)
+	must(t, err)
+	b := bufio.NewWriter(f)
+	b.WriteString("customer_id\n")
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(b, "r%d\n", i)
+	}
+	must(t, b.Flush())
+	must(t, f.Close())
+}
+
+// measured runs p to its end and reads its report and peak RSS.
+func measured(t *testing.T, p proc) sendReport {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), p.Bound)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+	cmd.Env = append(append(os.Environ(), "PROOF_ROLE="+p.Role, "PROOF_KILL_AT=-1"), p.Env...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", p.Role, err, stderr.String())
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	var rep sendReport
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &rep); err != nil {
+		t.Fatalf("%s: report %q: %v", p.Role, lines[len(lines)-1], err)
+	}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		rep.MaxRSSKiB = ru.Maxrss // KiB on Linux
+	}
+	return rep
+}
+
+// playBlast sends PROOF_N messages straight to the destination with
+// PROOF_CONCURRENCY workers sharing one pooled destination: no ledger, no
+// checks, the fastest a sender can go.
+func playBlast(ctx context.Context, target string) error {
+	n, _ := strconv.Atoi(os.Getenv("PROOF_N"))
+	d, err := smtpdest.New(target)
+	if err != nil {
+		return err
+	}
+	defer d.(interface{ Close() error }).Close()
+	next := make(chan int)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var sent int
+	var firstErr error
+	start := time.Now()
+	for range concurrency() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				key := ledger.Key(fmt.Sprintf("b%d", i), "blast", "notice", "audience", 0)
+				_, err := d.Send(ctx, ledger.Message{ActionKey: key, Attempt: 1, TransportID: ledger.TransportID(key, 1),
+					To: fmt.Sprintf("b%d@example.org", i), Subject: "Opening hours change", Body: "Our opening hours change on 1 April."})
+				mu.Lock()
+				if err == nil {
+					sent++
+				} else if firstErr == nil {
+					firstErr = err
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for i := 1; i <= n; i++ {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return report(sendReport{Sent: sent, SendS: time.Since(start).Seconds()}, firstErr)
+}
+
+// playBenchSend sends the approved release with PROOF_CONCURRENCY, then
+// once more (which must send nothing).
+func playBenchSend(ctx context.Context, l *ledger.Ledger, dest ledger.Destination, actor, release string) error {
+	req := ledger.AudienceSend{ReleaseID: release, Actor: actor, Concurrency: concurrency()}
+	start := time.Now()
+	s, err := l.SendAudience(ctx, req, dest, l.Customers())
+	if err != nil {
+		return err
+	}
+	rep := sendReport{Sent: s.Confirmed, SendS: time.Since(start).Seconds()}
+	again, err := l.SendAudience(ctx, req, dest, l.Customers())
+	rep.RerunSent = again.Confirmed - s.Confirmed
+	return report(rep, err)
+}
+
+// playEndToEnd is a release from nothing: PROOF_N customers mirrored a
+// thousand at a time (every 50th without consent), PROOF_FILE reconciled,
+// approved, sent, and sent again.
+func playEndToEnd(ctx context.Context, l *ledger.Ledger, dest ledger.Destination, actor, release string) error {
+	n, _ := strconv.Atoi(os.Getenv("PROOF_N"))
+	start := time.Now()
+	cs := make([]ledger.Customer, 0, 1000)
+	for i := 1; i <= n; i++ {
+		consent := "yes"
+		if i%50 == 0 {
+			consent = "no"
+		}
+		id := fmt.Sprintf("r%d", i)
+		cs = append(cs, ledger.Customer{ID: id, Email: id + "@example.org", Consent: consent})
+		if len(cs) == cap(cs) || i == n {
+			if err := l.UpsertCustomers(ctx, cs); err != nil {
+				return err
+			}
+			cs = cs[:0]
+		}
+	}
+	f, err := os.Open(os.Getenv("PROOF_FILE"))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	sum, err := l.ImportAudience(ctx, ledger.AudienceImport{ReleaseID: release, SourceName: filepath.Base(f.Name()), Source: f,
+		ActionType: "notice", Subject: "Opening hours change", Body: "Our opening hours change on 1 April.", Actor: "ops"}, l.Customers())
+	if err != nil {
+		return err
+	}
+	if err := l.ApproveAudience(ctx, release, "lead", dest.Identity(), ""); err != nil {
+		return err
+	}
+	rep := sendReport{ReconcileS: time.Since(start).Seconds(), Eligible: sum.Eligible}
+	req := ledger.AudienceSend{ReleaseID: release, Actor: actor, Concurrency: concurrency()}
+	start = time.Now()
+	s, err := l.SendAudience(ctx, req, dest, l.Customers())
+	if err != nil {
+		return err
+	}
+	rep.Sent, rep.SendS = s.Confirmed, time.Since(start).Seconds()
+	again, err := l.SendAudience(ctx, req, dest, l.Customers())
+	rep.RerunSent = again.Confirmed - s.Confirmed
+	return report(rep, err)
+}
+
+func report(rep sendReport, err error) error {
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(rep)
+	if err != nil {
+		return err
+	}
+	fmt.Println(string(b))
+	return nil
+}
