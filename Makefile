@@ -1,7 +1,7 @@
 GO ?= go
 PKGS ?= ./...
 
-.PHONY: run test bench lint soak fuzz fmt
+.PHONY: run test bench bench-send lint soak fuzz fmt
 
 run:
 	$(GO) run ./cmd/gatehouse
@@ -11,9 +11,13 @@ test:
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
 
-bench:
+bench: bench-send
 	$(GO) test -run '^$$' -bench . -benchmem -count 6 $(PKGS) | tee bench.txt
 	@command -v benchstat >/dev/null && benchstat bench.txt || echo 'summarise with: go install golang.org/x/perf/cmd/benchstat@latest && benchstat bench.txt'
+
+# bench-send: the gated audience send of 5,000 recipients against blind blasts, and a 100,000-row release end to end (docs/BENCHMARKS.md).
+bench-send:
+	$(GO) test -count=1 -v -run 'TestPipelinedSendVersusBlast|TestHundredThousandRecipients' -timeout 60m ./proof -args -proof.bench | grep -E '^(--- |ok|FAIL)|send benchmark|end to end'
 
 # soak: the long proof runs (8 processes × 2,000 actions, the crash matrix, the operation search at 8 seeds × 40,000 steps, randomized kills of the pipelined send at 200 seeds) under the race detector.
 soak:

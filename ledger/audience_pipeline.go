@@ -61,6 +61,9 @@ func (s *sendRun) send(ctx context.Context) error {
 	s.report(true)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.failure != nil && errors.Is(err, s.failure) {
+		return err // the dispatch ended on the workers' failure
+	}
 	return errors.Join(err, s.failure)
 }
 
@@ -308,7 +311,7 @@ func (s *sendRun) refused(err error) {
 		switch {
 		case errors.Is(err, ErrDenied):
 			p.Denied++
-		case errors.Is(err, ErrHeld), errors.Is(err, ErrUnknownOutcome), errors.Is(err, ErrStopped):
+		case errors.Is(err, ErrHeld), errors.Is(err, ErrUnknownOutcome):
 			p.Held++
 		}
 	})

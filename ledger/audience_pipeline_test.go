@@ -246,3 +246,39 @@ func TestBeginAttemptsDecidesEachOnItsOwn(t *testing.T) {
 		t.Fatalf("during a stop: %s, %s", w.state(keys[2]), w.state(keys[0]))
 	}
 }
+
+// TestPipelinedAudienceSendCancelled cancels the run's context during the
+// second batch's consent reads (an operator's Ctrl-C): the run ends with
+// the context's error, nothing is sent twice, and a re-run completes the
+// release with each recipient once.
+func TestPipelinedAudienceSendCancelled(t *testing.T) {
+	w := newWorld(t)
+	const n, batch = 40, 8
+	dir := bigRelease(t, w, "big", n)
+	ctx, cancel := context.WithCancel(w.ctx)
+	defer cancel()
+	seq := newSequence()
+	seq.onRead = func(reads int) {
+		if reads == batch+2 {
+			cancel()
+		}
+	}
+	send := ledger.AudienceSend{ReleaseID: "big", Actor: "notice-bot", Concurrency: 3, Batch: batch}
+	_, err := w.l.SendAudience(ctx, send, seqDest{w.dest, seq}, seqDir{dir, seq})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled send: %v, want context.Canceled", err)
+	}
+	if w.dest.Calls() > 2*batch {
+		t.Fatalf("%d sends after a cancel in the second batch", w.dest.Calls())
+	}
+	s, err := w.l.SendAudience(w.ctx, send, w.dest, dir)
+	w.must(err)
+	if s.Confirmed != n {
+		t.Fatalf("after the re-run %d of %d confirmed: %+v", s.Confirmed, n, s)
+	}
+	for _, m := range w.dest.Arrived() {
+		if w.dest.Arrivals(m.ActionKey) != 1 {
+			t.Fatalf("%s arrived %d times", m.ActionKey, w.dest.Arrivals(m.ActionKey))
+		}
+	}
+}
