@@ -282,3 +282,71 @@ func TestPipelinedAudienceSendCancelled(t *testing.T) {
 		}
 	}
 }
+
+// closingDest closes the ledger while its first message is being handed
+// over, as a ledger whose storage failed mid-run.
+type closingDest struct {
+	*fakes.Destination
+	l    *ledger.Ledger
+	once sync.Once
+}
+
+func (d *closingDest) Send(ctx context.Context, m ledger.Message) (ledger.Receipt, error) {
+	d.once.Do(func() { d.l.Close() })
+	return d.Destination.Send(ctx, m)
+}
+
+// TestPipelinedAudienceSendEndsWhenOutcomesCannotBeRecorded: when the
+// ledger can no longer record (its storage gone), the run stops at once
+// with an error that says the outcome was not recorded and is unknown, and
+// nothing more is sent.
+func TestPipelinedAudienceSendEndsWhenOutcomesCannotBeRecorded(t *testing.T) {
+	w := newWorld(t)
+	const n, batch = 40, 8
+	dir := bigRelease(t, w, "big", n)
+	dest := &closingDest{Destination: w.dest, l: w.l}
+	send := ledger.AudienceSend{ReleaseID: "big", Actor: "notice-bot", Concurrency: 3, Batch: batch}
+	_, err := w.l.SendAudience(w.ctx, send, dest, dir)
+	if !errors.Is(err, ledger.ErrNotRecorded) || !errors.Is(err, ledger.ErrUnknownOutcome) {
+		t.Fatalf("send on a failed ledger: %v, want ErrNotRecorded and ErrUnknownOutcome", err)
+	}
+	if w.dest.Calls() > batch {
+		t.Fatalf("%d sends after the ledger failed in the first batch", w.dest.Calls())
+	}
+}
+
+// TestRecordDeliveriesAnswersAsRecordDelivery records two deliveries in one
+// transaction (one accepted, one unknown) with the answers RecordDelivery
+// gives, and on a ledger that cannot record, ErrNotRecorded for each.
+func TestRecordDeliveriesAnswersAsRecordDelivery(t *testing.T) {
+	w := newWorld(t)
+	_, err := w.l.Claim(w.ctx, ledger.TaskRef{ID: "task-7"}, "wf-ack")
+	w.must(err)
+	var reqs []ledger.ExecuteRequest
+	for _, c := range []string{"c1", "c2", "c3"} {
+		p := ackProposal("wf-ack")
+		p.Customer, p.Recipient = c, c+"@example.org"
+		a, err := w.l.Propose(w.ctx, p)
+		w.must(err)
+		_, err = w.l.Approve(w.ctx, a.Key, "lead", consentYes)
+		w.must(err)
+		reqs = append(reqs, ledger.ExecuteRequest{Key: a.Key, Executor: "wf-ack", Reread: consentYes, Endpoint: ledger.EndpointOf(w.dest)})
+	}
+	begun, err := w.l.BeginAttempts(w.ctx, reqs)
+	w.must(err)
+	unknown := &ledger.DeliveryError{Outcome: ledger.OutcomeUnknown, Err: errors.New("connection lost after the final dot")}
+	ds := []ledger.Delivery{{Outcome: ledger.OutcomeAccepted, Receipt: ledger.Receipt{Response: "250 ok"}},
+		{Outcome: ledger.OutcomeUnknown, Err: unknown}}
+	res, errs := w.l.RecordDeliveries(w.ctx, []ledger.Attempt{begun[0].Attempt, begun[1].Attempt}, ds)
+	if errs[0] != nil || res[0].Action.State != ledger.StateSent {
+		t.Fatalf("accepted: %v, %s", errs[0], res[0].Action.State)
+	}
+	if !errors.Is(errs[1], ledger.ErrUnknownOutcome) || res[1].Action.State != ledger.StateUnknown {
+		t.Fatalf("unknown: %v, %s", errs[1], res[1].Action.State)
+	}
+	w.l.Close()
+	_, errs = w.l.RecordDeliveries(w.ctx, []ledger.Attempt{begun[2].Attempt}, ds[:1])
+	if !errors.Is(errs[0], ledger.ErrNotRecorded) || !errors.Is(errs[0], ledger.ErrUnknownOutcome) {
+		t.Fatalf("on a closed ledger: %v, want ErrNotRecorded and ErrUnknownOutcome", errs[0])
+	}
+}
