@@ -218,11 +218,12 @@ func (s *sendRun) decideAndHandOver(ctx context.Context, pb preparedBatch, jobs 
 		return err
 	}
 	var stop error
-	for _, b := range begun {
+	for i, b := range begun {
 		if b.Err != nil {
 			if errors.Is(b.Err, ErrStopped) {
 				stop = b.Err
 			} else if !recipientRefusal(b.Err) {
+				s.withdraw(ctx, begun[i+1:], b.Err)
 				return b.Err
 			}
 			s.refused(b.Err)
@@ -232,9 +233,8 @@ func (s *sendRun) decideAndHandOver(ctx context.Context, pb preparedBatch, jobs 
 		select {
 		case jobs <- handOver{Begun: b, done: idle.Done}:
 		case <-ctx.Done():
-			// Decided but never handed over: the attempt stays in flight,
-			// recovery makes it unknown, and the next run reconciles it.
 			idle.Done()
+			s.withdraw(ctx, begun[i:], ctx.Err())
 			return fmt.Errorf("send release %s: %w", s.req.ReleaseID, ctx.Err())
 		}
 	}
@@ -243,6 +243,26 @@ func (s *sendRun) decideAndHandOver(ctx context.Context, pb preparedBatch, jobs 
 		return fmt.Errorf("send release %s: %w", s.req.ReleaseID, stop)
 	}
 	return nil
+}
+
+// withdraw records the decided attempts of a batch that the run ends
+// before handing over as not delivered, which they are: their recipients
+// are approved again, not started, instead of waiting in flight for
+// recovery and a reconcile.
+func (s *sendRun) withdraw(ctx context.Context, begun []Begun, why error) {
+	var atts []Attempt
+	var ds []Delivery
+	for _, b := range begun {
+		if b.Err == nil {
+			err := &DeliveryError{Outcome: OutcomeNotDelivered, Err: fmt.Errorf("the run ended before it was handed over (%w); nothing was sent", why)}
+			atts, ds = append(atts, b.Attempt), append(ds, Delivery{Outcome: OutcomeNotDelivered, Err: err})
+		}
+	}
+	if len(atts) > 0 {
+		// What cannot be recorded stays in flight: recovery marks it
+		// unknown and the next run reconciles it, which is safe too.
+		s.l.RecordDeliveries(ctx, atts, ds)
+	}
 }
 
 // handOver is one decided message on its way to a worker; done is called

@@ -40,6 +40,7 @@ type sequence struct {
 	handedAt map[string]int // customer → step of its hand-over
 	handed   []int          // steps of every hand-over, in order
 	onRead   func(n int)    // called after the nth consent read
+	onSend   func(n int)    // called at the nth send
 }
 
 func newSequence() *sequence { return &sequence{read: map[string]int{}, handedAt: map[string]int{}} }
@@ -71,7 +72,11 @@ func (d seqDest) Send(ctx context.Context, m ledger.Message) (ledger.Receipt, er
 	d.s.n++
 	d.s.handedAt[strings.TrimSuffix(m.To, "@example.org")] = d.s.n
 	d.s.handed = append(d.s.handed, d.s.n)
+	sends := len(d.s.handed)
 	d.s.mu.Unlock()
+	if d.s.onSend != nil {
+		d.s.onSend(sends)
+	}
 	return d.Destination.Send(ctx, m)
 }
 
@@ -247,20 +252,36 @@ func TestBeginAttemptsDecidesEachOnItsOwn(t *testing.T) {
 	}
 }
 
-// TestPipelinedAudienceSendCancelled cancels the run's context during the
-// second batch's consent reads (an operator's Ctrl-C): the run ends with
-// the context's error, nothing is sent twice, and a re-run completes the
-// release with each recipient once.
+// TestPipelinedAudienceSendCancelled cancels the run's context (an
+// operator's Ctrl-C) during the second batch's consent reads, and in
+// another run at the second batch's first send: the run ends with the
+// context's error, no recipient is left in flight (decided but not handed
+// over is recorded as not delivered), nothing is sent twice, and a re-run
+// completes the release with each recipient once.
 func TestPipelinedAudienceSendCancelled(t *testing.T) {
+	for _, at := range []string{"ConsentRead", "Send"} {
+		t.Run(at, func(t *testing.T) { cancelledSend(t, at) })
+	}
+}
+
+func cancelledSend(t *testing.T, at string) {
 	w := newWorld(t)
 	const n, batch = 40, 8
 	dir := bigRelease(t, w, "big", n)
 	ctx, cancel := context.WithCancel(w.ctx)
 	defer cancel()
 	seq := newSequence()
-	seq.onRead = func(reads int) {
-		if reads == batch+2 {
-			cancel()
+	if at == "ConsentRead" {
+		seq.onRead = func(reads int) {
+			if reads == batch+2 {
+				cancel()
+			}
+		}
+	} else {
+		seq.onSend = func(sends int) {
+			if sends == batch+1 {
+				cancel()
+			}
 		}
 	}
 	send := ledger.AudienceSend{ReleaseID: "big", Actor: "notice-bot", Concurrency: 3, Batch: batch}
@@ -270,6 +291,26 @@ func TestPipelinedAudienceSendCancelled(t *testing.T) {
 	}
 	if w.dest.Calls() > 2*batch {
 		t.Fatalf("%d sends after a cancel in the second batch", w.dest.Calls())
+	}
+	rows, err := w.l.AudienceRows(w.ctx, "big", ledger.RowEligible, n, 0)
+	w.must(err)
+	withdrawn := 0
+	for _, r := range rows {
+		if r.State == ledger.StateExecuting {
+			t.Fatalf("%s left in flight by a cancelled run", r.ActionKey)
+		}
+		atts, err := w.l.Attempts(w.ctx, r.ActionKey)
+		w.must(err)
+		for _, a := range atts {
+			if strings.Contains(a.Response, "the run ended before it was handed over") {
+				withdrawn++
+			}
+		}
+	}
+	t.Logf("cancelled at %s: %d sends, %d decided attempts withdrawn", at, w.dest.Calls(), withdrawn)
+	// Every attempt the second batch decided was either sent or withdrawn.
+	if at == "Send" && w.dest.Calls()+withdrawn != 2*batch {
+		t.Fatalf("%d sends and %d withdrawn; want the two batches' %d", w.dest.Calls(), withdrawn, 2*batch)
 	}
 	s, err := w.l.SendAudience(w.ctx, send, w.dest, dir)
 	w.must(err)
