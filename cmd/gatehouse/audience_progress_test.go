@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -84,5 +85,40 @@ func TestProgressLineAndBar(t *testing.T) {
 	s.Done, s.Final = 1000, true
 	if got := progressBar(s); !strings.HasPrefix(got, "[########################] 1000/1000") || !strings.HasSuffix(got, "ETA done") {
 		t.Errorf("final bar %q", got)
+	}
+}
+
+// TestAudienceSendWhileStoppedExits15: a concurrent send during a stop
+// sends nothing and exits 15; after resume a send delivers each eligible
+// recipient once.
+func TestAudienceSendWhileStoppedExits15(t *testing.T) {
+	ctx := context.Background()
+	mb, err := testmailbox.Start(ctx, testmailbox.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mb.Close()
+	e := newAudienceEnv(t)
+	e.view("reconcile", "--release", "spring", "--file", e.file, "--customers", e.custom, "--as", "ops", "--subject", "Opening hours change")
+	e.view("approve", "--release", "spring", "--as", "lead", "--destination", mb.Target())
+	gate := func(args ...string) result {
+		var out, errOut bytes.Buffer
+		code := run(append(append([]string{"gate"}, args...), "--ledger", e.ledger), &out, &errOut)
+		return result{code: code, stdout: out.String(), stderr: errOut.String()}
+	}
+	if r := gate("stop", "--as", "ops", "--reason", "wrong opening hours"); r.code != 0 {
+		t.Fatalf("stop: exit %d: %s", r.code, r.stderr)
+	}
+	wantExit(t, e.run("send", "--release", "spring", "--destination", mb.Target(), "--concurrency", "4", "--as", "notice-bot"),
+		exitStopped, "execution stopped", "wrong opening hours")
+	if n, _ := mb.Count(ctx, testmailbox.Filter{}); n != 0 {
+		t.Fatalf("%d messages arrived during a stop", n)
+	}
+	if r := gate("resume", "--as", "ops", "--reason", "notice corrected"); r.code != 0 {
+		t.Fatalf("resume: exit %d: %s", r.code, r.stderr)
+	}
+	v := e.view("send", "--release", "spring", "--destination", mb.Target(), "--concurrency", "4", "--as", "notice-bot")
+	if n, _ := mb.Count(ctx, testmailbox.Filter{}); n != 3 || v.Confirmed != 3 {
+		t.Fatalf("after resume: %d arrivals, %d confirmed; want 3", n, v.Confirmed)
 	}
 }
