@@ -69,10 +69,11 @@ func (s *sendRun) send(ctx context.Context) error {
 
 // dispatch reads the eligible recipients page by page and decides them in
 // batches. With several workers one goroutine prepares the next batch
-// (proposals and approvals, which read no consent) while this one decides
-// and hands over the current one. With one worker it is strictly
-// sequential: a batch is prepared only after the previous one's outcomes
-// are recorded.
+// (proposals and approvals, which read no consent) while this one hands
+// over the current one: it starts once the current batch's intents are
+// durable, so its transaction does not compete with BeginAttempts for the
+// one write connection. With one worker it is strictly sequential: a batch
+// is prepared only after the previous one's outcomes are recorded.
 func (s *sendRun) dispatch(ctx context.Context, jobs chan<- handOver) error {
 	var idle sync.WaitGroup // messages handed over and not yet recorded
 	if s.req.concurrency() == 1 {
@@ -82,16 +83,23 @@ func (s *sendRun) dispatch(ctx context.Context, jobs chan<- handOver) error {
 			if err != nil {
 				return err
 			}
-			return s.decideAndHandOver(ctx, pb, jobs, &idle)
+			return s.decideAndHandOver(ctx, pb, jobs, &idle, func() {})
 		})
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	prepared := make(chan preparedBatch, 1)
 	prepErr := make(chan error, 1)
+	next := make(chan struct{}, 1) // the current batch's intents are durable: prepare the next
+	next <- struct{}{}
 	go func() {
 		defer close(prepared)
 		prepErr <- s.eachBatch(ctx, func(rows []AudienceRow) error {
+			select {
+			case <-next:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 			pb, err := s.prepare(ctx, rows)
 			if err != nil {
 				return err
@@ -104,8 +112,14 @@ func (s *sendRun) dispatch(ctx context.Context, jobs chan<- handOver) error {
 			}
 		})
 	}()
+	begun := func() {
+		select {
+		case next <- struct{}{}:
+		default:
+		}
+	}
 	for pb := range prepared {
-		if err := s.decideAndHandOver(ctx, pb, jobs, &idle); err != nil {
+		if err := s.decideAndHandOver(ctx, pb, jobs, &idle, begun); err != nil {
 			cancel()
 			for range prepared { // let the preparer end
 			}
@@ -204,9 +218,12 @@ func (s *sendRun) prepare(ctx context.Context, rows []AudienceRow) (preparedBatc
 // consent re-read, intent made durable (one BeginAttempts for the batch),
 // message handed over. It starts only once every message of the previous
 // batch is in a worker's hands.
-func (s *sendRun) decideAndHandOver(ctx context.Context, pb preparedBatch, jobs chan<- handOver, idle *sync.WaitGroup) error {
+// afterBegin is called once the batch's intents are durable (or there
+// were none to decide).
+func (s *sendRun) decideAndHandOver(ctx context.Context, pb preparedBatch, jobs chan<- handOver, idle *sync.WaitGroup, afterBegin func()) error {
 	reqs, customers := pb.reqs, pb.customers
 	if len(reqs) == 0 {
+		afterBegin()
 		s.report(false)
 		return nil
 	}
@@ -214,6 +231,7 @@ func (s *sendRun) decideAndHandOver(ctx context.Context, pb preparedBatch, jobs 
 		reqs[i].Reread = rereadConsent(ctx, s.dir, customers[i])
 	}
 	begun, err := s.l.BeginAttempts(ctx, reqs)
+	afterBegin()
 	if err != nil {
 		return err
 	}
