@@ -51,7 +51,7 @@ type pool struct {
 // none and the caller must connect. Sessions that fail RSET or idled too
 // long are closed on the way.
 func (d *Destination) reuse(ctx context.Context) (net.Conn, *smtp.Client) {
-	for {
+	for ctx.Err() == nil { // a cancelled send must not close the idle sessions one by one
 		s := d.pool.take(d.cfg.now())
 		if s == nil {
 			return nil, nil
@@ -63,6 +63,7 @@ func (d *Destination) reuse(ctx context.Context) (net.Conn, *smtp.Client) {
 		}
 		s.c.Close()
 	}
+	return nil, nil
 }
 
 // release ends one send's use of a session: kept for the next message when
