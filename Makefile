@@ -1,7 +1,7 @@
 GO ?= go
 PKGS ?= ./...
 
-.PHONY: run test bench lint soak fuzz fmt
+.PHONY: run test bench bench-send lint soak fuzz fmt
 
 run:
 	$(GO) run ./cmd/gatehouse
@@ -16,13 +16,17 @@ test:
 	GATEHOUSE_TEST_STORE=postgres $(GO) test -race -count=1 -timeout 15m ./ledger
 	GATEHOUSE_TEST_STORE=postgres $(GO) test -race -count=1 -timeout 15m -run 'TestOperationSearch$$' ./proof
 
-bench:
+bench: bench-send
 	$(GO) test -run '^$$' -bench . -benchmem -count 6 $(PKGS) | tee bench.txt
 	@command -v benchstat >/dev/null && benchstat bench.txt || echo 'summarise with: go install golang.org/x/perf/cmd/benchstat@latest && benchstat bench.txt'
 
-# soak: the long proof runs (8 processes × 2,000 actions, the crash matrix, the operation search at 8 seeds × 40,000 steps) under the race detector.
+# bench-send: the gated audience send of 5,000 recipients against blind blasts, and a 100,000-row release end to end (docs/BENCHMARKS.md).
+bench-send:
+	$(GO) test -count=1 -v -run 'TestPipelinedSendVersusBlast|TestHundredThousandRecipients' -timeout 60m ./proof -args -proof.bench | grep -E '^(--- |ok|FAIL)|send benchmark|end to end'
+
+# soak: the long proof runs (8 processes × 2,000 actions, the crash matrix, the operation search at 8 seeds × 40,000 steps, randomized kills of the pipelined send at 200 seeds) under the race detector.
 soak:
-	$(GO) test -race -count=1 -v -run 'TestStress|TestCrashMatrix|TestOperationSearch' -timeout 60m ./proof -args -proof.long > soak.txt 2>&1; s=$$?; grep -E '^(--- FAIL|ok|FAIL)|stress|crash matrix|kill points|operation search' soak.txt; exit $$s
+	$(GO) test -race -count=1 -v -run 'TestStress|TestCrashMatrix|TestOperationSearch|TestRandomKillPipelinedSend' -timeout 60m ./proof -args -proof.long > soak.txt 2>&1; s=$$?; grep -E '^(--- FAIL|ok|FAIL)|stress|crash matrix|kill points|operation search|randomized kills' soak.txt; exit $$s
 
 # fuzz: each fuzz target for FUZZTIME (seed corpora also run as ordinary tests in make test).
 FUZZTIME ?= 10s

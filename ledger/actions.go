@@ -99,39 +99,45 @@ func (l *Ledger) Propose(ctx context.Context, p Proposal) (Action, error) {
 	if err := p.Validate(); err != nil {
 		return Action{}, err
 	}
-	key := p.Key()
-	digest := p.content().Digest()
 	var out Action
-	err := l.writeRelaxed(ctx, func(t *wtx) error {
-		tk, err := t.ensureTask(p.Task.ID, firstNonEmpty(p.Task.Customer, p.Customer), p.Task.Subject, p.Actor)
-		if err != nil {
-			return err
-		}
-		if tk.Status == "completed" {
-			return fmt.Errorf("propose %s: %w: task %s is completed", key, ErrWrongState, tk.ID)
-		}
-		a, err := getAction(t, key)
-		if errors.Is(err, ErrNotFound) && p.Revision > 0 {
-			return invalidf("propose %s: a revision above r0 is a second message; it goes through Correct, with a reason and a reviewer", key)
-		}
-		if errors.Is(err, ErrNotFound) {
-			out, err = t.insertAction(p, key, digest, tk.ID, "", StateDrafting)
-			if err != nil {
-				return err
-			}
-			return t.event(p.Actor, tk.ID, key, EvProposed, "",
-				"%s proposed %s to %s from %s via %s on task %s (draft).", p.Actor, p.ActionType, p.Recipient, p.Sender, p.Destination, tk.ID)
-		}
-		if err != nil {
-			return err
-		}
-		out = a
-		if a.TaskID != tk.ID {
-			return invalidf("action %s belongs to task %s, not %s", key, a.TaskID, tk.ID)
-		}
-		return t.repropose(&out, p, digest)
+	err := l.writeRelaxed(ctx, func(t *wtx) (err error) {
+		out, err = t.propose(p)
+		return err
 	})
 	return out, err
+}
+
+// propose is Propose inside t, for a proposal already validated.
+func (t *wtx) propose(p Proposal) (Action, error) {
+	key := p.Key()
+	digest := p.content().Digest()
+	tk, err := t.ensureTask(p.Task.ID, firstNonEmpty(p.Task.Customer, p.Customer), p.Task.Subject, p.Actor)
+	if err != nil {
+		return Action{}, err
+	}
+	if tk.Status == "completed" {
+		return Action{}, fmt.Errorf("propose %s: %w: task %s is completed", key, ErrWrongState, tk.ID)
+	}
+	a, err := getAction(t, key)
+	if errors.Is(err, ErrNotFound) && p.Revision > 0 {
+		return Action{}, invalidf("propose %s: a revision above r0 is a second message; it goes through Correct, with a reason and a reviewer", key)
+	}
+	if errors.Is(err, ErrNotFound) {
+		out, err := t.insertAction(p, key, digest, tk.ID, "", StateDrafting)
+		if err != nil {
+			return out, err
+		}
+		return out, t.event(p.Actor, tk.ID, key, EvProposed, "",
+			"%s proposed %s to %s from %s via %s on task %s (draft).", p.Actor, p.ActionType, p.Recipient, p.Sender, p.Destination, tk.ID)
+	}
+	if err != nil {
+		return Action{}, err
+	}
+	out := a
+	if a.TaskID != tk.ID {
+		return out, invalidf("action %s belongs to task %s, not %s", key, a.TaskID, tk.ID)
+	}
+	return out, t.repropose(&out, p, digest)
 }
 
 // repropose handles a proposal for a key the ledger already holds.
@@ -288,58 +294,69 @@ func (l *Ledger) Submit(ctx context.Context, key, actor string) (Action, error) 
 // on a fresh snapshot. A correction must be approved by someone other than
 // its author.
 func (l *Ledger) Approve(ctx context.Context, key, approver string, material []MaterialRead) (Action, error) {
+	if err := validateApproval(approver, material); err != nil {
+		return Action{}, err
+	}
+	return l.onAction(ctx, key, false, func(t *wtx, a *Action) error { return t.approve(a, approver, material) })
+}
+
+func validateApproval(approver string, material []MaterialRead) error {
 	if approver == "" {
-		return Action{}, invalidf("approve: approver is empty")
+		return invalidf("approve: approver is empty")
 	}
 	for _, m := range material {
 		if m.Source == "" || m.Field == "" {
-			return Action{}, invalidf("approve: material field %q needs source.field", m.Name())
+			return invalidf("approve: material field %q needs source.field", m.Name())
 		}
 		if m.Unavailable {
-			return Action{}, invalidf("approve: material field %s is unavailable; approve on values you could read", m.Name())
+			return invalidf("approve: material field %s is unavailable; approve on values you could read", m.Name())
 		}
 	}
+	return nil
+}
+
+// approve is Approve inside t, for an approval already validated.
+func (t *wtx) approve(a *Action, approver string, material []MaterialRead) error {
+	key := a.Key
 	snapshot, _ := json.Marshal(sortMaterial(material))
-	return l.onAction(ctx, key, false, func(t *wtx, a *Action) error {
-		switch a.State {
-		case StateDrafting, StateAwaitingApproval, StateDenied, StateApproved:
-		default:
-			return &StateError{Key: key, State: a.State, Err: ErrWrongState,
-				Hint: "only a draft, an action awaiting approval or a denied action can be approved"}
-		}
-		if a.Corrects != "" && a.ProposedBy == approver {
-			if err := t.event(approver, a.TaskID, key, EvApprovalStale, "",
-				"%s tried to approve their own correction %s; a second person must review it.", approver, key); err != nil {
-				return err
-			}
-			return refuse(&StateError{Key: key, State: a.State, Err: ErrNotReviewed, Hint: "ask someone other than " + approver + " to approve it"})
-		}
-		tk, err := getTask(t, a.TaskID)
-		if err != nil {
+	switch a.State {
+	case StateDrafting, StateAwaitingApproval, StateDenied, StateApproved:
+	default:
+		return &StateError{Key: key, State: a.State, Err: ErrWrongState,
+			Hint: "only a draft, an action awaiting approval or a denied action can be approved"}
+	}
+	if a.Corrects != "" && a.ProposedBy == approver {
+		if err := t.event(approver, a.TaskID, key, EvApprovalStale, "",
+			"%s tried to approve their own correction %s; a second person must review it.", approver, key); err != nil {
 			return err
 		}
-		if tk.Owner == "" {
-			// Nothing is recorded: an approval binds the owner it was given
-			// under, and one given under nobody could never be sent.
-			return invalidf("approve %s: task %s has no owner; claim the task first", key, tk.ID)
-		}
-		if _, err := t.invalidateApprovals(key, "superseded by a new approval"); err != nil {
-			return err
-		}
-		if _, err := t.Exec(`INSERT INTO approvals (action_key, approver, digest, recipient, target, destination, sender, owner, material, at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, key, approver, a.Digest, a.Recipient, a.Target, a.Destination, a.Sender,
-			tk.Owner, string(snapshot), ns(t.now)); err != nil {
-			return fmt.Errorf("record approval of %s: %w", key, err)
-		}
-		if err := t.transition(a, StateApproved, "approved by "+approver, ""); err != nil {
-			return err
-		}
-		t.note(map[string]any{"material": materialMap(material), "recipient": a.Recipient, "sender": a.Sender,
-			"destination": a.Destination, "digest": a.Digest, "owner": tk.Owner}, "")
-		return t.event(approver, a.TaskID, key, EvApproved, "",
-			"%s approved %s to %s from %s via %s (owner %s, %s).", approver, key, a.Recipient, orDash(a.Sender),
-			orDash(a.Destination), ownerName(tk.Owner), describeMaterial(material))
-	})
+		return refuse(&StateError{Key: key, State: a.State, Err: ErrNotReviewed, Hint: "ask someone other than " + approver + " to approve it"})
+	}
+	tk, err := getTask(t, a.TaskID)
+	if err != nil {
+		return err
+	}
+	if tk.Owner == "" {
+		// Nothing is recorded: an approval binds the owner it was given
+		// under, and one given under nobody could never be sent.
+		return invalidf("approve %s: task %s has no owner; claim the task first", key, tk.ID)
+	}
+	if _, err := t.invalidateApprovals(key, "superseded by a new approval"); err != nil {
+		return err
+	}
+	if _, err := t.Exec(`INSERT INTO approvals (action_key, approver, digest, recipient, target, destination, sender, owner, material, at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, key, approver, a.Digest, a.Recipient, a.Target, a.Destination, a.Sender,
+		tk.Owner, string(snapshot), ns(t.now)); err != nil {
+		return fmt.Errorf("record approval of %s: %w", key, err)
+	}
+	if err := t.transition(a, StateApproved, "approved by "+approver, ""); err != nil {
+		return err
+	}
+	t.note(map[string]any{"material": materialMap(material), "recipient": a.Recipient, "sender": a.Sender,
+		"destination": a.Destination, "digest": a.Digest, "owner": tk.Owner}, "")
+	return t.event(approver, a.TaskID, key, EvApproved, "",
+		"%s approved %s to %s from %s via %s (owner %s, %s).", approver, key, a.Recipient, orDash(a.Sender),
+		orDash(a.Destination), ownerName(tk.Owner), describeMaterial(material))
 }
 
 // materialMap is a material snapshot as "source.field" → value, the way a

@@ -135,22 +135,20 @@ func (l *Ledger) ImportAudience(ctx context.Context, in AudienceImport, dir Dire
 	if err := in.validate(); err != nil {
 		return AudienceSummary{}, err
 	}
+	// The file is kept as the release's artifact; its rows are resolved
+	// and recorded one at a time inside the transaction, never held all
+	// at once.
 	var stored bytes.Buffer
 	hash := sha256.New()
-	src := io.TeeReader(in.Source, io.MultiWriter(&stored, hash))
-	var rows []AudienceRow
 	var err error
 	var rep CustomerReport
-	if in.Customers == nil {
-		rows, err = resolveRows(ctx, src, dir, in.AllowImplicit)
-	} else {
+	if in.Customers != nil {
 		if rep, err = CheckCustomers(*in.Customers); err != nil {
 			in.report(rep)
 			return AudienceSummary{}, err
 		}
-		_, err = io.Copy(io.Discard, src) // resolved in the transaction, against the refreshed mirror
 	}
-	if err != nil {
+	if _, err = io.Copy(io.MultiWriter(&stored, hash), in.Source); err != nil {
 		return AudienceSummary{}, fmt.Errorf("audience %s (%s): %w", in.ReleaseID, in.SourceName, err)
 	}
 	digest := "sha256:" + hex.EncodeToString(hash.Sum(nil))
@@ -173,12 +171,11 @@ func (l *Ledger) ImportAudience(ctx context.Context, in AudienceImport, dir Dire
 		if existing != "" {
 			return nil
 		}
+		rowDir := dir
 		if in.Customers != nil {
-			if rows, err = resolveRows(ctx, bytes.NewReader(stored.Bytes()), mirror{t}, in.AllowImplicit); err != nil {
-				return fmt.Errorf("audience %s (%s): %w", in.ReleaseID, in.SourceName, err)
-			}
+			rowDir = mirror{t} // the refreshed mirror
 		}
-		return t.insertRelease(in, digest, stored.Bytes(), rows)
+		return t.insertRelease(ctx, in, digest, stored.Bytes(), rowDir)
 	})
 	if err == nil && in.Customers != nil {
 		rep.Written = true
@@ -218,26 +215,31 @@ func (in AudienceImport) validate() error {
 	return nil
 }
 
-// resolveRows reads the file and decides every row's status.
-func resolveRows(ctx context.Context, src io.Reader, dir Directory, allowImplicit bool) ([]AudienceRow, error) {
-	var rows []AudienceRow
-	seen := map[string]int{} // customer id → first line
+// resolveRows reads the file and decides every row's status, handing each
+// row to emit as soon as it is decided. firstLine says on which earlier
+// line a customer was resolved, if any (a duplicate).
+func resolveRows(ctx context.Context, src io.Reader, dir Directory, allowImplicit bool,
+	firstLine func(customerID string) (int, bool, error), emit func(AudienceRow) error) error {
 	_, err := audiencefile.Read(src, func(r audiencefile.Row) error {
 		row := AudienceRow{Line: r.Line, Identity: r.Identity(), CustomerID: r.CustomerID, Email: r.Email}
 		if r.Err != "" {
 			row.Status, row.Reason = RowError, r.Err
-			rows = append(rows, row)
-			return nil
+			return emit(row)
 		}
 		c, ok, err := lookupCustomer(ctx, dir, r)
 		if err != nil {
 			return fmt.Errorf("line %d: resolve %s: %w", r.Line, row.Identity, err)
 		}
-		row.Status = decideRow(&row, c, ok, seen, allowImplicit)
-		rows = append(rows, row)
-		return nil
+		first, dup := 0, false
+		if ok {
+			if first, dup, err = firstLine(c.ID); err != nil {
+				return err
+			}
+		}
+		row.Status = decideRow(&row, c, ok, first, dup, allowImplicit)
+		return emit(row)
 	})
-	return rows, err
+	return err
 }
 
 func lookupCustomer(ctx context.Context, dir Directory, r audiencefile.Row) (Customer, bool, error) {
@@ -247,17 +249,16 @@ func lookupCustomer(ctx context.Context, dir Directory, r audiencefile.Row) (Cus
 	return dir.CustomerByEmail(ctx, r.Email)
 }
 
-func decideRow(row *AudienceRow, c Customer, found bool, seen map[string]int, allowImplicit bool) string {
+func decideRow(row *AudienceRow, c Customer, found bool, first int, dup bool, allowImplicit bool) string {
 	if !found {
 		row.Reason = "no customer with this identity"
 		return RowUnmatched
 	}
 	row.CustomerID, row.Email = c.ID, c.Email
-	if first, dup := seen[c.ID]; dup {
+	if dup {
 		row.Reason = fmt.Sprintf("same customer as line %d", first)
 		return RowDuplicate
 	}
-	seen[c.ID] = row.Line
 	row.Consent, row.Lifecycle = c.Class(), c.Lifecycle
 	if err := ValidateAddress("address", c.Email); err != nil {
 		row.Reason = err.Error()
@@ -270,7 +271,9 @@ func decideRow(row *AudienceRow, c Customer, found bool, seen map[string]int, al
 	return RowEligible
 }
 
-func (t *wtx) insertRelease(in AudienceImport, digest string, source []byte, rows []AudienceRow) error {
+// insertRelease records the release and resolves its rows against dir,
+// recording each as it is decided.
+func (t *wtx) insertRelease(ctx context.Context, in AudienceImport, digest string, source []byte, dir Directory) error {
 	if _, err := t.Exec(`INSERT INTO audience_releases (id, source_name, source_digest, source, action_type, subject, body,
 		content_digest, created_by, created_at, allow_implicit) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		in.ReleaseID, in.SourceName, digest, source, in.ActionType, in.Subject, in.Body,
@@ -283,8 +286,25 @@ func (t *wtx) insertRelease(in AudienceImport, digest string, source []byte, row
 		return err
 	}
 	defer stmt.Close()
+	// A customer resolved on an earlier row was recorded with one of these
+	// statuses; the index on (release_id, customer_id) finds it.
+	first, err := t.Prepare(`SELECT line FROM audience_rows WHERE release_id = ? AND customer_id = ?
+		AND status IN ('excluded', 'removed', 'eligible') LIMIT 1`)
+	if err != nil {
+		return err
+	}
+	defer first.Close()
+	firstLine := func(customerID string) (int, bool, error) {
+		var line int
+		err := first.QueryRow(in.ReleaseID, customerID).Scan(&line)
+		if errors.Is(err, sql.ErrNoRows) {
+			return 0, false, nil
+		}
+		return line, err == nil, err
+	}
 	counts := map[string]int{}
-	for _, r := range rows {
+	total := 0
+	err = resolveRows(ctx, bytes.NewReader(source), dir, in.AllowImplicit, firstLine, func(r AudienceRow) error {
 		key := ""
 		if r.Status == RowEligible {
 			key = audienceKey(r.CustomerID, in.ReleaseID, in.ActionType)
@@ -293,6 +313,11 @@ func (t *wtx) insertRelease(in AudienceImport, digest string, source []byte, row
 			return fmt.Errorf("record row %d of release %s: %w", r.Line, in.ReleaseID, err)
 		}
 		counts[r.Status]++
+		total++
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("audience %s (%s): %w", in.ReleaseID, in.SourceName, err)
 	}
 	takes := "opted-in customers only"
 	if in.AllowImplicit {
@@ -300,7 +325,7 @@ func (t *wtx) insertRelease(in AudienceImport, digest string, source []byte, row
 	}
 	return t.event(in.Actor, "", "", EvAudienceImported, "",
 		"%s reconciled %s into release %s, which takes %s: %d rows, %d eligible, %d excluded, %d unmatched, %d duplicates, %d with errors.",
-		in.Actor, firstNonEmpty(in.SourceName, "an audience file"), in.ReleaseID, takes, len(rows), counts[RowEligible],
+		in.Actor, firstNonEmpty(in.SourceName, "an audience file"), in.ReleaseID, takes, total, counts[RowEligible],
 		counts[RowExcluded], counts[RowUnmatched], counts[RowDuplicate], counts[RowError])
 }
 

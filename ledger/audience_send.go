@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // AudienceSummary reads a release's counts, including how far sending got.
@@ -97,20 +98,87 @@ func (l *Ledger) audienceRows(ctx context.Context, releaseID, status string, aft
 // audiencePage is how many recipients a send reads at a time.
 const audiencePage = 500
 
+// Pipelined sends: see SendAudience.
+const (
+	// DefaultConcurrency is the concurrency of `gatehouse audience send`:
+	// enough connections to keep an SMTP server busy, few enough that a
+	// batch's consent reads stay close to their hand-over.
+	DefaultConcurrency = 8
+	// MaxConcurrency bounds --concurrency.
+	MaxConcurrency = 64
+	// MaxBatch is the most recipients one batch decides together, and so
+	// the most messages handed over between a recipient's consent read and
+	// its own hand-over.
+	MaxBatch = 100
+)
+
 // AudienceSend asks the gate to send a release.
 type AudienceSend struct {
 	ReleaseID string
 	Actor     string // executes; becomes owner of the release's task
 	// From, when set, must equal the sender the release was approved with.
 	From string
+	// Concurrency is how many messages are handed over at once; 0 or 1
+	// sends one recipient at a time, each decided in its own transaction.
+	Concurrency int
+	// Batch is how many recipients one transaction decides together; 0
+	// picks 4 × Concurrency (1 when sending one at a time), at most
+	// MaxBatch.
+	Batch int
+	// Progress, when set, is called from the sending goroutine after each
+	// batch has been handed over and once at the end.
+	Progress func(SendProgress)
 }
 
+// SendProgress is how far a running send got.
+type SendProgress struct {
+	Eligible int           // eligible recipients of the release
+	Done     int           // recipients this run has finished with (sent, skipped, refused, unknown)
+	Sent     int           // confirmed sent by this run
+	Held     int           // held or unknown outcome: they wait for a person or a reconcile
+	Denied   int           // denied at send (consent changed)
+	Elapsed  time.Duration // since the run started sending
+	Final    bool          // the run has ended
+}
+
+// batchSize is the number of recipients decided per transaction.
+func (req AudienceSend) batchSize() int {
+	n := req.Batch
+	if n <= 0 {
+		n = 4 * req.concurrency()
+		if req.concurrency() == 1 {
+			n = 1
+		}
+	}
+	return min(n, MaxBatch)
+}
+
+func (req AudienceSend) concurrency() int { return max(1, min(req.Concurrency, MaxConcurrency)) }
+
 // SendAudience sends the release's notice once to every eligible recipient,
-// each as its own business action keyed by (customer, release, action type),
-// with consent re-read from the directory just before each send. Re-running
-// it sends nothing new for recipients already sent; after a crash it first
-// reconciles unknown outcomes through the destination's lookup and then
-// completes the rest, so nobody receives the notice twice.
+// each as its own business action keyed by (customer, release, action type).
+// Re-running it sends nothing new for recipients already sent; after a crash
+// it first reconciles unknown outcomes through the destination's lookup and
+// then completes the rest, so nobody receives the notice twice.
+//
+// The send is pipelined through the gate's shipped steps. Recipients are
+// read from the ledger a page at a time (never all at once) and taken in
+// batches of at most MaxBatch. New recipients of a batch are proposed and
+// approved together (one transaction, no consent read). Then, for each
+// batch in this order: every recipient's consent is re-read from dir,
+// BeginAttempts makes the batch's intents durable in one transaction (one
+// fsync), and the messages are handed to Concurrency workers, each calling
+// Deliver; RecordDeliveries records the outcomes as they come in. A batch's
+// consent reads start only once every message of the previous batch is in
+// a worker's hands, so between a recipient's consent read and the start of
+// its send at most Batch + Concurrency − 1 other sends start (at most 100
+// + 63). With Concurrency 1 the run is sequential: a batch is prepared only
+// after the previous one's outcomes are recorded.
+//
+// A stop halts the run within one batch (BeginAttempts refuses the rest of
+// the batch it meets), and the run returns an error wrapping ErrStopped. A
+// crash at any point leaves each recipient sent, in flight (recovery makes
+// it unknown, and the next run reconciles it), or not started.
 func (l *Ledger) SendAudience(ctx context.Context, req AudienceSend, dest Destination, dir Directory) (AudienceSummary, error) {
 	rel, err := l.AudienceSummary(ctx, req.ReleaseID)
 	if err != nil {
@@ -133,23 +201,9 @@ func (l *Ledger) SendAudience(ctx context.Context, req AudienceSend, dest Destin
 	if err != nil {
 		return rel, err
 	}
-	looker := ownRecords(dest)
-	for after := 0; ; {
-		page, err := l.audienceRows(ctx, req.ReleaseID, RowEligible, after, audiencePage, 0)
-		if err != nil {
-			return rel, err
-		}
-		for _, r := range page {
-			if err := l.sendRecipient(ctx, req, rel, body, r, dest, looker, dir); err != nil {
-				return l.summaryAfter(ctx, req.ReleaseID, err)
-			}
-			after = r.Line
-		}
-		if len(page) < audiencePage {
-			break
-		}
-	}
-	return l.summaryAfter(ctx, req.ReleaseID, nil)
+	run := newSendRun(l, req, rel, body, dest, dir)
+	err = run.send(ctx)
+	return l.summaryAfter(ctx, req.ReleaseID, err)
 }
 
 // bindRelease checks the destination and sender of a send against the ones
@@ -216,33 +270,38 @@ func (l *Ledger) releaseBody(ctx context.Context, releaseID string) (string, err
 	return body, err
 }
 
-// sendRecipient moves one recipient's action as far as it can go. Refusals
-// that concern only this recipient (denied, held, in flight elsewhere) are
-// recorded and skipped; only a stop or an infrastructure error ends the run.
-func (l *Ledger) sendRecipient(ctx context.Context, req AudienceSend, rel AudienceSummary, body string, r AudienceRow,
-	dest Destination, looker LookerOpener, dir Directory) error {
+// prepareRecipient moves one recipient's action that an earlier run
+// started to where it can be executed: reconciled when its outcome was left
+// open (new recipients are proposed and approved by proposeRecipients). It
+// reports whether the recipient is to be executed now. Refusals that
+// concern only this recipient are recorded and skipped; only an
+// infrastructure error is returned.
+func (l *Ledger) prepareRecipient(ctx context.Context, req AudienceSend, rel AudienceSummary, body string, r AudienceRow,
+	looker LookerOpener) (bool, error) {
 	key := r.ActionKey
 	switch r.State {
 	case StateSent, StateExecuting, StateFailed, StateDenied, StateCancelled:
-		return nil
+		return false, nil
 	case StateUnknown, StateHeld:
 		a, err := l.Reconcile(ctx, ReconcileRequest{Key: key, Actor: req.Actor, Open: looker})
 		if err != nil && !errors.Is(err, ErrHeld) {
-			return err
+			return false, err
 		}
 		if a.State != StateHeld || a.HoldCause != HoldSafeToRetry {
-			return nil // sent, or still needs a person
+			return false, nil // sent, or still needs a person
 		}
 		if _, err := l.ReleaseHold(ctx, key, req.Actor, "audience send re-run: reconciliation proved nothing arrived"); err != nil {
-			return err
-		}
-	case "":
-		if err := l.proposeRecipient(ctx, req, rel, body, r); err != nil {
-			return err
+			return false, err
 		}
 	}
+	return true, nil
+}
+
+// rereadConsent is the material read of one recipient, taken from dir just
+// before its batch is decided.
+func rereadConsent(ctx context.Context, dir Directory, customerID string) []MaterialRead {
 	reread := []MaterialRead{{Source: "crm", Field: "consent"}}
-	c, ok, err := dir.CustomerByID(ctx, r.CustomerID)
+	c, ok, err := dir.CustomerByID(ctx, customerID)
 	switch {
 	case err != nil:
 		reread[0].Unavailable = true
@@ -251,29 +310,74 @@ func (l *Ledger) sendRecipient(ctx context.Context, req AudienceSend, rel Audien
 	default:
 		reread[0].Value = consentValue(c)
 	}
-	_, err = l.Execute(ctx, ExecuteRequest{Key: key, Executor: req.Actor, Reread: reread, From: req.From}, dest)
-	switch {
-	case err == nil, errors.Is(err, ErrDenied), errors.Is(err, ErrHeld), errors.Is(err, ErrInFlight), errors.Is(err, ErrCancelled),
-		errors.Is(err, ErrDuplicate), errors.Is(err, ErrUnknownOutcome), errors.Is(err, ErrNotDelivered), errors.Is(err, ErrFailed):
-		return nil
-	}
-	return err
+	return reread
 }
 
-func (l *Ledger) proposeRecipient(ctx context.Context, req AudienceSend, rel AudienceSummary, body string, r AudienceRow) error {
-	p := Proposal{Task: TaskRef{ID: "release:" + req.ReleaseID}, Customer: r.CustomerID, Event: req.ReleaseID,
-		ActionType: rel.ActionType, Target: "audience", Recipient: r.Email, Subject: rel.Subject, Body: body, Actor: req.Actor,
-		Destination: rel.Destination, Lookup: rel.Lookup, Sender: rel.Sender}
-	if _, err := l.Propose(ctx, p); errors.Is(err, ErrCancelled) {
-		return nil // withdrawn meanwhile (removed from the release): Execute refuses it
-	} else if err != nil && !errors.Is(err, ErrDuplicate) && !errors.Is(err, ErrInFlight) {
+// recipientRefusal reports whether err is an answer about one recipient
+// only (recorded, and the run goes on), as opposed to one that ends the run.
+func recipientRefusal(err error) bool {
+	for _, s := range []error{ErrDenied, ErrHeld, ErrInFlight, ErrCancelled, ErrDuplicate, ErrUnknownOutcome, ErrNotDelivered, ErrFailed} {
+		if errors.Is(err, s) {
+			return !errors.Is(err, ErrStopped) && !errors.Is(err, ErrNotRecorded)
+		}
+	}
+	return false
+}
+
+// proposeRecipients proposes and approves the actions of recipients no
+// run has touched yet, all in one transaction: each as Propose and Approve
+// would, on the consent class recorded at reconciliation.
+func (l *Ledger) proposeRecipients(ctx context.Context, req AudienceSend, rel AudienceSummary, body string, rows []AudienceRow) error {
+	ps := make([]Proposal, len(rows))
+	for i, r := range rows {
+		ps[i] = Proposal{Task: TaskRef{ID: "release:" + req.ReleaseID}, Customer: r.CustomerID, Event: req.ReleaseID,
+			ActionType: rel.ActionType, Target: "audience", Recipient: r.Email, Subject: rel.Subject, Body: body, Actor: req.Actor,
+			Destination: rel.Destination, Lookup: rel.Lookup, Sender: rel.Sender}.withDefaults()
+		if err := ps[i].Validate(); err != nil {
+			return err
+		}
+	}
+	if err := validateApproval(rel.ApprovedBy, nil); err != nil {
 		return err
 	}
-	_, err := l.Approve(ctx, p.Key(), rel.ApprovedBy, []MaterialRead{{Source: "crm", Field: "consent", Value: r.Consent.MaterialValue()}})
-	if errors.Is(err, ErrWrongState) {
+	return l.writeRelaxed(ctx, func(t *wtx) error {
+		for i, p := range ps {
+			material := []MaterialRead{{Source: "crm", Field: "consent", Value: rows[i].Consent.MaterialValue()}}
+			answer, err := t.savepoint(func() error { return t.proposeAndApprove(p, rel.ApprovedBy, material) })
+			if err != nil {
+				return err
+			}
+			if answer != nil {
+				return answer
+			}
+		}
 		return nil
+	})
+}
+
+// proposeAndApprove is one new recipient: proposed (a recipient withdrawn
+// meanwhile stays cancelled, and the gate refuses it later) and approved
+// unless it already moved on.
+func (t *wtx) proposeAndApprove(p Proposal, approver string, material []MaterialRead) error {
+	_, err := t.propose(p)
+	var keep *committedRefusal
+	if errors.As(err, &keep) {
+		err = keep.err // its history line stays: nothing is rolled back below unless the run ends
 	}
-	return err
+	switch {
+	case errors.Is(err, ErrCancelled):
+		return nil
+	case err != nil && !errors.Is(err, ErrDuplicate) && !errors.Is(err, ErrInFlight):
+		return err
+	}
+	a, err := getAction(t, p.Key())
+	if err != nil {
+		return err
+	}
+	if err := t.approve(&a, approver, material); !errors.Is(err, ErrWrongState) {
+		return err
+	}
+	return nil
 }
 
 // consentValue is the consent field as the approval snapshot records it:

@@ -24,8 +24,8 @@ var invariants = []struct {
 	{"one attempt in flight", `SELECT action_key, count(*) FROM attempts WHERE outcome = ''
 		GROUP BY action_key HAVING count(*) > 1 ORDER BY action_key`,
 		"%s has %d attempts without an outcome"},
-	{"executing has its attempt", `SELECT a.key, (SELECT count(*) FROM attempts t WHERE t.action_key = a.key AND t.outcome = '') AS n
-		FROM actions a WHERE a.state = 'executing' AND n != 1 ORDER BY a.key`,
+	{"executing has its attempt", `SELECT a.key, count(t.id) FROM actions a LEFT JOIN attempts t ON t.action_key = a.key AND t.outcome = ''
+		WHERE a.state = 'executing' GROUP BY a.key HAVING count(t.id) != 1 ORDER BY a.key`,
 		"%s is executing with %d attempts without an outcome, want exactly 1"},
 	{"attempt in flight belongs to an unsettled action", `SELECT t.action_key, t.number || ' while the action is ' || a.state ||
 		CASE WHEN a.hold_cause != '' THEN ' (' || a.hold_cause || ')' ELSE '' END
@@ -34,10 +34,10 @@ var invariants = []struct {
 		ORDER BY t.action_key`,
 		"%s has attempt %s without an outcome"},
 	{"sent has an accepted attempt", `SELECT a.key, count(t.id) FROM actions a LEFT JOIN attempts t ON t.action_key = a.key
-		WHERE a.state = 'sent' GROUP BY a.key HAVING coalesce(sum(t.outcome = 'accepted'), 0) = 0 ORDER BY a.key`,
+		WHERE a.state = 'sent' GROUP BY a.key HAVING coalesce(sum(CASE WHEN t.outcome = 'accepted' THEN 1 ELSE 0 END), 0) = 0 ORDER BY a.key`,
 		"%s is sent but none of its %d attempts was accepted"},
 	{"failed has a permanent rejection", `SELECT a.key, count(t.id) FROM actions a LEFT JOIN attempts t ON t.action_key = a.key
-		WHERE a.state = 'failed' GROUP BY a.key HAVING coalesce(sum(t.outcome = 'rejected_permanent'), 0) = 0 ORDER BY a.key`,
+		WHERE a.state = 'failed' GROUP BY a.key HAVING coalesce(sum(CASE WHEN t.outcome = 'rejected_permanent' THEN 1 ELSE 0 END), 0) = 0 ORDER BY a.key`,
 		"%s failed but none of its %d attempts was rejected permanently"},
 	// A review folds the history into states: the last state an action's
 	// history led to must be the state it is in.

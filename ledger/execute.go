@@ -110,6 +110,12 @@ func (d Delivery) response() string {
 func (l *Ledger) RecordDelivery(ctx context.Context, att Attempt, d Delivery) (Result, error) {
 	// The outcome must be recorded even if the caller's context is done.
 	a, recErr := l.RecordOutcome(context.WithoutCancel(ctx), att.TransportID, d.Outcome, d.response())
+	return deliveryResult(att, d, a, recErr)
+}
+
+// deliveryResult is RecordDelivery's answer once the outcome was recorded
+// (or could not be: recErr).
+func deliveryResult(att Attempt, d Delivery, a Action, recErr error) (Result, error) {
 	res := Result{Action: a, Attempt: att, Outcome: d.Outcome, Receipt: d.Receipt}
 	if recErr != nil {
 		return res, fmt.Errorf("%w: %w", ErrNotRecorded, &StateError{Key: att.ActionKey, State: StateExecuting, Err: ErrUnknownOutcome,
@@ -147,58 +153,76 @@ func outcomeError(a Action, o Outcome, sendErr error) error {
 // usage error that records nothing; a wrong destination or sender is
 // refused with a history line and no change of state.
 func (l *Ledger) BeginAttempt(ctx context.Context, req ExecuteRequest) (Attempt, Message, error) {
-	if req.Executor == "" {
-		return Attempt{}, Message{}, invalidf("execute %s: executor is empty", req.Key)
-	}
-	if req.Endpoint.Destination == "" {
-		return Attempt{}, Message{}, invalidf("execute %s: no destination given", req.Key)
+	if err := req.validate(); err != nil {
+		return Attempt{}, Message{}, err
 	}
 	var att Attempt
 	var msg Message
-	err := l.write(ctx, func(t *wtx) error {
-		a, err := getAction(t, req.Key)
-		if err != nil {
-			return err
-		}
-		if err := t.refuseUnlessExecutable(&a, req.Executor); err != nil {
-			return err
-		}
-		tk, err := getTask(t, a.TaskID)
-		if err != nil {
-			return err
-		}
-		if tk.Status == "completed" {
-			return t.refuseWith(&a, "", "", req.Executor, EvRefused,
-				&StateError{Key: a.Key, State: a.State, Err: ErrWrongState, Hint: "task " + tk.ID + " is completed"},
-				"%s tried to send %s, but task %s is completed.", req.Executor, a.Key, tk.ID)
-		}
-		ap, err := t.validApprovalOrRefuse(&a, req.Executor)
-		if err != nil {
-			return err
-		}
-		if missing := missingMaterial(ap, req.Reread); len(missing) > 0 {
-			return invalidf("send %s: the approval rests on %s; re-read and pass every one (--material), nothing was recorded",
-				a.Key, strings.Join(missing, ", "))
-		}
-		if err := t.bindDestination(&a, &ap, req); err != nil {
-			return err
-		}
-		if err := t.refuseUnlessOwner(&a, tk, ap, req.Executor); err != nil {
-			return err
-		}
-		checks, err := t.compareMaterialOrRefuse(&a, ap, req)
-		if err != nil {
-			return err
-		}
-		att, err = t.startAttempt(&a, ap, req, checks)
-		if err != nil {
-			return err
-		}
-		msg = Message{ActionKey: a.Key, Attempt: att.Number, TransportID: att.TransportID,
-			From: att.Sender, To: att.Recipient, ToName: a.RecipientName, Subject: a.Subject, Body: a.Body, Target: a.Target}
-		return nil
+	err := l.write(ctx, func(t *wtx) (err error) {
+		att, msg, err = t.beginAttempt(req)
+		return err
 	})
 	return att, msg, err
+}
+
+// validate catches a caller's slip before any transaction: such a request
+// records nothing.
+func (req ExecuteRequest) validate() error {
+	if req.Executor == "" {
+		return invalidf("execute %s: executor is empty", req.Key)
+	}
+	if req.Endpoint.Destination == "" {
+		return invalidf("execute %s: no destination given", req.Key)
+	}
+	return nil
+}
+
+// beginAttempt is the decision BeginAttempt and BeginAttempts share: every
+// check of one action and, when all hold, its recorded attempt. It runs
+// inside the caller's durable transaction; a refusal it returns through
+// refuse must be committed with its history line.
+func (t *wtx) beginAttempt(req ExecuteRequest) (Attempt, Message, error) {
+	a, err := getAction(t, req.Key)
+	if err != nil {
+		return Attempt{}, Message{}, err
+	}
+	if err := t.refuseUnlessExecutable(&a, req.Executor); err != nil {
+		return Attempt{}, Message{}, err
+	}
+	tk, err := getTask(t, a.TaskID)
+	if err != nil {
+		return Attempt{}, Message{}, err
+	}
+	if tk.Status == "completed" {
+		return Attempt{}, Message{}, t.refuseWith(&a, "", "", req.Executor, EvRefused,
+			&StateError{Key: a.Key, State: a.State, Err: ErrWrongState, Hint: "task " + tk.ID + " is completed"},
+			"%s tried to send %s, but task %s is completed.", req.Executor, a.Key, tk.ID)
+	}
+	ap, err := t.validApprovalOrRefuse(&a, req.Executor)
+	if err != nil {
+		return Attempt{}, Message{}, err
+	}
+	if missing := missingMaterial(ap, req.Reread); len(missing) > 0 {
+		return Attempt{}, Message{}, invalidf("send %s: the approval rests on %s; re-read and pass every one (--material), nothing was recorded",
+			a.Key, strings.Join(missing, ", "))
+	}
+	if err := t.bindDestination(&a, &ap, req); err != nil {
+		return Attempt{}, Message{}, err
+	}
+	if err := t.refuseUnlessOwner(&a, tk, ap, req.Executor); err != nil {
+		return Attempt{}, Message{}, err
+	}
+	checks, err := t.compareMaterialOrRefuse(&a, ap, req)
+	if err != nil {
+		return Attempt{}, Message{}, err
+	}
+	att, err := t.startAttempt(&a, ap, req, checks)
+	if err != nil {
+		return Attempt{}, Message{}, err
+	}
+	msg := Message{ActionKey: a.Key, Attempt: att.Number, TransportID: att.TransportID,
+		From: att.Sender, To: att.Recipient, ToName: a.RecipientName, Subject: a.Subject, Body: a.Body, Target: a.Target}
+	return att, msg, nil
 }
 
 // refuseWith records a refusal: an optional transition (to "" keeps the
@@ -487,35 +511,40 @@ func (at Attempt) Endpoint() Endpoint {
 // a confirmed acceptance still changes it.
 func (l *Ledger) RecordOutcome(ctx context.Context, transportID string, o Outcome, response string) (Action, error) {
 	var out Action
-	err := l.writeRelaxed(ctx, func(t *wtx) error {
-		att, err := getAttemptByTransport(t, transportID)
-		if err != nil {
-			return err
-		}
-		a, err := getAction(t, att.ActionKey)
-		if err != nil {
-			return err
-		}
-		out = a
-		switch {
-		case att.Outcome == "":
-		case att.Outcome == OutcomeUnknown && o == OutcomeAccepted && !att.Reconciled:
-		case o == OutcomeAccepted && att.Outcome != OutcomeAccepted:
-			// Settled otherwise (reconciled as absent, say) and then confirmed
-			// after all: a second message may be on its way. Say so loudly.
-			return t.event(att.Executor, a.TaskID, a.Key, EvLateOutcome, "",
-				"Attempt %d of %s was confirmed accepted after it had been settled as %s; if it was retried, the customer may receive it twice. Check the destination.",
-				att.Number, a.Key, att.Outcome)
-		default:
-			return nil // already settled: a late report changes nothing
-		}
-		if _, err := t.Exec(`UPDATE attempts SET outcome = ?, outcome_at = ?, response = ? WHERE id = ?`,
-			string(o), ns(t.now), truncate(response, 2000), att.ID); err != nil {
-			return fmt.Errorf("record outcome of %s: %w", transportID, err)
-		}
-		return t.applyOutcome(&out, att, o, response, false)
+	err := l.writeRelaxed(ctx, func(t *wtx) (err error) {
+		out, err = t.recordOutcome(transportID, o, response)
+		return err
 	})
 	return out, err
+}
+
+// recordOutcome is RecordOutcome inside t.
+func (t *wtx) recordOutcome(transportID string, o Outcome, response string) (Action, error) {
+	att, err := getAttemptByTransport(t, transportID)
+	if err != nil {
+		return Action{}, err
+	}
+	out, err := getAction(t, att.ActionKey)
+	if err != nil {
+		return out, err
+	}
+	switch {
+	case att.Outcome == "":
+	case att.Outcome == OutcomeUnknown && o == OutcomeAccepted && !att.Reconciled:
+	case o == OutcomeAccepted && att.Outcome != OutcomeAccepted:
+		// Settled otherwise (reconciled as absent, say) and then confirmed
+		// after all: a second message may be on its way. Say so loudly.
+		return out, t.event(att.Executor, out.TaskID, out.Key, EvLateOutcome, "",
+			"Attempt %d of %s was confirmed accepted after it had been settled as %s; if it was retried, the customer may receive it twice. Check the destination.",
+			att.Number, out.Key, att.Outcome)
+	default:
+		return out, nil // already settled: a late report changes nothing
+	}
+	if _, err := t.Exec(`UPDATE attempts SET outcome = ?, outcome_at = ?, response = ? WHERE id = ?`,
+		string(o), ns(t.now), truncate(response, 2000), att.ID); err != nil {
+		return out, fmt.Errorf("record outcome of %s: %w", transportID, err)
+	}
+	return out, t.applyOutcome(&out, att, o, response, false)
 }
 
 // applyOutcome moves the action according to an attempt's outcome.

@@ -101,7 +101,11 @@ func TestCheckNamesBrokenHistory(t *testing.T) {
 		t.Fatal("resolving an approved action was accepted")
 	}
 	w.must(w.l.Close())
-	db, err := sql.Open("sqlite3", w.path)
+	driver := "sqlite3"
+	if onPostgres() {
+		driver = "pgx"
+	}
+	db, err := sql.Open(driver, w.path)
 	w.must(err)
 	for _, q := range []string{
 		`UPDATE actions SET state = 'sent' WHERE key = '` + a.Key + `'`,

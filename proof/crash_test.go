@@ -92,7 +92,7 @@ func (w *world) audienceRelease(n int) {
 		Body: "Our opening hours change on 1 April.", Actor: "ops"}, l.Customers())
 	must(w.t, err)
 	must(w.t, l.ApproveAudienceAt(w.ctx, w.releas, "lead", w.destination(), ""))
-	rows, err := l.AudienceRows(w.ctx, w.releas, ledger.RowEligible, 0, 0)
+	rows, err := l.AudienceRows(w.ctx, w.releas, ledger.RowEligible, n, 0)
 	must(w.t, err)
 	for _, r := range rows {
 		w.keys = append(w.keys, r.ActionKey)

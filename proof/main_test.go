@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -41,13 +42,19 @@ var consentYes = []ledger.MaterialRead{{Source: "crm", Field: "consent", Value: 
 // marker prints one line per step boundary the executor passes. At the
 // boundary numbered killAt it stops and waits on stdin, so the parent can
 // SIGKILL it at exactly that point; stdin closing without a kill means the
-// parent gave up, and the process exits with 3.
+// parent gave up, and the process exits with 3. Marks may come from several
+// goroutines (a pipelined send): they are numbered in the order they
+// happen, and while one waits for its kill the others run on until they
+// reach their next mark.
 type marker struct {
+	mu     sync.Mutex
 	next   int
 	killAt int
 }
 
 func (m *marker) mark(name string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	fmt.Printf("MARK %d %s\n", m.next, name)
 	if m.next == m.killAt {
 		io.Copy(io.Discard, os.Stdin)
@@ -84,11 +91,18 @@ func playRole(role string) int {
 	case "takeover":
 		err = playTakeover(ctx, l, dest, actor, os.Getenv("PROOF_TASK"), keys, mk)
 	case "audience":
-		err = playAudience(ctx, l, dest, actor, os.Getenv("PROOF_RELEASE"), mk)
+		err = playAudience(ctx, l, dest, actor, os.Getenv("PROOF_RELEASE"), concurrency(), mk)
 	case "finish":
 		err = playFinish(ctx, l, dest, actor, keys)
 	case "finish-audience":
-		_, err = l.SendAudience(ctx, ledger.AudienceSend{ReleaseID: os.Getenv("PROOF_RELEASE"), Actor: actor}, dest, l.Customers())
+		_, err = l.SendAudience(ctx, ledger.AudienceSend{ReleaseID: os.Getenv("PROOF_RELEASE"), Actor: actor, Concurrency: concurrency()},
+			dest, l.Customers())
+	case "blast":
+		err = playBlast(ctx, os.Getenv("PROOF_TARGET"))
+	case "bench-send":
+		err = playBenchSend(ctx, l, dest, actor, os.Getenv("PROOF_RELEASE"))
+	case "end-to-end":
+		err = playEndToEnd(ctx, l, dest, actor, os.Getenv("PROOF_RELEASE"))
 	case "stress":
 		err = playStress(ctx, l, dest)
 	default:
@@ -99,6 +113,13 @@ func playRole(role string) int {
 		return 1
 	}
 	return 0
+}
+
+// concurrency is PROOF_CONCURRENCY: how many messages an audience send
+// hands over at once (1 unless set).
+func concurrency() int {
+	n, _ := strconv.Atoi(envOr("PROOF_CONCURRENCY", "1"))
+	return n
 }
 
 func envOr(name, def string) string {

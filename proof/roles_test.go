@@ -79,10 +79,10 @@ func playTakeover(ctx context.Context, l *ledger.Ledger, dest ledger.Destination
 // boundaries from inside: the consent re-read before each recipient's attempt
 // (after the previous outcome was recorded), the attempt recorded, the
 // mailbox's answer, and the end of the run.
-func playAudience(ctx context.Context, l *ledger.Ledger, dest ledger.Destination, actor, release string, mk *marker) error {
+func playAudience(ctx context.Context, l *ledger.Ledger, dest ledger.Destination, actor, release string, concurrency int, mk *marker) error {
 	md := markingDest{dest: dest, mk: mk}
 	dir := markingDir{Directory: l.Customers(), mk: mk}
-	if _, err := l.SendAudience(ctx, ledger.AudienceSend{ReleaseID: release, Actor: actor}, md, dir); err != nil {
+	if _, err := l.SendAudience(ctx, ledger.AudienceSend{ReleaseID: release, Actor: actor, Concurrency: concurrency}, md, dir); err != nil {
 		return err
 	}
 	mk.mark("run-finished")

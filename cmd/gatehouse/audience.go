@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -147,12 +148,15 @@ func audienceRemoveVerb() verbSpec {
 
 func audienceSendVerb() verbSpec {
 	var release, destination, from string
+	var concurrency int
 	var crm crmFlags
 	return verbSpec{name: "send", short: "Send a release once to every eligible recipient", actor: true,
 		flags: func(fs *pflag.FlagSet) {
 			releaseFlag(fs, &release)
 			fs.StringVar(&destination, "destination", "", destinationUsage+" (must be the approved one; add ?api= for its records)")
 			fs.StringVar(&from, "from", "", "sender address; must be the approved one (an assertion, not a change)")
+			fs.IntVar(&concurrency, "concurrency", ledger.DefaultConcurrency,
+				fmt.Sprintf("messages handed over at once, 1–%d (1: one recipient at a time)", ledger.MaxConcurrency))
 			crm.register(fs)
 		},
 		run: func(ctx context.Context, g *gateRun) (output, error) {
@@ -162,7 +166,16 @@ func audienceSendVerb() verbSpec {
 				dest, err = openDestination(verb, destination)
 				return err
 			}
-			l, err := g.open(required(verb, "release", release), required(verb, "destination", destination), openDest, crm.read(verb))
+			checkConcurrency := func() error {
+				if concurrency < 1 || concurrency > ledger.MaxConcurrency {
+					return usageErr("%s: --concurrency %d: want 1 to %d", verb, concurrency, ledger.MaxConcurrency)
+				}
+				return nil
+			}
+			l, err := g.open(required(verb, "release", release), required(verb, "destination", destination), checkConcurrency, openDest, crm.read(verb))
+			if c, ok := dest.(io.Closer); ok {
+				defer c.Close() // idle SMTP sessions
+			}
 			if err != nil {
 				return crm.refused, err
 			}
@@ -174,7 +187,11 @@ func audienceSendVerb() verbSpec {
 			if err != nil {
 				return nil, err
 			}
-			s, err := l.SendAudience(ctx, ledger.AudienceSend{ReleaseID: release, Actor: g.actor, From: from}, dest, l.Customers())
+			send := ledger.AudienceSend{ReleaseID: release, Actor: g.actor, From: from, Concurrency: concurrency}
+			if !g.json {
+				send.Progress = newProgressPrinter(g.errOut, verb).report
+			}
+			s, err := l.SendAudience(ctx, send, dest, l.Customers())
 			if errors.Is(err, ledger.ErrWrongDestination) {
 				return nil, err
 			}

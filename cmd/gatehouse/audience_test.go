@@ -152,6 +152,8 @@ func TestAudienceErrors(t *testing.T) {
 		{"BadSample", []string{"show", "--release", "r", "--sample", "-1"}, exitUsage, "--sample -1"},
 		{"BadRowStatus", []string{"show", "--release", "r", "--rows", "lost"}, exitUsage, "not a row status (want error,"},
 		{"UnknownRelease", []string{"send", "--release", "nope", "--destination", "file:///tmp/x", "--as", "bot"}, exitOther, "release nope: not found"},
+		{"ConcurrencyZero", []string{"send", "--release", "r", "--destination", "file:///tmp/x", "--concurrency", "0", "--as", "bot"}, exitUsage, "--concurrency 0: want 1 to 64"},
+		{"ConcurrencyTooHigh", []string{"send", "--release", "r", "--destination", "file:///tmp/x", "--concurrency", "65", "--as", "bot"}, exitUsage, "--concurrency 65: want 1 to 64"},
 		{"UnknownVerb", []string{"publish"}, exitUsage, "unknown verb \"publish\" for audience"},
 	}
 	for _, tc := range tests {

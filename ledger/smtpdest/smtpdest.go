@@ -68,6 +68,7 @@ type config struct {
 	from           string
 	clock          ledger.Clock
 	httpClient     *http.Client
+	poolSize       int
 }
 
 // Option adjusts a destination made by New.
@@ -118,6 +119,7 @@ type Destination struct {
 	tls      tlsPolicy
 	api      *url.URL // the test mailbox API the target named, or nil
 	cfg      config
+	pool     pool // idle sessions for reuse (pool.go)
 }
 
 // redact hides a password in a destination URL.
@@ -259,6 +261,7 @@ func parse(target string, opts []Option) (*Destination, error) {
 		helloName:      "localhost",
 		from:           DefaultFrom,
 		clock:          ledger.SystemClock{},
+		poolSize:       DefaultPoolSize,
 	}}
 	if u.User != nil {
 		d.user = u.User.Username()
@@ -334,40 +337,55 @@ func (d *Destination) Send(ctx context.Context, msg ledger.Message) (ledger.Rece
 		return ledger.Receipt{}, err // permanent: the renderer decides that for every mail destination
 	}
 	from, to, raw := m.From, m.To, m.Raw
-	dialer := net.Dialer{Timeout: d.cfg.connectTimeout}
-	conn, err := dialer.DialContext(ctx, "tcp", d.addr)
-	if err != nil {
-		return ledger.Receipt{}, fail(ledger.OutcomeNotDelivered, "connect "+d.addr, err)
+	conn, c := d.reuse(ctx) // a session kept from an accepted message, reset (pool.go)
+	fresh := c == nil
+	if fresh {
+		dialer := net.Dialer{Timeout: d.cfg.connectTimeout}
+		if conn, err = dialer.DialContext(ctx, "tcp", d.addr); err != nil {
+			return ledger.Receipt{}, fail(ledger.OutcomeNotDelivered, "connect "+d.addr, err)
+		}
 	}
-	// Every path closes the socket, also one that fails before the SMTP
-	// client owns it (closing twice is harmless).
-	defer conn.Close()
 	// Closing the socket is the one way to interrupt a blocked read.
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
-	defer stop()
+	accepted := false
+	// A fresh socket is closed on every path that fails before an SMTP
+	// client owns it; afterwards only a session that ended in a clean 250,
+	// and was not closed by a cancel, may carry the next message.
+	var owned bool
+	defer func() {
+		if !owned {
+			stop()
+			conn.Close()
+			return
+		}
+		d.release(conn, c, accepted, stop() && accepted)
+	}()
 	withCtx := func(err error) error {
 		if ctx.Err() != nil {
 			return fmt.Errorf("%w (%v)", err, context.Cause(ctx))
 		}
 		return err
 	}
-	session, err := d.negotiate(conn)
-	if err != nil {
-		return ledger.Receipt{}, fail(ledger.OutcomeNotDelivered, "session start", withCtx(err))
+	if fresh { // a reused session negotiated, greeted and authenticated when it was opened
+		session, err := d.negotiate(conn)
+		if err != nil {
+			return ledger.Receipt{}, fail(ledger.OutcomeNotDelivered, "session start", withCtx(err))
+		}
+		// smtp.NewClient on our own connection, rather than smtp.Dial, so
+		// that the connect timeout and ctx apply to the dial too.
+		c = smtp.NewClient(session)
 	}
-	// smtp.NewClient on our own connection, rather than smtp.Dial, so that
-	// the connect timeout and ctx apply to the dial too.
-	c := smtp.NewClient(session)
-	defer c.Close()
+	owned = true
 	c.CommandTimeout = d.cfg.commandTimeout
 	c.SubmissionTimeout = d.cfg.dataTimeout
-
-	if err := c.Hello(d.cfg.helloName); err != nil {
-		return ledger.Receipt{}, fail(ledger.OutcomeNotDelivered, "greeting", withCtx(err))
-	}
-	if d.user != "" {
-		if err := c.Auth(sasl.NewPlainClient("", d.user, d.pass)); err != nil {
-			return ledger.Receipt{}, fail(ledger.OutcomeNotDelivered, "auth", withCtx(err))
+	if fresh {
+		if err := c.Hello(d.cfg.helloName); err != nil {
+			return ledger.Receipt{}, fail(ledger.OutcomeNotDelivered, "greeting", withCtx(err))
+		}
+		if d.user != "" {
+			if err := c.Auth(sasl.NewPlainClient("", d.user, d.pass)); err != nil {
+				return ledger.Receipt{}, fail(ledger.OutcomeNotDelivered, "auth", withCtx(err))
+			}
 		}
 	}
 	var mopts *smtp.MailOptions
@@ -403,6 +421,6 @@ func (d *Destination) Send(ctx context.Context, msg ledger.Message) (ledger.Rece
 		return ledger.Receipt{}, fail(ledger.OutcomeUnknown, "end of data", withCtx(err))
 	}
 	at := d.cfg.clock.Now()
-	_ = c.Quit() // the message is accepted; a failing QUIT changes nothing
+	accepted = true
 	return ledger.Receipt{TransportID: msg.TransportID, Response: "250 " + resp.StatusText, At: at}, nil
 }

@@ -1,0 +1,393 @@
+package ledger_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"gatehouse/fakes"
+	"gatehouse/ledger"
+)
+
+// bigRelease imports and approves a release of n opted-in customers r1…rn.
+func bigRelease(t *testing.T, w *world, release string, n int) crm {
+	t.Helper()
+	dir := crm{}
+	var b strings.Builder
+	b.WriteString("customer_id\n")
+	for i := 1; i <= n; i++ {
+		id := fmt.Sprintf("r%d", i)
+		dir[id] = ledger.Customer{ID: id, Email: id + "@example.org", Consent: "yes"}
+		b.WriteString(id + "\n")
+	}
+	_, err := w.l.ImportAudience(w.ctx, ledger.AudienceImport{ReleaseID: release, SourceName: release + ".csv",
+		Source: strings.NewReader(b.String()), ActionType: "notice", Subject: "Opening hours change",
+		Body: "Our opening hours change on 1 April.", Actor: "ops"}, dir)
+	w.must(err)
+	w.must(w.l.ApproveAudience(w.ctx, release, "lead", fakes.DefaultName, ""))
+	return dir
+}
+
+// sequence numbers the consent reads and hand-overs of one run in the
+// order they happen.
+type sequence struct {
+	mu       sync.Mutex
+	n        int
+	read     map[string]int // customer → step of its consent read
+	handedAt map[string]int // customer → step of its hand-over
+	handed   []int          // steps of every hand-over, in order
+	onRead   func(n int)    // called after the nth consent read
+	onSend   func(n int)    // called at the nth send
+}
+
+func newSequence() *sequence { return &sequence{read: map[string]int{}, handedAt: map[string]int{}} }
+
+type seqDir struct {
+	crm
+	s *sequence
+}
+
+func (d seqDir) CustomerByID(ctx context.Context, id string) (ledger.Customer, bool, error) {
+	d.s.mu.Lock()
+	d.s.n++
+	d.s.read[id] = d.s.n
+	reads := len(d.s.read)
+	d.s.mu.Unlock()
+	if d.s.onRead != nil {
+		d.s.onRead(reads)
+	}
+	return d.crm.CustomerByID(ctx, id)
+}
+
+type seqDest struct {
+	*fakes.Destination
+	s *sequence
+}
+
+func (d seqDest) Send(ctx context.Context, m ledger.Message) (ledger.Receipt, error) {
+	d.s.mu.Lock()
+	d.s.n++
+	d.s.handedAt[strings.TrimSuffix(m.To, "@example.org")] = d.s.n
+	d.s.handed = append(d.s.handed, d.s.n)
+	sends := len(d.s.handed)
+	d.s.mu.Unlock()
+	if d.s.onSend != nil {
+		d.s.onSend(sends)
+	}
+	return d.Destination.Send(ctx, m)
+}
+
+// TestPipelinedAudienceSendKeepsTheOrder sends 230 recipients with 4
+// connections in batches of 16 and checks, per recipient, that the consent
+// read came before its send and that at most one batch of other sends
+// started in between, besides those already in the workers' hands
+// (batch + concurrency − 1); every recipient arrives once and a re-run
+// sends nothing.
+func TestPipelinedAudienceSendKeepsTheOrder(t *testing.T) {
+	w := newWorld(t)
+	const n, batch, concurrency = 230, 16, 4
+	dir := bigRelease(t, w, "big", n)
+	seq := newSequence()
+	var progress []ledger.SendProgress
+	send := ledger.AudienceSend{ReleaseID: "big", Actor: "notice-bot", Concurrency: concurrency, Batch: batch,
+		Progress: func(p ledger.SendProgress) { progress = append(progress, p) }}
+	s, err := w.l.SendAudience(w.ctx, send, seqDest{w.dest, seq}, seqDir{dir, seq})
+	w.must(err)
+	if s.Confirmed != n || w.dest.Calls() != n {
+		t.Fatalf("confirmed %d, calls %d, want %d", s.Confirmed, w.dest.Calls(), n)
+	}
+	for id, read := range seq.read {
+		at, ok := seq.handedAt[id]
+		if !ok || at < read {
+			t.Fatalf("%s: consent read at step %d, handed over at %d", id, read, at)
+		}
+		between := 0
+		for _, h := range seq.handed {
+			if h > read && h < at {
+				between++
+			}
+		}
+		if between > batch+concurrency-1 {
+			t.Errorf("%s: %d sends between its consent read and its own, more than one batch (%d) and the %d in the workers' hands",
+				id, between, batch, concurrency-1)
+		}
+	}
+	for _, m := range w.dest.Arrived() {
+		if w.dest.Arrivals(m.ActionKey) != 1 {
+			t.Fatalf("%s arrived %d times", m.ActionKey, w.dest.Arrivals(m.ActionKey))
+		}
+	}
+	last := progress[len(progress)-1]
+	if !last.Final || last.Sent != n || last.Done != n || last.Eligible != n || len(progress) < n/batch {
+		t.Fatalf("progress: %d reports, last %+v", len(progress), last)
+	}
+	s, err = w.l.SendAudience(w.ctx, send, w.dest, dir)
+	w.must(err)
+	if w.dest.Calls() != n || s.Confirmed != n {
+		t.Fatalf("re-run sent again: calls %d", w.dest.Calls())
+	}
+}
+
+// TestPipelinedAudienceSendStopsWithinOneBatch turns the stop switch on
+// during the third batch's consent reads: the run ends with ErrStopped
+// after the two batches already decided, the stopped batch sends nothing
+// (its first recipient is held as stopped, the rest are not started), and
+// after a resume a re-run sends each remaining recipient once.
+func TestPipelinedAudienceSendStopsWithinOneBatch(t *testing.T) {
+	w := newWorld(t)
+	const n, batch = 40, 8
+	dir := bigRelease(t, w, "big", n)
+	seq := newSequence()
+	seq.onRead = func(reads int) {
+		if reads == 2*batch+3 {
+			w.must(w.l.Stop(w.ctx, "ops", "wrong opening hours in the notice"))
+		}
+	}
+	send := ledger.AudienceSend{ReleaseID: "big", Actor: "notice-bot", Concurrency: 3, Batch: batch}
+	s, err := w.l.SendAudience(w.ctx, send, seqDest{w.dest, seq}, seqDir{dir, seq})
+	if !errors.Is(err, ledger.ErrStopped) {
+		t.Fatalf("send during a stop: %v, want ErrStopped", err)
+	}
+	if w.dest.Calls() != 2*batch || s.Confirmed != 2*batch {
+		t.Fatalf("stopped run: calls %d, confirmed %d, want %d", w.dest.Calls(), s.Confirmed, 2*batch)
+	}
+	if len(seq.read) != 3*batch {
+		t.Fatalf("%d consent reads, want the stopped batch's to be the last (%d)", len(seq.read), 3*batch)
+	}
+	if key := heldKey(t, w, "big"); !strings.Contains(key, fmt.Sprintf(":r%d:", 2*batch+1)) {
+		t.Fatalf("held %s, want the first recipient of the stopped batch", key)
+	}
+	w.must(w.l.Resume(w.ctx, "ops", "notice corrected")) // releases the stop's hold
+	s, err = w.l.SendAudience(w.ctx, send, w.dest, dir)
+	w.must(err)
+	if w.dest.Calls() != n || s.Confirmed != n {
+		t.Fatalf("after resume: calls %d, confirmed %d, want %d", w.dest.Calls(), s.Confirmed, n)
+	}
+}
+
+// heldKey is the one held recipient of a release.
+func heldKey(t *testing.T, w *world, release string) string {
+	t.Helper()
+	rows, err := w.l.AudienceRows(w.ctx, release, ledger.RowEligible, 1000, 0)
+	w.must(err)
+	var held []string
+	for _, r := range rows {
+		if r.State == ledger.StateHeld {
+			held = append(held, r.ActionKey)
+		}
+	}
+	if len(held) != 1 {
+		t.Fatalf("held recipients %v, want the one that met the stop", held)
+	}
+	return held[0]
+}
+
+// TestBeginAttemptsDecidesEachOnItsOwn runs one batch whose requests meet
+// different answers: each gets the answer BeginAttempt gives it alone, and
+// only the passing ones are in flight.
+func TestBeginAttemptsDecidesEachOnItsOwn(t *testing.T) {
+	w := newWorld(t)
+	_, err := w.l.Claim(w.ctx, ledger.TaskRef{ID: "task-7"}, "wf-ack")
+	w.must(err)
+	var keys []string
+	for _, c := range []string{"c1", "c2", "c3"} {
+		p := ackProposal("wf-ack")
+		p.Customer, p.Recipient = c, c+"@example.org"
+		a, err := w.l.Propose(w.ctx, p)
+		w.must(err)
+		_, err = w.l.Approve(w.ctx, a.Key, "lead", consentYes)
+		w.must(err)
+		keys = append(keys, a.Key)
+	}
+	ep := ledger.EndpointOf(w.dest)
+	consentNo := []ledger.MaterialRead{{Source: "crm", Field: "consent", Value: "no"}}
+	begun, err := w.l.BeginAttempts(w.ctx, []ledger.ExecuteRequest{
+		{Key: keys[0], Executor: "wf-ack", Reread: consentYes, Endpoint: ep},
+		{Key: keys[1], Executor: "wf-ack", Reread: consentNo, Endpoint: ep},
+		{Key: keys[2], Executor: "wf-ack", Endpoint: ep}, // forgot the re-read: a slip
+		{Key: keys[0], Executor: "wf-ack", Reread: consentYes, Endpoint: ep},
+		{Key: keys[2], Executor: "", Reread: consentYes, Endpoint: ep},
+		{Key: "nope", Executor: "wf-ack", Reread: consentYes, Endpoint: ep},
+	})
+	w.must(err)
+	for i, want := range []error{nil, ledger.ErrDenied, ledger.ErrInvalid, ledger.ErrInFlight, ledger.ErrInvalid, ledger.ErrNotFound} {
+		if got := begun[i].Err; (want == nil) != (got == nil) || want != nil && !errors.Is(got, want) {
+			t.Errorf("request %d: %v, want %v", i, got, want)
+		}
+	}
+	if begun[0].Message.TransportID == "" || begun[0].Attempt.Number != 1 {
+		t.Fatalf("passing request: %+v", begun[0])
+	}
+	for key, want := range map[string]ledger.State{keys[0]: ledger.StateExecuting, keys[1]: ledger.StateDenied, keys[2]: ledger.StateApproved} {
+		if got := w.state(key); got != want {
+			t.Errorf("%s: %s, want %s", key, got, want)
+		}
+	}
+	if !strings.Contains(historyText(t, w, keys[1]), "denied") {
+		t.Errorf("the denial has no history line:\n%s", historyText(t, w, keys[1]))
+	}
+	if _, err := w.l.RecordDelivery(w.ctx, begun[0].Attempt, w.l.Deliver(w.ctx, begun[0].Attempt, begun[0].Message, w.dest)); err != nil {
+		t.Fatal(err)
+	}
+	if w.state(keys[0]) != ledger.StateSent || w.dest.Calls() != 1 {
+		t.Fatalf("after delivery: %s, calls %d", w.state(keys[0]), w.dest.Calls())
+	}
+
+	// A stop holds the first request that meets it and leaves the rest not
+	// started, still approved.
+	w.must(w.l.Stop(w.ctx, "ops", "incident"))
+	begun, err = w.l.BeginAttempts(w.ctx, []ledger.ExecuteRequest{
+		{Key: keys[2], Executor: "wf-ack", Reread: consentYes, Endpoint: ep},
+		{Key: keys[0], Executor: "wf-ack", Reread: consentYes, Endpoint: ep},
+	})
+	w.must(err)
+	if !errors.Is(begun[0].Err, ledger.ErrStopped) || !errors.Is(begun[1].Err, ledger.ErrStopped) {
+		t.Fatalf("during a stop: %v / %v", begun[0].Err, begun[1].Err)
+	}
+	if w.state(keys[2]) != ledger.StateHeld || w.state(keys[0]) != ledger.StateSent {
+		t.Fatalf("during a stop: %s, %s", w.state(keys[2]), w.state(keys[0]))
+	}
+}
+
+// TestPipelinedAudienceSendCancelled cancels the run's context (an
+// operator's Ctrl-C) during the second batch's consent reads, and in
+// another run at the second batch's first send: the run ends with the
+// context's error, no recipient is left in flight (decided but not handed
+// over is recorded as not delivered), nothing is sent twice, and a re-run
+// completes the release with each recipient once.
+func TestPipelinedAudienceSendCancelled(t *testing.T) {
+	for _, at := range []string{"ConsentRead", "Send"} {
+		t.Run(at, func(t *testing.T) { cancelledSend(t, at) })
+	}
+}
+
+func cancelledSend(t *testing.T, at string) {
+	w := newWorld(t)
+	const n, batch = 40, 8
+	dir := bigRelease(t, w, "big", n)
+	ctx, cancel := context.WithCancel(w.ctx)
+	defer cancel()
+	seq := newSequence()
+	if at == "ConsentRead" {
+		seq.onRead = func(reads int) {
+			if reads == batch+2 {
+				cancel()
+			}
+		}
+	} else {
+		seq.onSend = func(sends int) {
+			if sends == batch+1 {
+				cancel()
+			}
+		}
+	}
+	send := ledger.AudienceSend{ReleaseID: "big", Actor: "notice-bot", Concurrency: 3, Batch: batch}
+	_, err := w.l.SendAudience(ctx, send, seqDest{w.dest, seq}, seqDir{dir, seq})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled send: %v, want context.Canceled", err)
+	}
+	if w.dest.Calls() > 2*batch {
+		t.Fatalf("%d sends after a cancel in the second batch", w.dest.Calls())
+	}
+	rows, err := w.l.AudienceRows(w.ctx, "big", ledger.RowEligible, n, 0)
+	w.must(err)
+	withdrawn := 0
+	for _, r := range rows {
+		if r.State == ledger.StateExecuting {
+			t.Fatalf("%s left in flight by a cancelled run", r.ActionKey)
+		}
+		atts, err := w.l.Attempts(w.ctx, r.ActionKey)
+		w.must(err)
+		for _, a := range atts {
+			if strings.Contains(a.Response, "the run ended before it was handed over") {
+				withdrawn++
+			}
+		}
+	}
+	t.Logf("cancelled at %s: %d sends, %d decided attempts withdrawn", at, w.dest.Calls(), withdrawn)
+	// Every attempt the second batch decided was either sent or withdrawn.
+	if at == "Send" && w.dest.Calls()+withdrawn != 2*batch {
+		t.Fatalf("%d sends and %d withdrawn; want the two batches' %d", w.dest.Calls(), withdrawn, 2*batch)
+	}
+	s, err := w.l.SendAudience(w.ctx, send, w.dest, dir)
+	w.must(err)
+	if s.Confirmed != n {
+		t.Fatalf("after the re-run %d of %d confirmed: %+v", s.Confirmed, n, s)
+	}
+	for _, m := range w.dest.Arrived() {
+		if w.dest.Arrivals(m.ActionKey) != 1 {
+			t.Fatalf("%s arrived %d times", m.ActionKey, w.dest.Arrivals(m.ActionKey))
+		}
+	}
+}
+
+// closingDest closes the ledger while its first message is being handed
+// over, as a ledger whose storage failed mid-run.
+type closingDest struct {
+	*fakes.Destination
+	l    *ledger.Ledger
+	once sync.Once
+}
+
+func (d *closingDest) Send(ctx context.Context, m ledger.Message) (ledger.Receipt, error) {
+	d.once.Do(func() { d.l.Close() })
+	return d.Destination.Send(ctx, m)
+}
+
+// TestPipelinedAudienceSendEndsWhenOutcomesCannotBeRecorded: when the
+// ledger can no longer record (its storage gone), the run stops at once
+// with an error that says the outcome was not recorded and is unknown, and
+// nothing more is sent.
+func TestPipelinedAudienceSendEndsWhenOutcomesCannotBeRecorded(t *testing.T) {
+	w := newWorld(t)
+	const n, batch = 40, 8
+	dir := bigRelease(t, w, "big", n)
+	dest := &closingDest{Destination: w.dest, l: w.l}
+	send := ledger.AudienceSend{ReleaseID: "big", Actor: "notice-bot", Concurrency: 3, Batch: batch}
+	_, err := w.l.SendAudience(w.ctx, send, dest, dir)
+	if !errors.Is(err, ledger.ErrNotRecorded) || !errors.Is(err, ledger.ErrUnknownOutcome) {
+		t.Fatalf("send on a failed ledger: %v, want ErrNotRecorded and ErrUnknownOutcome", err)
+	}
+	if w.dest.Calls() > batch {
+		t.Fatalf("%d sends after the ledger failed in the first batch", w.dest.Calls())
+	}
+}
+
+// TestRecordDeliveriesAnswersAsRecordDelivery records two deliveries in one
+// transaction (one accepted, one unknown) with the answers RecordDelivery
+// gives, and on a ledger that cannot record, ErrNotRecorded for each.
+func TestRecordDeliveriesAnswersAsRecordDelivery(t *testing.T) {
+	w := newWorld(t)
+	_, err := w.l.Claim(w.ctx, ledger.TaskRef{ID: "task-7"}, "wf-ack")
+	w.must(err)
+	var reqs []ledger.ExecuteRequest
+	for _, c := range []string{"c1", "c2", "c3"} {
+		p := ackProposal("wf-ack")
+		p.Customer, p.Recipient = c, c+"@example.org"
+		a, err := w.l.Propose(w.ctx, p)
+		w.must(err)
+		_, err = w.l.Approve(w.ctx, a.Key, "lead", consentYes)
+		w.must(err)
+		reqs = append(reqs, ledger.ExecuteRequest{Key: a.Key, Executor: "wf-ack", Reread: consentYes, Endpoint: ledger.EndpointOf(w.dest)})
+	}
+	begun, err := w.l.BeginAttempts(w.ctx, reqs)
+	w.must(err)
+	unknown := &ledger.DeliveryError{Outcome: ledger.OutcomeUnknown, Err: errors.New("connection lost after the final dot")}
+	ds := []ledger.Delivery{{Outcome: ledger.OutcomeAccepted, Receipt: ledger.Receipt{Response: "250 ok"}},
+		{Outcome: ledger.OutcomeUnknown, Err: unknown}}
+	res, errs := w.l.RecordDeliveries(w.ctx, []ledger.Attempt{begun[0].Attempt, begun[1].Attempt}, ds)
+	if errs[0] != nil || res[0].Action.State != ledger.StateSent {
+		t.Fatalf("accepted: %v, %s", errs[0], res[0].Action.State)
+	}
+	if !errors.Is(errs[1], ledger.ErrUnknownOutcome) || res[1].Action.State != ledger.StateUnknown {
+		t.Fatalf("unknown: %v, %s", errs[1], res[1].Action.State)
+	}
+	w.l.Close()
+	_, errs = w.l.RecordDeliveries(w.ctx, []ledger.Attempt{begun[2].Attempt}, ds[:1])
+	if !errors.Is(errs[0], ledger.ErrNotRecorded) || !errors.Is(errs[0], ledger.ErrUnknownOutcome) {
+		t.Fatalf("on a closed ledger: %v, want ErrNotRecorded and ErrUnknownOutcome", errs[0])
+	}
+}

@@ -1,0 +1,137 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Begun is what BeginAttempts decided for one request: the recorded attempt
+// and the message to hand over, or the refusal (Err) that recorded none.
+type Begun struct {
+	Attempt Attempt
+	Message Message
+	Err     error
+}
+
+// BeginAttempts is the deciding step of Execute for many actions at once
+// (group commit): in one durable BEGIN IMMEDIATE transaction it runs, for
+// each request in order, exactly the checks BeginAttempt runs and records
+// each attempt that passes them, so one fsync makes many intents durable.
+// Each request is decided on its own: a refusal of one (denied, held, a
+// duplicate block) commits with its history line and does not affect the
+// others, exactly as if BeginAttempt had been called for it.
+//
+// Two exceptions keep a batch no worse than single calls. A stop refuses
+// the first request that meets it (held, as BeginAttempt would) and the
+// rest of the batch is not started at all: they stay approved and nothing
+// is recorded for them, so resuming sends them. A storage failure records
+// nothing of the batch and is returned as the error, wrapping
+// ErrNotRecorded.
+//
+// The returned slice has one entry per request, in order. No message may be
+// handed over before BeginAttempts returns: only then are the intents
+// durable.
+func (l *Ledger) BeginAttempts(ctx context.Context, reqs []ExecuteRequest) ([]Begun, error) {
+	out := make([]Begun, len(reqs))
+	err := l.write(ctx, func(t *wtx) error {
+		var stopped error
+		for i, req := range reqs {
+			if err := req.validate(); err != nil {
+				out[i] = Begun{Err: err} // a caller's slip records nothing
+				continue
+			}
+			if stopped != nil {
+				out[i] = Begun{Err: &StateError{Key: req.Key, Err: ErrStopped,
+					Hint: fmt.Sprintf("not started: %v; it stays approved until execution resumes", stopped)}}
+				continue
+			}
+			b, err := t.beginOne(req)
+			if err != nil {
+				return err
+			}
+			out[i] = b
+			if errors.Is(b.Err, ErrStopped) {
+				stopped = b.Err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("begin %d attempts: %w", len(reqs), err)
+	}
+	return out, nil
+}
+
+// beginOne decides one request of a batch (see savepoint).
+func (t *wtx) beginOne(req ExecuteRequest) (Begun, error) {
+	var b Begun
+	answer, err := t.savepoint(func() (err error) {
+		b.Attempt, b.Message, err = t.beginAttempt(req)
+		return err
+	})
+	b.Err = answer
+	return b, err
+}
+
+// savepoint runs one request of a batch inside a savepoint, so that what a
+// single call would have rolled back (a caller's slip, a refusal that
+// records nothing) is rolled back for this request alone, and what it would
+// have committed (its change, a refusal with its history line) stays. The
+// gate's answer is returned first; a storage failure, returned second, ends
+// the batch.
+func (t *wtx) savepoint(fn func() error) (answer, failure error) {
+	if _, err := t.Exec(`SAVEPOINT one`); err != nil {
+		return nil, fmt.Errorf("savepoint: %w", err)
+	}
+	err := fn()
+	var keep *committedRefusal
+	switch {
+	case err == nil:
+	case errors.As(err, &keep):
+		err = keep.err
+	case isStorageFailure(err), errors.Is(err, errNeedsDurable):
+		return nil, err
+	default:
+		if _, rerr := t.Exec(`ROLLBACK TO one`); rerr != nil {
+			return nil, fmt.Errorf("roll back to savepoint: %w", rerr)
+		}
+	}
+	if _, rerr := t.Exec(`RELEASE one`); rerr != nil {
+		return nil, fmt.Errorf("release savepoint: %w", rerr)
+	}
+	return err, nil
+}
+
+// RecordDeliveries is RecordDelivery for many attempts in one transaction
+// (relaxed, as RecordOutcome's): each delivery is recorded exactly as
+// RecordDelivery records it and gets the same result and error. When the
+// ledger cannot record the batch, every entry's error wraps ErrNotRecorded
+// and ErrUnknownOutcome, as RecordDelivery's would.
+func (l *Ledger) RecordDeliveries(ctx context.Context, atts []Attempt, ds []Delivery) ([]Result, []error) {
+	actions := make([]Action, len(atts))
+	answers := make([]error, len(atts))
+	err := l.writeRelaxed(context.WithoutCancel(ctx), func(t *wtx) error {
+		for i, att := range atts {
+			answer, err := t.savepoint(func() (err error) {
+				actions[i], err = t.recordOutcome(att.TransportID, ds[i].Outcome, ds[i].response())
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			answers[i] = answer
+		}
+		return nil
+	})
+	results := make([]Result, len(atts))
+	errs := make([]error, len(atts))
+	for i, att := range atts {
+		recErr := answers[i]
+		if err != nil {
+			recErr = err
+		}
+		results[i], errs[i] = deliveryResult(att, ds[i], actions[i], recErr)
+	}
+	return results, errs
+}
