@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 
 	"gatehouse/ledger"
 	"gatehouse/ledger/smtpdest"
+	"gatehouse/testmailbox"
 )
 
 // countingServer is a real go-smtp server on loopback that counts sessions
@@ -208,5 +210,37 @@ func TestPooledSendsInParallel(t *testing.T) {
 	sendN(t, d, "after-close", 2)
 	if s, _ := cs.counts(); s != before+2 {
 		t.Fatalf("after Close: %d new sessions, want 2", s-before)
+	}
+}
+
+// TestPooledSessionOverSTARTTLSAndAuth: a reused session is the one that
+// negotiated TLS and authenticated; later messages travel inside it (RSET,
+// no second STARTTLS or AUTH), and every one arrives once.
+func TestPooledSessionOverSTARTTLSAndAuth(t *testing.T) {
+	ctx := ctxT(t)
+	var transcript lockedBuffer
+	mb, err := testmailbox.Start(ctx, testmailbox.Config{TLS: testmailbox.TLSRequire, RequireAuth: true,
+		AuthUsername: tlsUser, AuthPassword: tlsPass, Debug: &transcript})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mb.Close()
+	d := newDest(t, withCredentials(mb.Target()))
+	for i, err := range sendN(t, d, "tls-pooled", 5) {
+		if err != nil {
+			t.Fatalf("message %d: %v", i+1, err)
+		}
+	}
+	if n, err := mb.Count(ctx, testmailbox.Filter{}); err != nil || n != 5 {
+		t.Fatalf("arrivals = %d (%v), want 5", n, err)
+	}
+	text := transcript.String()
+	for _, c := range []struct {
+		command string
+		want    int
+	}{{"STARTTLS\r\n220 ", 1}, {"AUTH PLAIN ", 1}, {"RSET\r\n", 4}, {"MAIL FROM:", 5}} {
+		if got := strings.Count(text, c.command); got != c.want {
+			t.Errorf("%q %d times in the server transcript, want %d", strings.TrimSpace(c.command), got, c.want)
+		}
 	}
 }
