@@ -119,13 +119,7 @@ type Options struct {
 // under CI=true).
 func StartCluster(t testing.TB, o Options) *Cluster {
 	t.Helper()
-	c, err := startWith(o)
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("PostgreSQL cluster: %v", err)
-		}
-		t.Skipf("SKIPPING: PostgreSQL cluster: %v", err)
-	}
+	c := mustStart(t, o)
 	t.Cleanup(c.Stop)
 	return c
 }
@@ -134,6 +128,15 @@ func StartCluster(t testing.TB, o Options) *Cluster {
 // whole test binary (stopped by Main), e.g. by several benchmarks.
 func StartClusterForProcess(t testing.TB, o Options) *Cluster {
 	t.Helper()
+	c := mustStart(t, o)
+	extra = append(extra, c)
+	return c
+}
+
+// mustStart starts a cluster or ends the test: skipped where no server can
+// be had, failed under CI=true, where a skip would hide the suite.
+func mustStart(t testing.TB, o Options) *Cluster {
+	t.Helper()
 	c, err := startWith(o)
 	if err != nil {
 		if os.Getenv("CI") == "true" {
@@ -141,7 +144,6 @@ func StartClusterForProcess(t testing.TB, o Options) *Cluster {
 		}
 		t.Skipf("SKIPPING: PostgreSQL cluster: %v", err)
 	}
-	extra = append(extra, c)
 	return c
 }
 
