@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -247,12 +250,16 @@ func TestMultiHost(t *testing.T) {
 		mb.ClearFaults()
 	}
 
+	// Kills at the send's other step boundaries on host a; host b finishes.
+	boundaryKills := killAtStepBoundaries(t, ctx, loc, mb, a, b, bin, env, l)
+
 	v, err := proof.CheckByMessageID(ctx, l, mb)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("multi-host proof: hosts %d, keys raced %d (each by both hosts), partitions 1, kills 1; %s", len(n.hosts), raced, v)
-	if !v.OK() || v.Sent != raced+2 || v.Arrivals != raced+2 {
+	t.Logf("multi-host proof: hosts %d, keys raced %d (each by both hosts), partitions 1, kills %d (after the mailbox stored, %s); %s",
+		len(n.hosts), raced, 1+len(boundaryKills), strings.Join(boundaryKills, ", "), v)
+	if want := raced + 2 + len(boundaryKills); !v.OK() || v.Sent != want || v.Arrivals != want {
 		t.Fatalf("%s\n%s", v, v.Summary())
 	}
 }
@@ -285,4 +292,194 @@ func reconcileUntilSettled(t *testing.T, h *testHost, bin string, env []string, 
 		}
 		time.Sleep(300 * time.Millisecond) // the lease runs by the server's clock: poll it
 	}
+}
+
+// killAtStepBoundaries kills host a's executor at the step boundaries of a
+// send that the mailbox-stored kill above does not reach, and has host b
+// finish each action:
+//   - before the intent: the test holds the ledger's decision lock, so a's
+//     send waits to record its attempt; a is killed while it waits, nothing
+//     of it is recorded, and b sends;
+//   - intent recorded, nothing handed over: the destination is a relay the
+//     test freezes, so a's attempt is durable and its SMTP session open but
+//     silent; a is killed, b's recovery finds its executor gone, b's
+//     reconcile finds no such message (held as safe to retry), a person
+//     releases the hold and b sends.
+//
+// It returns the names of the boundaries it killed at.
+func killAtStepBoundaries(t *testing.T, ctx context.Context, loc string, mb *testmailbox.Mailbox, a, b *testHost,
+	bin string, env []string, l *ledger.Ledger) []string {
+	t.Helper()
+	db, err := sql.Open("pgx", loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	relay := newFreezingRelay(t, mb.SMTPAddr())
+	sd, err := smtpdest.New(strings.Replace(mb.Target(), mb.SMTPAddr(), relay.addr(), 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := ledger.EndpointOf(sd.Gate())
+	send := []string{"send", "--as", "wf", "--material", "crm.consent=yes", "--key"}
+	var done []string
+	for _, boundary := range []string{"before the intent", "intent recorded"} {
+		event := strings.ReplaceAll(boundary, " ", "-")
+		act, err := l.Propose(ctx, ledger.Proposal{Task: ledger.TaskRef{ID: "task-1"}, Customer: "c", Event: event, ActionType: "reply_ack",
+			Target: "task-1", Recipient: event + "@example.org", Subject: "Hello", Body: "We are on it.", Actor: "wf",
+			Destination: ep.Destination, Lookup: ep.Lookup})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Approve(ctx, act.Key, "lead", consentYes); err != nil {
+			t.Fatal(err)
+		}
+		var lock *sql.Conn
+		if boundary == "before the intent" {
+			if lock, err = db.Conn(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := lock.ExecContext(ctx, `SELECT pg_advisory_lock($1)`, decisionLockKey); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			relay.freeze()
+		}
+		cmd := a.gate(bin, env, append(send, act.Key)...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if boundary == "before the intent" {
+			awaitCount(t, db, boundary, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`)
+		} else {
+			awaitCount(t, db, boundary, `SELECT count(*) FROM attempts WHERE action_key = '`+act.Key+`' AND outcome = ''`)
+			for relay.held() == 0 {
+				awaitCount(t, db, boundary, `SELECT 1`) // a's session reaches the relay just after its intent
+			}
+		}
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		cmd.Wait()
+		if lock != nil {
+			if _, err := lock.ExecContext(ctx, `SELECT pg_advisory_unlock($1)`, decisionLockKey); err != nil {
+				t.Fatal(err)
+			}
+			lock.Close()
+			var attempts int
+			if err := db.QueryRowContext(ctx, `SELECT count(*) FROM attempts WHERE action_key = $1`, act.Key).Scan(&attempts); err != nil || attempts != 0 {
+				t.Fatalf("%s: %d attempts recorded by the killed host (%v), want 0", boundary, attempts, err)
+			}
+		} else {
+			relay.thaw()
+			// Nothing arrived: the gate holds the action as safe to retry,
+			// and a person on host b lets it go.
+			if state := reconcileUntilSettled(t, b, bin, env, act.Key); state != "held" {
+				out, _ := b.gate(bin, env, "show", "--key", act.Key).CombinedOutput()
+				t.Fatalf("%s: after host b's reconcile %s is %s, want held as safe to retry (nothing was handed over)\n%s", boundary, act.Key, state, out)
+			}
+			if out, err := b.gate(bin, env, "release-hold", "--key", act.Key, "--as", "lead",
+				"--reason", "the mailbox has no such message").CombinedOutput(); err != nil {
+				t.Fatalf("%s: host b's release-hold: %v: %s", boundary, err, out)
+			}
+		}
+		if out, err := b.gate(bin, env, append(send, act.Key)...).CombinedOutput(); err != nil {
+			t.Fatalf("%s: host b's send: %v: %s", boundary, err, out)
+		}
+		done = append(done, boundary)
+	}
+	return done
+}
+
+// decisionLockKey is the advisory lock every deciding write on a
+// PostgreSQL ledger takes (the ledger's application id, "GHLD").
+const decisionLockKey = int64(0x47484C44)
+
+// awaitCount waits until query counts at least one row, polling the server
+// (the state awaited is another process's, seen only there).
+func awaitCount(t *testing.T, db *sql.DB, what, query string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var n int
+		if err := db.QueryRow(query).Scan(&n); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if n > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %q still counts 0 after 30 s", what, query)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// freezingRelay forwards SMTP connections to the mailbox; frozen, it takes
+// new connections and says nothing on them, as a server that accepted the
+// connection but hangs before its greeting.
+type freezingRelay struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	frozen bool
+	quiet  []net.Conn
+}
+
+func newFreezingRelay(t *testing.T, target string) *freezingRelay {
+	t.Helper()
+	host, _, err := net.SplitHostPort(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &freezingRelay{ln: ln, target: target}
+	t.Cleanup(func() { ln.Close(); r.thaw() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			r.mu.Lock()
+			if r.frozen {
+				r.quiet = append(r.quiet, c)
+				r.mu.Unlock()
+				continue
+			}
+			r.mu.Unlock()
+			go relayConn(c, target)
+		}
+	}()
+	return r
+}
+
+func (r *freezingRelay) addr() string { return r.ln.Addr().String() }
+
+func (r *freezingRelay) freeze() { r.mu.Lock(); r.frozen = true; r.mu.Unlock() }
+
+func (r *freezingRelay) held() int { r.mu.Lock(); defer r.mu.Unlock(); return len(r.quiet) }
+
+// thaw forwards new connections again and closes the silent ones.
+func (r *freezingRelay) thaw() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.frozen = false
+	for _, c := range r.quiet {
+		c.Close()
+	}
+	r.quiet = nil
+}
+
+func relayConn(c net.Conn, target string) {
+	defer c.Close()
+	up, err := net.Dial("tcp", target)
+	if err != nil {
+		return
+	}
+	defer up.Close()
+	go io.Copy(up, c)
+	io.Copy(c, up)
 }
