@@ -18,8 +18,11 @@ import (
 // classified exactly as on a fresh connection. A session is reused only
 // after a clean 250: one that saw an unknown outcome, a rejection, a
 // timeout or a cancelled send is closed, because a late reply may still be
-// in its pipe. Before reuse the session is reset with RSET; a server that
-// refuses RSET, or has closed the session meanwhile, costs one fresh
+// in its pipe. Before reuse the session is probed with NOOP (the 250 that
+// pooled it ended its mail transaction, so there is nothing to reset; RSET
+// would also make the client greet again, with an EHLO after which some
+// servers forget the authentication); a server that refuses NOOP, or has
+// closed the session meanwhile, costs one fresh
 // connection and nothing else, since nothing of the message was sent yet.
 const (
 	// DefaultPoolSize is how many idle sessions a Destination keeps.
@@ -49,8 +52,8 @@ type pool struct {
 	done bool
 }
 
-// reuse returns an idle session that answered RSET, or nil when there is
-// none and the caller must connect. Sessions that fail RSET or idled too
+// reuse returns an idle session that answered NOOP, or nil when there is
+// none and the caller must connect. Sessions that fail NOOP or idled too
 // long are closed on the way.
 func (d *Destination) reuse(ctx context.Context) (net.Conn, *smtp.Client) {
 	for ctx.Err() == nil { // a cancelled send must not close the idle sessions one by one
@@ -59,7 +62,7 @@ func (d *Destination) reuse(ctx context.Context) (net.Conn, *smtp.Client) {
 			return nil, nil
 		}
 		stop := context.AfterFunc(ctx, func() { s.conn.Close() })
-		err := s.c.Reset()
+		err := s.c.Noop()
 		if stop() && err == nil {
 			return s.conn, s.c
 		}

@@ -79,7 +79,7 @@ func (s *countingSession) Data(r io.Reader) error {
 	return nil
 }
 
-// Reset runs after every message and on RSET; a dropping server closes the
+// Reset runs after every message (and on RSET); a dropping server closes the
 // session here, after its 250 was written.
 func (s *countingSession) Reset() {
 	if s.cs.dropAfter && s.accepted {
@@ -134,7 +134,7 @@ func TestPoolSizeZeroConnectsPerMessage(t *testing.T) {
 
 // TestDroppedIdleSessionCostsOnlyAReconnect: the server closes each
 // session right after its 250, before it reads another command, so the
-// next send's RSET is never answered: it connects afresh, and no message is
+// next send's NOOP is never answered: it connects afresh, and no message is
 // lost or reported as not delivered.
 func TestDroppedIdleSessionCostsOnlyAReconnect(t *testing.T) {
 	cs := startCounting(t, &countingServer{dropAfter: true})
@@ -214,8 +214,8 @@ func TestPooledSendsInParallel(t *testing.T) {
 }
 
 // TestPooledSessionOverSTARTTLSAndAuth: a reused session is the one that
-// negotiated TLS and authenticated; later messages travel inside it (RSET,
-// no second STARTTLS or AUTH), and every one arrives once.
+// negotiated TLS and authenticated; later messages travel inside it (a NOOP
+// probe, no second EHLO, STARTTLS or AUTH), and every one arrives once.
 func TestPooledSessionOverSTARTTLSAndAuth(t *testing.T) {
 	ctx := ctxT(t)
 	var transcript lockedBuffer
@@ -238,7 +238,7 @@ func TestPooledSessionOverSTARTTLSAndAuth(t *testing.T) {
 	for _, c := range []struct {
 		command string
 		want    int
-	}{{"STARTTLS\r\n220 ", 1}, {"AUTH PLAIN ", 1}, {"RSET\r\n", 4}, {"MAIL FROM:", 5}} {
+	}{{"STARTTLS\r\n220 ", 1}, {"AUTH PLAIN ", 1}, {"EHLO ", 2}, {"NOOP\r\n", 4}, {"RSET\r\n", 0}, {"MAIL FROM:", 5}} {
 		if got := strings.Count(text, c.command); got != c.want {
 			t.Errorf("%q %d times in the server transcript, want %d", strings.TrimSpace(c.command), got, c.want)
 		}

@@ -409,7 +409,9 @@ func (d *Destination) Send(ctx context.Context, msg ledger.Message) (ledger.Rece
 		// cannot have taken the message.
 		return ledger.Receipt{}, fail(ledger.OutcomeNotDelivered, "message body", withCtx(err))
 	}
-	conn.SetWriteDeadline(time.Time{})
+	// The write deadline stays on for the final flush of the body's tail and
+	// "." (go-smtp writes them before it sets its own deadline for the
+	// reply, and clears every deadline afterwards).
 	resp, err := w.CloseWithResponse()
 	if err != nil {
 		var se *smtp.SMTPError
