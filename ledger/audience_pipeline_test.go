@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"gatehouse/fakes"
 	"gatehouse/ledger"
@@ -389,5 +390,45 @@ func TestRecordDeliveriesAnswersAsRecordDelivery(t *testing.T) {
 	_, errs = w.l.RecordDeliveries(w.ctx, []ledger.Attempt{begun[2].Attempt}, ds[:1])
 	if !errors.Is(errs[0], ledger.ErrNotRecorded) || !errors.Is(errs[0], ledger.ErrUnknownOutcome) {
 		t.Fatalf("on a closed ledger: %v, want ErrNotRecorded and ErrUnknownOutcome", errs[0])
+	}
+}
+
+// TestDeliverCountsTheLeaseFromTheAttemptsBeginning: a batch's attempts
+// begin together and are handed over one after another. One handed over
+// after three quarters of its lease is not sent at all (recovery may
+// already call it unknown, and a reconciliation finding nothing would allow
+// a retry while it lands); one handed over earlier is sent.
+func TestDeliverCountsTheLeaseFromTheAttemptsBeginning(t *testing.T) {
+	const lease = 4 * time.Minute
+	w := newWorld(t)
+	w.l.Close()
+	w.open(ledger.WithLease(lease))
+	_, err := w.l.Claim(w.ctx, ledger.TaskRef{ID: "task-7"}, "wf-ack")
+	w.must(err)
+	var reqs []ledger.ExecuteRequest
+	for _, c := range []string{"c1", "c2"} {
+		p := ackProposal("wf-ack")
+		p.Customer, p.Recipient = c, c+"@example.org"
+		a, err := w.l.Propose(w.ctx, p)
+		w.must(err)
+		_, err = w.l.Approve(w.ctx, a.Key, "lead", consentYes)
+		w.must(err)
+		reqs = append(reqs, ledger.ExecuteRequest{Key: a.Key, Executor: "wf-ack", Reread: consentYes, Endpoint: ledger.EndpointOf(w.dest)})
+	}
+	begun, err := w.l.BeginAttempts(w.ctx, reqs)
+	w.must(err)
+
+	w.clock.Advance(lease / 2)
+	first := w.l.Deliver(w.ctx, begun[0].Attempt, begun[0].Message, w.dest)
+	if first.Outcome != ledger.OutcomeAccepted || w.dest.Calls() != 1 {
+		t.Fatalf("handed over at half its lease: %s (%v), %d calls", first.Outcome, first.Err, w.dest.Calls())
+	}
+	w.clock.Advance(lease/4 + time.Second)
+	late := w.l.Deliver(w.ctx, begun[1].Attempt, begun[1].Message, w.dest)
+	if late.Outcome != ledger.OutcomeNotDelivered || w.dest.Calls() != 1 {
+		t.Fatalf("handed over past three quarters of its lease: %s (%v), %d calls; want not delivered, never sent", late.Outcome, late.Err, w.dest.Calls())
+	}
+	if _, err := w.l.RecordDelivery(w.ctx, begun[1].Attempt, late); !errors.Is(err, ledger.ErrNotDelivered) {
+		t.Fatalf("recording the late attempt: %v, want ErrNotDelivered", err)
 	}
 }

@@ -60,6 +60,10 @@ func (l *Ledger) BeginAttempts(ctx context.Context, reqs []ExecuteRequest) ([]Be
 	if err != nil {
 		return nil, fmt.Errorf("begin %d attempts: %w", len(reqs), err)
 	}
+	now := l.clock.Now()
+	for i := range out {
+		out[i].Attempt.begun = now
+	}
 	return out, nil
 }
 
@@ -84,6 +88,10 @@ func (t *wtx) savepoint(fn func() error) (answer, failure error) {
 	if _, err := t.Exec(`SAVEPOINT one`); err != nil {
 		return nil, fmt.Errorf("savepoint: %w", err)
 	}
+	// What the next history line will carry is kept in memory beside the
+	// rows: a rollback to the savepoint must take it back too, or a
+	// rolled-back request's facts would ride on the next request's line.
+	movedKey, movedTo, detail, counter := t.movedKey, t.movedTo, t.detail, t.counter
 	err := fn()
 	var keep *committedRefusal
 	switch {
@@ -96,6 +104,7 @@ func (t *wtx) savepoint(fn func() error) (answer, failure error) {
 		if _, rerr := t.Exec(`ROLLBACK TO one`); rerr != nil {
 			return nil, fmt.Errorf("roll back to savepoint: %w", rerr)
 		}
+		t.movedKey, t.movedTo, t.detail, t.counter = movedKey, movedTo, detail, counter
 	}
 	if _, rerr := t.Exec(`RELEASE one`); rerr != nil {
 		return nil, fmt.Errorf("release savepoint: %w", rerr)

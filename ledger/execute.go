@@ -75,19 +75,31 @@ type Delivery struct {
 
 // Deliver hands msg, the message BeginAttempt returned for att, to dest once
 // and classifies the result. It is the only caller of Destination.Send in
-// the gate. The send is bounded to three quarters of the attempt's lease,
-// measured on the ledger's clock like the lease itself:
-// once the lease runs out, recovery may declare the attempt unknown and a
+// the gate. The send must end within three quarters of the attempt's lease
+// counted from when the attempt began (not from when Deliver is called: a
+// batch's attempts all begin at once and are handed over one after
+// another), measured on the ledger's clock like the lease itself: once the
+// lease runs out, recovery may declare the attempt unknown and a
 // reconciliation that finds nothing yet would allow a retry while this send
-// still lands. A destination other than the one the attempt recorded is not
-// called at all.
+// still lands. An attempt whose budget is spent before it is handed over is
+// not sent at all (not delivered), nor is one for a destination other than
+// the one the attempt recorded.
 func (l *Ledger) Deliver(ctx context.Context, att Attempt, msg Message, dest Destination) Delivery {
 	if id := dest.Identity(); id != att.Destination {
 		err := &DeliveryError{Outcome: OutcomeNotDelivered,
 			Err: fmt.Errorf("attempt %d of %s was recorded for %s, not %s; nothing was sent", att.Number, att.ActionKey, att.Destination, id)}
 		return Delivery{Outcome: OutcomeNotDelivered, Err: err}
 	}
-	sendCtx, cancel := WithClockTimeout(ctx, l.clock, l.lease*3/4)
+	budget := l.lease * 3 / 4
+	if !att.begun.IsZero() {
+		budget -= l.clock.Now().Sub(att.begun)
+	}
+	if budget <= 0 {
+		err := &DeliveryError{Outcome: OutcomeNotDelivered,
+			Err: fmt.Errorf("attempt %d of %s waited past three quarters of its lease before it could be handed over; nothing was sent", att.Number, att.ActionKey)}
+		return Delivery{Outcome: OutcomeNotDelivered, Err: err}
+	}
+	sendCtx, cancel := WithClockTimeout(ctx, l.clock, budget)
 	defer cancel()
 	rcpt, err := dest.Send(sendCtx, msg)
 	return Delivery{Outcome: ClassifyDelivery(err), Receipt: rcpt, Err: err}
@@ -162,6 +174,7 @@ func (l *Ledger) BeginAttempt(ctx context.Context, req ExecuteRequest) (Attempt,
 		att, msg, err = t.beginAttempt(req)
 		return err
 	})
+	att.begun = l.clock.Now()
 	return att, msg, err
 }
 

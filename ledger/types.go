@@ -161,6 +161,10 @@ type Attempt struct {
 	OutcomeAt   time.Time
 	Response    string
 	Reconciled  bool // the outcome was established by reconciliation
+	// begun is when BeginAttempt(s) returned the attempt to this process, on
+	// the ledger's clock in this process (not the server's, which can
+	// disagree): Deliver bounds the send from here.
+	begun time.Time
 }
 
 // MaterialCheck records one re-read of a material field before execution.
