@@ -135,3 +135,31 @@ func TestCheckNamesBrokenHistory(t *testing.T) {
 		}
 	}
 }
+
+// TestEventsByIDReadsMoreLinesThanAStatementCarries: a review of a large
+// incident reads back more history lines than one statement may carry
+// parameters (32,766 on SQLite); every one comes back, once, in order.
+func TestEventsByIDReadsMoreLinesThanAStatementCarries(t *testing.T) {
+	w := newWorld(t)
+	a := w.approved("wf-ack")
+	evs, err := w.l.History(w.ctx, ledger.HistoryFilter{ActionKey: a.Key})
+	w.must(err)
+	if len(evs) == 0 {
+		t.Fatal("no history")
+	}
+	// 40,000 ids: the real lines, many times over, and ids that do not exist.
+	var ids []int64
+	for i := 0; len(ids) < 40_000; i++ {
+		ids = append(ids, evs[i%len(evs)].ID, int64(1_000_000+i))
+	}
+	got, err := w.l.EventsByID(w.ctx, ids)
+	w.must(err)
+	if len(got) != len(evs) {
+		t.Fatalf("%d lines back, want the %d that exist, once each", len(got), len(evs))
+	}
+	for i := 1; i < len(got); i++ {
+		if got[i].ID <= got[i-1].ID {
+			t.Fatalf("lines out of order at %d: %d after %d", i, got[i].ID, got[i-1].ID)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -182,36 +183,54 @@ func reviewReads(tx queryTx, f *ReviewFacts) error {
 	return rows.Err()
 }
 
+// eventsPerQuery is how many history lines EventsByID asks for at once.
+const eventsPerQuery = 1000
+
 // EventsByID reads the given history lines, in id order: a review keeps
 // a million lines without their sentences and reads back the ones it shows.
 func (l *Ledger) EventsByID(ctx context.Context, ids []int64) ([]Event, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	args := make([]any, len(ids))
-	for i, id := range ids {
-		args[i] = id
-	}
-	ph := strings.TrimSuffix(strings.Repeat("?,", len(ids)), ",")
+	sorted := slices.Clone(ids)
+	slices.Sort(sorted)
+	sorted = slices.Compact(sorted) // an id in two chunks would come back twice
 	var out []Event
 	err := l.read(ctx, func(tx queryTx) error {
-		rows, err := tx.Query(`SELECT id, at, actor, task_id, action_key, kind, message, reason, to_state, detail
-			FROM events WHERE id IN (`+ph+`) ORDER BY id`, args...)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var e Event
-			var at int64
-			var kind string
-			if err := rows.Scan(&e.ID, &at, &e.Actor, &e.TaskID, &e.ActionKey, &kind, &e.Message, &e.Reason, &e.ToState, &e.Detail); err != nil {
+		out = out[:0]
+		// In chunks: an incident can have tens of thousands of lines to
+		// show (a release's hold releases), more than a statement may carry
+		// parameters (32,766 on SQLite); one snapshot for all of them.
+		for chunk := range slices.Chunk(sorted, eventsPerQuery) {
+			args := make([]any, len(chunk))
+			for i, id := range chunk {
+				args[i] = id
+			}
+			ph := strings.TrimSuffix(strings.Repeat("?,", len(chunk)), ",")
+			rows, err := tx.Query(`SELECT id, at, actor, task_id, action_key, kind, message, reason, to_state, detail
+				FROM events WHERE id IN (`+ph+`) ORDER BY id`, args...)
+			if err != nil {
 				return err
 			}
-			e.At, e.Kind = fromNS(at), EventKind(kind)
-			out = append(out, e)
+			for rows.Next() {
+				var e Event
+				var at int64
+				var kind string
+				if err := rows.Scan(&e.ID, &at, &e.Actor, &e.TaskID, &e.ActionKey, &kind, &e.Message, &e.Reason, &e.ToState, &e.Detail); err != nil {
+					rows.Close()
+					return err
+				}
+				e.At, e.Kind = fromNS(at), EventKind(kind)
+				out = append(out, e)
+			}
+			if err := rows.Close(); err != nil {
+				return err
+			}
+			if err := rows.Err(); err != nil {
+				return err
+			}
 		}
-		return rows.Err()
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read history lines: %w", err)
