@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
@@ -430,5 +431,71 @@ func TestDeliverCountsTheLeaseFromTheAttemptsBeginning(t *testing.T) {
 	}
 	if _, err := w.l.RecordDelivery(w.ctx, begun[1].Attempt, late); !errors.Is(err, ledger.ErrNotDelivered) {
 		t.Fatalf("recording the late attempt: %v, want ErrNotDelivered", err)
+	}
+}
+
+// TestFirstSendsOfALegacyReleaseBindOneDestination: a release approved
+// before approvals named a destination is bound to its first send's. Two
+// first sends at once to different destinations: one binds and sends, the
+// other is refused as a wrong destination and sends nothing, whichever
+// read the release first. Twenty rounds, each a new release.
+func TestFirstSendsOfALegacyReleaseBindOneDestination(t *testing.T) {
+	w := newWorld(t)
+	driver := "sqlite3"
+	if onPostgres() {
+		driver = "pgx"
+	}
+	raw, err := sql.Open(driver, w.path)
+	w.must(err)
+	defer raw.Close()
+	for round := range 20 {
+		release := fmt.Sprintf("legacy-%d", round)
+		dir := crm{}
+		var b strings.Builder
+		b.WriteString("customer_id\n")
+		for i := 1; i <= 3; i++ {
+			id := fmt.Sprintf("%s-r%d", release, i)
+			dir[id] = ledger.Customer{ID: id, Email: id + "@example.org", Consent: "yes"}
+			b.WriteString(id + "\n")
+		}
+		_, err := w.l.ImportAudience(w.ctx, ledger.AudienceImport{ReleaseID: release, SourceName: release + ".csv",
+			Source: strings.NewReader(b.String()), ActionType: "notice", Subject: "Opening hours change",
+			Body: "Our opening hours change on 1 April.", Actor: "ops"}, dir)
+		w.must(err)
+		w.must(w.l.ApproveAudience(w.ctx, release, "lead", "smtp://mail-a.test:25", ""))
+		// As a release approved before approvals named a destination.
+		_, err = raw.Exec(`UPDATE audience_releases SET destination = '', lookup = '', sender = '' WHERE id = '` + release + `'`)
+		w.must(err)
+		dests := []*fakes.Destination{{Name: "smtp://mail-a.test:25"}, {Name: "smtp://mail-b.test:25"}}
+		errs := make([]error, 2)
+		var wg sync.WaitGroup
+		for i, d := range dests {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, errs[i] = w.l.SendAudience(w.ctx, ledger.AudienceSend{ReleaseID: release, Actor: "wf-notice", Concurrency: 2}, d, dir)
+			}()
+		}
+		wg.Wait()
+		var sent, refused int
+		for i, err := range errs {
+			switch {
+			case err == nil:
+				sent++
+				if dests[i].Calls() != 3 {
+					t.Errorf("round %d: the send that bound %s handed over %d messages, want 3", round, dests[i].Name, dests[i].Calls())
+				}
+			case errors.Is(err, ledger.ErrWrongDestination):
+				refused++
+				if dests[i].Calls() != 0 {
+					t.Errorf("round %d: the refused send to %s handed over %d messages", round, dests[i].Name, dests[i].Calls())
+				}
+			default:
+				t.Fatalf("round %d: send to %s: %v", round, dests[i].Name, err)
+			}
+		}
+		if sent != 1 || refused != 1 {
+			t.Fatalf("round %d: %d sends bound, %d refused; want 1 and 1 (%v)", round, sent, refused, errs)
+		}
 	}
 }

@@ -209,22 +209,31 @@ func (l *Ledger) SendAudience(ctx context.Context, req AudienceSend, dest Destin
 // bindRelease checks the destination and sender of a send against the ones
 // the release was approved with, binding a release approved before
 // approvals named a destination to this first send's. A send elsewhere is
-// refused before any recipient is touched.
+// refused before any recipient is touched. What it compares with is read in
+// the deciding transaction: of two first sends at once, the second is
+// judged against the binding the first recorded.
 func (l *Ledger) bindRelease(ctx context.Context, rel AudienceSummary, req AudienceSend, ep Endpoint) (AudienceSummary, error) {
-	dest := ep.Destination
-	var de *DestinationError
-	switch {
-	case rel.Destination == "":
-	case rel.Destination != dest:
-		de = &DestinationError{Key: "release " + rel.ReleaseID, Field: "destination", Recorded: rel.Destination, Named: dest}
-	case ep.Lookup != "" && ep.Lookup != rel.Lookup:
-		de = &DestinationError{Key: "release " + rel.ReleaseID, Field: "records endpoint", Recorded: orDash(rel.Lookup), Named: ep.Lookup}
-	case req.From != "" && !strings.EqualFold(req.From, rel.Sender):
-		de = &DestinationError{Key: "release " + rel.ReleaseID, Field: "sender", Recorded: rel.Sender, Named: req.From}
-	default:
-		return rel, nil
+	if rel.Destination == ep.Destination && (ep.Lookup == "" || ep.Lookup == rel.Lookup) && (req.From == "" || strings.EqualFold(req.From, rel.Sender)) {
+		return rel, nil // bound already, and to this send's endpoint: nothing to write
 	}
+	dest := ep.Destination
 	err := l.write(ctx, func(t *wtx) error {
+		if err := t.QueryRow(`SELECT destination, lookup, sender FROM audience_releases WHERE id = ?`, rel.ReleaseID).
+			Scan(&rel.Destination, &rel.Lookup, &rel.Sender); err != nil {
+			return fmt.Errorf("read release %s: %w", rel.ReleaseID, notFound(err))
+		}
+		var de *DestinationError
+		switch {
+		case rel.Destination == "":
+		case rel.Destination != dest:
+			de = &DestinationError{Key: "release " + rel.ReleaseID, Field: "destination", Recorded: rel.Destination, Named: dest}
+		case ep.Lookup != "" && ep.Lookup != rel.Lookup:
+			de = &DestinationError{Key: "release " + rel.ReleaseID, Field: "records endpoint", Recorded: orDash(rel.Lookup), Named: ep.Lookup}
+		case req.From != "" && !strings.EqualFold(req.From, rel.Sender):
+			de = &DestinationError{Key: "release " + rel.ReleaseID, Field: "sender", Recorded: rel.Sender, Named: req.From}
+		default:
+			return nil
+		}
 		if de != nil {
 			if err := t.event(req.Actor, "", "", EvWrongDestination, "",
 				"The gate refused %s's send of release %s %s %s: the approved %s is %s; nothing was sent.",
