@@ -16,7 +16,7 @@ ALTER TABLE events ADD COLUMN detail TEXT NOT NULL DEFAULT '';
 -- review infers their states from their kinds and says it did.
 CREATE TABLE history_format (
   id           INTEGER PRIMARY KEY CHECK (id = 1),
-  folded_from  INTEGER NOT NULL
+  folded_from  BIGINT NOT NULL -- an event id: 64-bit on PostgreSQL too
 );
 INSERT INTO history_format (id, folded_from) SELECT 1, COALESCE(max(id), 0) + 1 FROM events;
 
