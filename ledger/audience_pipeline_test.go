@@ -365,16 +365,7 @@ func TestRecordDeliveriesAnswersAsRecordDelivery(t *testing.T) {
 	w := newWorld(t)
 	_, err := w.l.Claim(w.ctx, ledger.TaskRef{ID: "task-7"}, "wf-ack")
 	w.must(err)
-	var reqs []ledger.ExecuteRequest
-	for _, c := range []string{"c1", "c2", "c3"} {
-		p := ackProposal("wf-ack")
-		p.Customer, p.Recipient = c, c+"@example.org"
-		a, err := w.l.Propose(w.ctx, p)
-		w.must(err)
-		_, err = w.l.Approve(w.ctx, a.Key, "lead", consentYes)
-		w.must(err)
-		reqs = append(reqs, ledger.ExecuteRequest{Key: a.Key, Executor: "wf-ack", Reread: consentYes, Endpoint: ledger.EndpointOf(w.dest)})
-	}
+	reqs := approvedRequests(w, "c1", "c2", "c3")
 	begun, err := w.l.BeginAttempts(w.ctx, reqs)
 	w.must(err)
 	unknown := &ledger.DeliveryError{Outcome: ledger.OutcomeUnknown, Err: errors.New("connection lost after the final dot")}
@@ -406,16 +397,7 @@ func TestDeliverCountsTheLeaseFromTheAttemptsBeginning(t *testing.T) {
 	w.open(ledger.WithLease(lease))
 	_, err := w.l.Claim(w.ctx, ledger.TaskRef{ID: "task-7"}, "wf-ack")
 	w.must(err)
-	var reqs []ledger.ExecuteRequest
-	for _, c := range []string{"c1", "c2"} {
-		p := ackProposal("wf-ack")
-		p.Customer, p.Recipient = c, c+"@example.org"
-		a, err := w.l.Propose(w.ctx, p)
-		w.must(err)
-		_, err = w.l.Approve(w.ctx, a.Key, "lead", consentYes)
-		w.must(err)
-		reqs = append(reqs, ledger.ExecuteRequest{Key: a.Key, Executor: "wf-ack", Reread: consentYes, Endpoint: ledger.EndpointOf(w.dest)})
-	}
+	reqs := approvedRequests(w, "c1", "c2")
 	begun, err := w.l.BeginAttempts(w.ctx, reqs)
 	w.must(err)
 
@@ -450,19 +432,7 @@ func TestFirstSendsOfALegacyReleaseBindOneDestination(t *testing.T) {
 	defer raw.Close()
 	for round := range 20 {
 		release := fmt.Sprintf("legacy-%d", round)
-		dir := crm{}
-		var b strings.Builder
-		b.WriteString("customer_id\n")
-		for i := 1; i <= 3; i++ {
-			id := fmt.Sprintf("%s-r%d", release, i)
-			dir[id] = ledger.Customer{ID: id, Email: id + "@example.org", Consent: "yes"}
-			b.WriteString(id + "\n")
-		}
-		_, err := w.l.ImportAudience(w.ctx, ledger.AudienceImport{ReleaseID: release, SourceName: release + ".csv",
-			Source: strings.NewReader(b.String()), ActionType: "notice", Subject: "Opening hours change",
-			Body: "Our opening hours change on 1 April.", Actor: "ops"}, dir)
-		w.must(err)
-		w.must(w.l.ApproveAudience(w.ctx, release, "lead", "smtp://mail-a.test:25", ""))
+		dir := bigRelease(t, w, release, 3)
 		// As a release approved before approvals named a destination.
 		_, err = raw.Exec(`UPDATE audience_releases SET destination = '', lookup = '', sender = '' WHERE id = '` + release + `'`)
 		w.must(err)
@@ -498,4 +468,21 @@ func TestFirstSendsOfALegacyReleaseBindOneDestination(t *testing.T) {
 			t.Fatalf("round %d: %d sends bound, %d refused; want 1 and 1 (%v)", round, sent, refused, errs)
 		}
 	}
+}
+
+// approvedRequests proposes and approves an acknowledgement to each
+// customer on task-7 and returns the requests that would send them.
+func approvedRequests(w *world, customers ...string) []ledger.ExecuteRequest {
+	w.t.Helper()
+	var reqs []ledger.ExecuteRequest
+	for _, c := range customers {
+		p := ackProposal("wf-ack")
+		p.Customer, p.Recipient = c, c+"@example.org"
+		a, err := w.l.Propose(w.ctx, p)
+		w.must(err)
+		_, err = w.l.Approve(w.ctx, a.Key, "lead", consentYes)
+		w.must(err)
+		reqs = append(reqs, ledger.ExecuteRequest{Key: a.Key, Executor: "wf-ack", Reread: consentYes, Endpoint: ledger.EndpointOf(w.dest)})
+	}
+	return reqs
 }
