@@ -107,6 +107,10 @@ func (r *Run) Scenario() *Scenario { return r.sc }
 // Ledger is the run's ledger (valid until the next restart step or Close).
 func (r *Run) Ledger() *ledger.Ledger { return r.env.l }
 
+// Stable is text from the run's ledger as its reports and snapshots show
+// it: the mailbox's addresses, which change every run, by their names.
+func (r *Run) Stable(s string) string { return r.env.stable(s) }
+
 // Done reports whether every step has run.
 func (r *Run) Done() bool { return r.next >= len(r.sc.Steps) }
 

@@ -10,13 +10,45 @@ import (
 
 // newActionDetail shows everything the ledger knows about one action.
 func newActionDetail(th Theme, l *ledger.Ledger, key string) *docScreen {
+	return newNamedActionDetail(th, l, key, nil)
+}
+
+// newNamedActionDetail is newActionDetail with the text the ledger recorded
+// passed through name (see scenarios.Run.Stable), when not nil, before it
+// is laid out.
+func newNamedActionDetail(th Theme, l *ledger.Ledger, key string, name func(string) string) *docScreen {
 	return newDoc(th, "action "+key, func(ctx context.Context) (renderFunc, error) {
 		d, err := l.Detail(ctx, key)
 		if err != nil {
 			return nil, fmt.Errorf("read action %s: %w", key, err)
 		}
+		if name != nil {
+			d = renameDetail(d, name)
+		}
 		return func(th Theme, w int) []string { return actionDetailLines(th, d, w) }, nil
 	})
+}
+
+// renameDetail passes every free text and address of d through name.
+func renameDetail(d ledger.ActionDetail, name func(string) string) ledger.ActionDetail {
+	a := &d.Action
+	a.Destination, a.Lookup, a.Reason = name(a.Destination), name(a.Lookup), name(a.Reason)
+	d.Approvals = append([]ledger.Approval(nil), d.Approvals...)
+	for i := range d.Approvals {
+		ap := &d.Approvals[i]
+		ap.Destination, ap.Invalidated = name(ap.Destination), name(ap.Invalidated)
+	}
+	d.Attempts = append([]ledger.Attempt(nil), d.Attempts...)
+	for i := range d.Attempts {
+		at := &d.Attempts[i]
+		at.Destination, at.Lookup, at.Response = name(at.Destination), name(at.Lookup), name(at.Response)
+	}
+	d.Events = append([]ledger.Event(nil), d.Events...)
+	for i := range d.Events {
+		e := &d.Events[i]
+		e.Message, e.Reason = name(e.Message), name(e.Reason)
+	}
+	return d
 }
 
 // newTaskDetail shows a task: owner, who is on it, its actions (first page)

@@ -270,7 +270,10 @@ func (r *Rehearsal) openDetail() tea.Cmd {
 	if r.run == nil || i >= len(r.snap.Rows) || r.snap.Rows[i].State == "" {
 		return nil
 	}
-	return push(newActionDetail(r.th, r.run.Ledger(), r.snap.Rows[i].Key))
+	// The detail speaks the rehearsal screen's names for the mailbox, so
+	// one address does not appear under two names on the way in (the
+	// inspector shows the ledger's records as they are).
+	return push(newNamedActionDetail(r.th, r.run.Ledger(), r.snap.Rows[i].Key, r.run.Stable))
 }
 
 // KeyMap implements Screen.

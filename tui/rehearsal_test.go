@@ -249,3 +249,24 @@ func TestHomeSaysAFileRunsCommands(t *testing.T) {
 		t.Fatalf("home does not list the command:\n%s", s)
 	}
 }
+
+// TestRehearsalDetailSpeaksTheScreensNames: the rehearsal screen names the
+// mailbox as its reports do (its port changes every run); the action detail
+// opened from it must use the same names, not the run's loopback address.
+func TestRehearsalDetailSpeaksTheScreensNames(t *testing.T) {
+	a := newDriven(newTestRehearsal(t, "interrupted-after-accept"), 120, 200)
+	typeKeys(a, "n", "n", "n", "n", "n", "n")
+	if s := screenText(a); !strings.Contains(s, scenarios.MailboxName) {
+		t.Fatalf("the rehearsal screen does not name the mailbox %s:\n%s", scenarios.MailboxName, s)
+	}
+	typeKeys(a, "enter")
+	s := screenText(a)
+	for _, want := range []string{"Attempts", "via " + scenarios.MailboxName + " (records at " + scenarios.MailboxAPIName + ")"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("detail lacks %q:\n%s", want, s)
+		}
+	}
+	if strings.Contains(s, "127.0.0.1") {
+		t.Errorf("detail shows the run's loopback address instead of the mailbox's name:\n%s", s)
+	}
+}
