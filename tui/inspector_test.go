@@ -226,3 +226,21 @@ func TestInspectorSelectionFollowsKey(t *testing.T) {
 		})
 	}
 }
+
+// TestMetricsTabShowsTheReviewsFigures: the figures a review reports for the
+// first week (stale proposals, a person's overrides, unmatched source rows
+// per audience release) are on the live Metrics tab too.
+func TestMetricsTabShowsTheReviewsFigures(t *testing.T) {
+	m := ledger.Metrics{Intended: 9, StaleProposals: 2, ManualOverrides: 3,
+		UnmatchedByRelease: map[string]int{"rel-b": 4, "rel-a": 1}}
+	s := strings.Join(metricsLines(NewTheme(true), m), "\n")
+	for _, want := range []string{"stale proposals             2", "manual overrides            3",
+		"unmatched source rows, by audience release", "rel-a                       1\n  rel-b                       4"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("metrics lack %q:\n%s", want, s)
+		}
+	}
+	if s := strings.Join(metricsLines(NewTheme(true), ledger.Metrics{}), "\n"); strings.Contains(s, "unmatched") {
+		t.Errorf("a ledger without releases shows an unmatched section:\n%s", s)
+	}
+}

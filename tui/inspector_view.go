@@ -2,6 +2,7 @@ package tui
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 
 	"gatehouse/ledger"
@@ -219,10 +220,23 @@ func metricsLines(th Theme, m ledger.Metrics) []string {
 		{"held now", m.Holds, "waiting for a person"},
 		{"unknown now", m.Unknown, "outcome not yet reconciled"},
 		{"unknown ever", m.UnknownOutcomes, "attempts recorded as unknown"},
+		{"stale proposals", m.StaleProposals, "only proposed, unchanged for a day"},
+		{"manual overrides", m.ManualOverrides, "holds released, moves, outcomes set by hand"},
 	}
 	out := []string{""}
 	for _, r := range rows {
 		out = append(out, fmt.Sprintf("  %-20s %8d  %s", r.name, r.n, th.Dim.Render(r.note)))
+	}
+	if len(m.UnmatchedByRelease) > 0 {
+		out = append(out, "", th.Header.Render("  unmatched source rows, by audience release"))
+		rels := make([]string, 0, len(m.UnmatchedByRelease))
+		for rel := range m.UnmatchedByRelease {
+			rels = append(rels, rel)
+		}
+		sort.Strings(rels)
+		for _, rel := range rels {
+			out = append(out, fmt.Sprintf("  %-20s %8d", rel, m.UnmatchedByRelease[rel]))
+		}
 	}
 	out = append(out, "", th.Header.Render("  by state"))
 	for _, s := range ledger.AllStates {
