@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"charm.land/bubbles/v2/help"
@@ -113,8 +114,8 @@ type Review struct {
 	building bool          // a report is being built
 	rebuild  bool          // the history changed while it was: build again
 	stale    bool          // the report is of an older read of the history
-	reads    int           // reads of the history (tests count them)
-	checks   int           // change checks (tests count them)
+	reads    atomic.Int64  // reads of the history (tests count them)
+	checks   atomic.Int64  // change checks (tests count them)
 }
 
 // NewReview returns a review of cfg.Ledger.

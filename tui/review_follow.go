@@ -25,7 +25,7 @@ import (
 // load reads the history; auto says the follower asked.
 func (rv *Review) load(auto bool) tea.Cmd {
 	rv.loading = true
-	rv.reads++
+	rv.reads.Add(1)
 	rv.busy++
 	l := rv.cfg.Ledger
 	return rv.do(func(ctx context.Context) tea.Msg {
@@ -74,7 +74,7 @@ func (rv *Review) checkChanges() tea.Cmd {
 // waits again. An error is said once, and the follower goes on trying.
 func (rv *Review) onChanges(msg reviewChangesMsg) tea.Cmd {
 	rv.polling = false
-	rv.checks++
+	rv.checks.Add(1)
 	if msg.err != nil {
 		var said tea.Cmd
 		if e := msg.err.Error(); e != rv.watchErr {

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -33,9 +34,10 @@ func TestReviewFollowsAnotherWriter(t *testing.T) {
 	rec.waitText(t, tm, "following · read")
 	rec.waitText(t, tm, "hold_released")
 	proposeApproved(t, other, "T-7777", "cust-late", "late-workflow")
-	rec.waitText(t, tm, "late-workflow")
-	if s := rec.screen(); !strings.Contains(s, "line 37 of 37") || !strings.Contains(s, " +4") {
-		t.Errorf("the newest line is not selected, or the read does not say what it added:\n%s", s)
+	// The four new lines, the newest selected (it was before them).
+	rec.waitText(t, tm, "line 37 of 37")
+	if s := rec.screen(); !strings.Contains(s, "late-workflow") || !regexp.MustCompile(`read \d\d:\d\d:\d\d \+\d`).MatchString(s) {
+		t.Errorf("the new lines are not on screen, or the tab bar does not say the read added lines:\n%s", s)
 	}
 	tm.Send(press("q"))
 	tm.WaitFinished(t, teatest.WithFinalTimeout(10*time.Second))
@@ -108,8 +110,7 @@ func TestReviewFollowKeepsThePlace(t *testing.T) {
 // ends), and reads on a ledger written without pause are spaced by the
 // minimum interval.
 func TestReviewFollowerCoalesces(t *testing.T) {
-	a, rv, _ := newTestReview(t, 100, 30)
-	_ = a
+	_, rv, _ := newTestReview(t, 100, 30)
 	rv.loading = true
 	if cmd := rv.onChanges(reviewChangesMsg{n: rv.seen + 1}); cmd != nil {
 		t.Fatal("a change seen during a read armed something")
@@ -152,11 +153,11 @@ func TestReviewFollowerCoalesces(t *testing.T) {
 	tm.WaitFinished(t, teatest.WithFinalTimeout(10*time.Second))
 	// Two seconds at one read per 200ms at most, the first read and the
 	// last one after the writes stopped.
-	most := int(2*time.Second/gap) + 3
-	if rv.reads < 3 || rv.reads > most {
-		t.Fatalf("%d reads for %d writes in 2s, want between 3 and %d", rv.reads, writes.Load(), most)
+	most := int64(2*time.Second/gap) + 3
+	if n := rv.reads.Load(); n < 3 || n > most {
+		t.Fatalf("%d reads for %d writes in 2s, want between 3 and %d", n, writes.Load(), most)
 	}
-	t.Logf("%d writes, %d reads", writes.Load(), rv.reads)
+	t.Logf("%d writes, %d reads", writes.Load(), rv.reads.Load())
 }
 
 // TestReviewFollowerLeavesACopyAsItWas: following a backup opened as the
@@ -177,12 +178,13 @@ func TestReviewFollowerLeavesACopyAsItWas(t *testing.T) {
 	rv := NewReview(NewTheme(true), ReviewConfig{Ledger: l, Source: "ledger.db", Poll: 5 * time.Millisecond, MinInterval: 5 * time.Millisecond})
 	tm, rec := startApp(t, NewApp(NewTheme(true), rv), 100, 30)
 	rec.waitText(t, tm, "following · read")
-	time.Sleep(500 * time.Millisecond)
+	for end := time.Now().Add(30 * time.Second); rv.checks.Load() < 10; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("the follower checked the ledger %d times in 30s", rv.checks.Load())
+		}
+	}
 	tm.Send(press("q"))
 	tm.WaitFinished(t, teatest.WithFinalTimeout(10*time.Second))
-	if rv.checks < 10 {
-		t.Fatalf("the follower checked the ledger %d times in half a second", rv.checks)
-	}
 	if !l.ReadOnly() {
 		t.Fatal("following opened the ledger for writing")
 	}
@@ -236,10 +238,36 @@ func TestReviewFollowsPostgres(t *testing.T) {
 		<-done
 	}
 
+	db, err := sql.Open("pgx", loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	// listener runs q on the connection that listens for changes, once it
+	// listens (the follower starts it when it first waits), and reports
+	// whether there was one.
+	listener := func(q string) {
+		t.Helper()
+		for end := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			var found bool
+			if err := db.QueryRow(`SELECT count(*) > 0 FROM (SELECT ` + q + ` FROM pg_stat_activity
+				WHERE datname = current_database() AND query = 'LISTEN gatehouse_changes') AS l`).Scan(&found); err != nil {
+				t.Fatal(err)
+			}
+			if found {
+				return
+			}
+			if time.Now().After(end) {
+				t.Fatal("the review never listened for changes")
+			}
+		}
+	}
+
 	t.Run("Notified", func(t *testing.T) {
 		rv := NewReview(NewTheme(true), ReviewConfig{Ledger: l, Source: "pg", Poll: time.Hour, MinInterval: 10 * time.Millisecond})
 		tm, rec := startApp(t, NewApp(NewTheme(true), rv), 100, 30)
 		rec.waitText(t, tm, "first-workflow")
+		listener("pid") // waiting an hour, unless notified
 		writeUntil(rec, tm, "notified")
 		tm.Send(press("q"))
 		tm.WaitFinished(t, teatest.WithFinalTimeout(10*time.Second))
@@ -248,17 +276,7 @@ func TestReviewFollowsPostgres(t *testing.T) {
 		rv := NewReview(NewTheme(true), ReviewConfig{Ledger: l, Source: "pg", Poll: 100 * time.Millisecond, MinInterval: 10 * time.Millisecond})
 		tm, rec := startApp(t, NewApp(NewTheme(true), rv), 100, 30)
 		rec.waitText(t, tm, "first-workflow")
-		db, err := sql.Open("pgx", loc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close()
-		var killed bool
-		err = db.QueryRow(`SELECT count(*) > 0 FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-			WHERE datname = current_database() AND query = 'LISTEN gatehouse_changes') AS k`).Scan(&killed)
-		if err != nil || !killed {
-			t.Fatalf("no listening connection to terminate: %v", err)
-		}
+		listener("pg_terminate_backend(pid)")
 		writeUntil(rec, tm, "polled")
 		tm.Send(press("q"))
 		tm.WaitFinished(t, teatest.WithFinalTimeout(10*time.Second))
