@@ -332,7 +332,7 @@ func (rv *Review) onReport(msg reviewReportMsg) tea.Cmd {
 	// The same stop built again over a longer history keeps the line the
 	// reviewer was on (an action's, found by its key; a heading, by its
 	// place) on the same row; another stop starts at its top.
-	same := rv.report != nil && rv.report.Stop != nil && msg.r.Stop != nil && rv.report.Stop.Number == msg.r.Stop.Number
+	same := rv.report != nil && stopNumber(rv.report) == stopNumber(&msg.r)
 	was, keep, nth := rv.spos, "", 0
 	if same && rv.spos.cursor < len(rv.stopKeys) {
 		keep = rv.stopKeys[rv.spos.cursor]
@@ -351,6 +351,15 @@ func (rv *Review) onReport(msg reviewReportMsg) tea.Cmd {
 	}
 	rv.spos.setTotal(len(rv.stopLines))
 	return again
+}
+
+// stopNumber is the stop a report is of, 0 for the end of a history
+// without one.
+func stopNumber(r *review.Report) int {
+	if r.Stop == nil {
+		return 0
+	}
+	return r.Stop.Number
 }
 
 func (rv *Review) onOperating(msg operatingMsg) tea.Cmd {

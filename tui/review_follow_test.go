@@ -105,6 +105,33 @@ func TestReviewFollowKeepsThePlace(t *testing.T) {
 	}
 }
 
+// TestReviewFollowKeepsThePlaceWithoutAStop: on a history without a stop
+// the at-a-stop tab shows the state at its end, built again over each read;
+// the reviewer's line stays where it was.
+func TestReviewFollowKeepsThePlaceWithoutAStop(t *testing.T) {
+	l := seedLedger(t)
+	other, err := ledger.Open(l.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	rv := NewReview(NewTheme(true), quickFollow(ReviewConfig{Ledger: l, Actor: "olga", Source: "ledger.db"}))
+	a := newDriven(rv, 100, 30)
+	typeKeys(a, "tab", "tab", "down", "down", "down")
+	if !strings.Contains(screenText(a), "No stop in the history") {
+		t.Fatalf("not the state at the end:\n%s", screenText(a))
+	}
+	keep, at := rv.stopKeys[rv.spos.cursor], rv.spos.cursor
+	proposeApproved(t, other, "T-9001", "cust-new", "late-workflow")
+	stepFollower(a, rv)
+	if rv.stale || !strings.Contains(strings.Join(rv.stopKeys, " "), "cust-new") {
+		t.Fatalf("the state at the end was not built again over the new lines")
+	}
+	if rv.stopKeys[rv.spos.cursor] != keep || rv.spos.cursor != at {
+		t.Fatalf("the selection moved from %s (%d) to %s (%d)", keep, at, rv.stopKeys[rv.spos.cursor], rv.spos.cursor)
+	}
+}
+
 // TestReviewFollowerCoalesces: a change seen while a read is in flight
 // starts no second read (the read in flight re-arms the follower when it
 // ends), and reads on a ledger written without pause are spaced by the
