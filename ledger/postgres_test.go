@@ -171,3 +171,68 @@ func TestPostgresFollowersWakeOnAnotherHostsWrite(t *testing.T) {
 		}
 	}
 }
+
+// TestPostgresFollowersPollWhenNotificationsAreLost: when the listening
+// connection is lost (terminated on the server), a waiting follower is
+// woken once, and from then on its waits end at its poll interval, so a
+// follower that polls the change counter still sees every write.
+func TestPostgresFollowersPollWhenNotificationsAreLost(t *testing.T) {
+	loc := postgresOnly(t)
+	follower, err := ledger.Open(loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer follower.Close()
+	writer, err := ledger.Open(loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer writer.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	woke := make(chan error, 1)
+	go func() { woke <- follower.WaitForChange(ctx, 10*time.Minute) }()
+	db, err := sql.Open("pgx", loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	// Terminate the listening connection once it is there.
+	for killed := false; !killed; {
+		err := db.QueryRowContext(ctx, `SELECT count(*) > 0 FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+			WHERE datname = current_database() AND query = 'LISTEN gatehouse_changes') AS k`).Scan(&killed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !killed {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	select {
+	case err := <-woke:
+		if err != nil {
+			t.Fatalf("the lost listener did not wake the follower: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the follower sleeps on after its listener was lost")
+	}
+	// From now on nothing notifies this follower: its waits last the poll
+	// interval, and the counter shows the writer's line.
+	before, err := follower.Changes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := writer.Claim(ctx, ledger.TaskRef{ID: "after-the-loss"}, "wf"); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := follower.WaitForChange(ctx, 100*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("a 100ms wait lasted %v", d)
+	}
+	if after, err := follower.Changes(ctx); err != nil || after <= before {
+		t.Fatalf("the change counter is %d (was %d) after the write: %v", after, before, err)
+	}
+}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"charm.land/bubbles/v2/help"
@@ -27,7 +29,21 @@ type ReviewConfig struct {
 	Records ledger.LookerOpener
 	// Source names the ledger in the title (default: the file).
 	Source string
+	// Poll overrides DefaultPoll, how long the review waits for word of a
+	// change before it asks the ledger's change counter itself; a negative
+	// Poll does not follow the ledger at all.
+	Poll time.Duration
+	// MinInterval overrides ReviewMinInterval.
+	MinInterval time.Duration
 }
+
+// ReviewMinInterval is the least time between the end of one read of the
+// history and the start of the next when the review follows a ledger that
+// others write: a busy ledger is re-read about once a second, not after
+// every line. A read that took longer spaces the next by its own cost, so
+// following a history of a million lines leaves the machine at least half
+// its time.
+const ReviewMinInterval = time.Second
 
 // reviewTab is one of the review's views of the history.
 type reviewTab int
@@ -86,6 +102,20 @@ type Review struct {
 	form        *form
 	operating   bool
 	busy        int
+
+	// Following the ledger (review_follow.go).
+	seen     int64         // the change counter read before the history in view
+	loading  bool          // a read of the history is in flight
+	polling  bool          // the follower's wait or change check is in flight
+	gap      time.Duration // the wait after a read before the next check
+	readAt   time.Time     // when the history in view was read (the ledger's clock)
+	added    int           // lines the last read added
+	watchErr string        // the follower's last error, said once
+	building bool          // a report is being built
+	rebuild  bool          // the history changed while it was: build again
+	stale    bool          // the report is of an older read of the history
+	reads    atomic.Int64  // reads of the history (tests count them)
+	checks   atomic.Int64  // change checks (tests count them)
 }
 
 // NewReview returns a review of cfg.Ledger.
@@ -96,13 +126,28 @@ func NewReview(th Theme, cfg ReviewConfig) *Review {
 	if cfg.Source == "" {
 		cfg.Source = cfg.Ledger.Path()
 	}
+	if cfg.Poll == 0 {
+		cfg.Poll = DefaultPoll
+	}
+	if cfg.MinInterval == 0 {
+		cfg.MinInterval = ReviewMinInterval
+	}
 	return &Review{base: newBase(th), cfg: cfg, text: map[int64]ledger.Event{}, input: newInput("", "")}
 }
 
 // Review messages (delivered through routedMsg).
 type (
 	reviewLoadedMsg struct {
-		h   *review.History
+		h *review.History
+		// n is the change counter, read just before the history: a later
+		// counter means lines the history may lack.
+		n    int64
+		took time.Duration // the read's cost in real time
+		auto bool          // the follower asked for it, not the reviewer
+		err  error
+	}
+	reviewChangesMsg struct {
+		n   int64
 		err error
 	}
 	reviewTextMsg struct {
@@ -145,16 +190,10 @@ func (rv *Review) SetSize(w, h int) {
 	rv.spos.setRows(max(h-4, 1))
 }
 
-// Init implements Screen: load the history. The review shows the history
-// as it was when loaded; the reload key reads it again.
-func (rv *Review) Init() tea.Cmd {
-	rv.busy++
-	l := rv.cfg.Ledger
-	return rv.do(func(ctx context.Context) tea.Msg {
-		h, err := review.Load(ctx, l)
-		return reviewLoadedMsg{h: h, err: err}
-	})
-}
+// Init implements Screen: load the history, then follow the ledger (see
+// follow): when others write it, the review reads it again by itself; the
+// reload key reads it again at once.
+func (rv *Review) Init() tea.Cmd { return rv.load(false) }
 
 // Update implements Screen: one handler per kind of message.
 func (rv *Review) Update(msg tea.Msg) (Screen, tea.Cmd) {
@@ -171,6 +210,10 @@ func (rv *Review) Update(msg tea.Msg) (Screen, tea.Cmd) {
 		}
 	case reviewReportMsg:
 		return rv, rv.onReport(msg)
+	case pollMsg:
+		return rv, rv.checkChanges()
+	case reviewChangesMsg:
+		return rv, rv.onChanges(msg)
 	case operatingMsg:
 		return rv, rv.onOperating(msg)
 	case tea.KeyPressMsg:
@@ -225,44 +268,98 @@ func (rv *Review) onClick(x, y int) tea.Cmd {
 
 func (rv *Review) onLoaded(msg reviewLoadedMsg) tea.Cmd {
 	rv.busy--
+	rv.loading = false
+	rv.gap = max(rv.cfg.MinInterval, msg.took)
 	if msg.err != nil {
 		if rv.h == nil {
 			rv.loadErr = msg.err // nothing to show
+			return fail(msg.err)
 		}
-		return fail(msg.err) // a failed reload keeps what was read
+		return tea.Batch(fail(msg.err), rv.follow(true)) // a failed reload keeps what was read
 	}
-	first := rv.h == nil
-	rv.h = msg.h
-	rv.rates = nil
-	rv.applyFilter()
-	rv.loadSpans()
-	if first {
+	rv.seen = msg.n
+	rv.readAt = rv.cfg.Ledger.Clock().Now()
+	if rv.h == nil {
+		rv.h = msg.h
+		rv.applyFilter()
+		rv.loadSpans()
 		rv.stop = len(rv.h.Stops())
 		rv.pos.move(rv.pos.total) // the newest lines first on screen
-		return rv.fetchText()
+		return tea.Batch(rv.fetchText(), rv.follow(true))
 	}
-	// A reload keeps the filters, the selected line and the stop chosen.
-	rv.report = nil
+	// A reload keeps the filters, the stop chosen and what the reviewer
+	// was looking at (see anchor).
+	at := rv.anchor()
+	rv.added = len(msg.h.Events) - len(rv.h.Events)
+	rv.h = msg.h
+	rv.rates, rv.sel = nil, nil
+	rv.applyFilter()
+	rv.loadSpans()
+	rv.restore(at)
+	if rv.stop == 0 {
+		rv.stop = len(rv.h.Stops()) // the first stop since the review opened
+	}
 	var build tea.Cmd
 	if rv.tab == tabAtStop {
-		build = rv.buildReport()
+		build = rv.buildReport() // the old report stays on screen meanwhile
+	} else {
+		rv.stale = true // built again when its tab opens
 	}
-	return tea.Batch(rv.fetchText(), build, info(fmt.Sprintf("history read again: %d lines", len(rv.h.Events))))
+	var said tea.Cmd
+	if !msg.auto {
+		said = info(fmt.Sprintf("history read again: %d lines", len(rv.h.Events)))
+	}
+	return tea.Batch(rv.fetchText(), build, said, rv.follow(true))
 }
 
 func (rv *Review) onReport(msg reviewReportMsg) tea.Cmd {
 	rv.busy--
+	rv.building = false
+	var again tea.Cmd
+	if rv.rebuild {
+		// The history was read again, or another stop chosen, while this
+		// one was built: one more build, never two at once.
+		rv.rebuild = false
+		again = rv.buildReport()
+	}
 	if msg.err != nil {
-		return fail(msg.err)
+		return tea.Batch(fail(msg.err), again)
 	}
 	if msg.stop != rv.stop {
-		return nil // another stop was chosen meanwhile
+		return again // another stop was chosen meanwhile
+	}
+	rv.stale = false
+	// The same stop built again over a longer history keeps the line the
+	// reviewer was on (an action's, found by its key; a heading, by its
+	// place) on the same row; another stop starts at its top.
+	same := rv.report != nil && stopNumber(rv.report) == stopNumber(&msg.r)
+	was, keep, nth := rv.spos, "", 0
+	if same && rv.spos.cursor < len(rv.stopKeys) {
+		keep = rv.stopKeys[rv.spos.cursor]
+		for i := rv.spos.cursor - 1; keep != "" && i >= 0 && rv.stopKeys[i] == keep; i-- {
+			nth++ // the action's second line
+		}
 	}
 	rv.report = &msg.r
 	rv.stopLines, rv.stopKeys, rv.stopStyles = msg.lines, msg.keys, msg.styles
 	rv.spos = listPos{rows: rv.spos.rows}
+	if same {
+		if i := slices.Index(rv.stopKeys, keep); keep != "" && i >= 0 {
+			was.cursor, was.top = i+nth, i+nth-(was.cursor-was.top)
+		}
+		rv.spos.cursor, rv.spos.top = was.cursor, was.top
+	}
 	rv.spos.setTotal(len(rv.stopLines))
-	return nil
+	return again
+}
+
+// stopNumber is the stop a report is of, 0 for the end of a history
+// without one.
+func stopNumber(r *review.Report) int {
+	if r.Stop == nil {
+		return 0
+	}
+	return r.Stop.Number
 }
 
 func (rv *Review) onOperating(msg operatingMsg) tea.Cmd {
@@ -297,7 +394,10 @@ func (rv *Review) onKey(msg tea.KeyPressMsg) tea.Cmd {
 	case key.Matches(msg, Keys.Operate):
 		return rv.askOperate()
 	case key.Matches(msg, Keys.Reload):
-		return rv.Init()
+		if rv.loading {
+			return info("already reading the history")
+		}
+		return rv.load(false)
 	}
 	switch rv.tab {
 	case tabTimeline:
@@ -310,7 +410,7 @@ func (rv *Review) onKey(msg tea.KeyPressMsg) tea.Cmd {
 }
 
 func (rv *Review) enterTab() tea.Cmd {
-	if rv.tab == tabAtStop && rv.report == nil {
+	if rv.tab == tabAtStop && (rv.report == nil || rv.stale) {
 		return rv.buildReport()
 	}
 	if rv.tab == tabTimeline {
@@ -567,6 +667,11 @@ func (rv *Review) fetchText() tea.Cmd {
 }
 
 func (rv *Review) buildReport() tea.Cmd {
+	if rv.building {
+		rv.rebuild = true
+		return nil
+	}
+	rv.building = true
 	rv.busy++
 	l, h, stop := rv.cfg.Ledger, rv.h, rv.stop
 	return rv.do(func(ctx context.Context) tea.Msg {

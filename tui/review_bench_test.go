@@ -52,7 +52,7 @@ func BenchmarkReviewFrame(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer l.Close()
-	rv := NewReview(NewTheme(true), ReviewConfig{Ledger: l, Source: "review.db"})
+	rv := NewReview(NewTheme(true), ReviewConfig{Ledger: l, Source: "review.db", Poll: -1})
 	a := newDriven(rv, 200, 50)
 	if len(rv.sel) != 1_000_002 {
 		b.Fatalf("%d lines", len(rv.sel))

@@ -81,8 +81,16 @@ func reviewLedger(t testing.TB) (*ledger.Ledger, string) {
 func newTestReview(t *testing.T, w, h int) (*App, *Review, *ledger.Ledger) {
 	t.Helper()
 	l, _ := reviewLedger(t)
-	rv := NewReview(NewTheme(true), ReviewConfig{Ledger: l, Actor: "olga", Source: "ledger.db"})
+	rv := NewReview(NewTheme(true), quickFollow(ReviewConfig{Ledger: l, Actor: "olga", Source: "ledger.db"}))
 	return newDriven(rv, w, h), rv, l
+}
+
+// quickFollow makes the follower's waits short: drive runs each wait it
+// arms (and drops the poll that ends it), so model tests step the follower
+// by hand without sitting out a second per screen.
+func quickFollow(cfg ReviewConfig) ReviewConfig {
+	cfg.Poll, cfg.MinInterval = time.Millisecond, time.Millisecond
+	return cfg
 }
 
 // TestGoldenReview: the timeline, the rates and the state at the stop, at
@@ -320,7 +328,7 @@ func TestReviewNeverWritesUntilOperatingMode(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	rv := NewReview(NewTheme(true), ReviewConfig{Ledger: l, Actor: "olga", Source: "ledger.db"})
+	rv := NewReview(NewTheme(true), quickFollow(ReviewConfig{Ledger: l, Actor: "olga", Source: "ledger.db"}))
 	a := newDriven(rv, 100, 30)
 	typeKeys(a, "x", "n", "N", "f", "c", "a", "o", "enter", "c", "/", "c", "1", "enter", "tab", "r", "enter", "tab", "tab", "x", "tab")
 	if !l.ReadOnly() {
@@ -386,7 +394,7 @@ func TestReviewReloadErrorKeepsTheHistory(t *testing.T) {
 func TestReviewLoadError(t *testing.T) {
 	l, _ := openLedger(t)
 	l.Close()
-	rv := NewReview(NewTheme(true), ReviewConfig{Ledger: l, Source: "ledger.db"})
+	rv := NewReview(NewTheme(true), quickFollow(ReviewConfig{Ledger: l, Source: "ledger.db"}))
 	a := newDriven(rv, 80, 24)
 	if !strings.Contains(screenText(a), "The history could not be read") {
 		t.Fatalf("a closed ledger:\n%s", screenText(a))

@@ -48,6 +48,10 @@ func (rv *Review) tabBar() string {
 	} else {
 		b.WriteString("  " + rv.th.Dim.Render("read-only"))
 	}
+	// What the review follows, where it fits: the tabs come first.
+	if note, room := rv.followNote(), rv.width-ansi.StringWidth(b.String())-3; note != "" && room > 0 {
+		b.WriteString(rv.th.Dim.Render(" · " + ansi.Truncate(note, room, ellipsis)))
+	}
 	return b.String()
 }
 

@@ -45,3 +45,14 @@ func Now() time.Time { return time.Now() }
 // workflow command a rehearsal runs), which runs in real time whatever
 // clock the rehearsal keeps. Stop it when done.
 func NewTimer(d time.Duration) *time.Timer { return time.NewTimer(d) }
+
+// Stopwatch measures how long something outside the program took in real
+// time (a read of the ledger), so a follower can space its re-reads by the
+// cost of the last one whatever clock the ledger keeps.
+type Stopwatch struct{ start time.Time }
+
+// StartStopwatch starts measuring now.
+func StartStopwatch() Stopwatch { return Stopwatch{start: time.Now()} }
+
+// Elapsed is the real time since the stopwatch started.
+func (s Stopwatch) Elapsed() time.Duration { return time.Since(s.start) }

@@ -29,3 +29,13 @@ func TestBudget(t *testing.T) {
 		t.Errorf("Deadline(1m) is %v away", d)
 	}
 }
+
+func TestStopwatch(t *testing.T) {
+	s := StartStopwatch()
+	if err := Pause(context.Background(), 5*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if d := s.Elapsed(); d < 5*time.Millisecond || d > time.Minute {
+		t.Errorf("a 5ms pause measured %v", d)
+	}
+}
