@@ -358,7 +358,8 @@ func (l *Ledger) WaitForChange(ctx context.Context, d time.Duration) error {
 
 // changes returns the channel the next notification closes, starting the
 // listening connection on first use. A nil channel (never closed) means
-// listening failed: the caller's timer is the fallback.
+// the ledger is not listening right now (the connection was lost and run is
+// connecting again): the caller's timer is the fallback.
 func (d *dialect) changes(l *Ledger) <-chan struct{} {
 	d.listenOnce.Do(func() {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -380,23 +381,58 @@ func (d *dialect) stopListening() {
 	}
 }
 
+// Bounds of the pause between attempts to listen again after the
+// listening connection was lost (a server restart, a terminated backend, a
+// network cut). Meanwhile followers poll.
+const (
+	relistenFirst = 250 * time.Millisecond
+	relistenMost  = 30 * time.Second
+)
+
+// run keeps one listening connection for as long as ctx lasts: when it is
+// lost, every follower is woken once and polls while run connects again,
+// backing off up to relistenMost; once listening again, followers are woken
+// once more (they may have missed notifications) and wait for the next one.
 func (ln *listener) run(ctx context.Context, loc string) {
-	conn, err := pgx.Connect(ctx, loc)
-	if err == nil {
-		_, err = conn.Exec(ctx, "LISTEN "+changesChannel)
+	pause := relistenFirst
+	for lost := false; ; lost = true {
+		conn, err := pgx.Connect(ctx, loc)
+		if err == nil {
+			_, err = conn.Exec(ctx, "LISTEN "+changesChannel)
+		}
+		if err == nil {
+			pause = relistenFirst
+			ln.mu.Lock()
+			ln.err = nil
+			if lost {
+				close(ln.wake)
+				ln.wake = make(chan struct{})
+			}
+			ln.mu.Unlock()
+		}
+		for err == nil {
+			_, err = conn.WaitForNotification(ctx)
+			if err == nil {
+				ln.wakeAll(nil)
+			}
+		}
+		ln.wakeAll(err) // wake everyone once more; they poll until listening again
+		if conn != nil {
+			conn.Close(context.Background())
+		}
+		if oswait.Pause(ctx, pause) != nil {
+			return
+		}
+		pause = min(2*pause, relistenMost)
 	}
-	for err == nil {
-		_, err = conn.WaitForNotification(ctx)
-		ln.mu.Lock()
-		close(ln.wake)
-		ln.wake = make(chan struct{})
-		ln.mu.Unlock()
-	}
+}
+
+// wakeAll ends every follower's current wait; err, when not nil, says why
+// listening stopped, and until it is cleared followers poll.
+func (ln *listener) wakeAll(err error) {
 	ln.mu.Lock()
+	defer ln.mu.Unlock()
 	ln.err = err
-	close(ln.wake) // wake everyone once more; they fall back to polling
-	ln.mu.Unlock()
-	if conn != nil {
-		conn.Close(context.Background())
-	}
+	close(ln.wake)
+	ln.wake = make(chan struct{})
 }

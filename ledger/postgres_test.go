@@ -175,7 +175,8 @@ func TestPostgresFollowersWakeOnAnotherHostsWrite(t *testing.T) {
 // TestPostgresFollowersPollWhenNotificationsAreLost: when the listening
 // connection is lost (terminated on the server), a waiting follower is
 // woken once, and from then on its waits end at its poll interval, so a
-// follower that polls the change counter still sees every write.
+// follower that polls the change counter still sees every write; and once
+// the ledger listens again, a notification ends a long wait once more.
 func TestPostgresFollowersPollWhenNotificationsAreLost(t *testing.T) {
 	loc := postgresOnly(t)
 	follower, err := ledger.Open(loc)
@@ -234,5 +235,29 @@ func TestPostgresFollowersPollWhenNotificationsAreLost(t *testing.T) {
 	}
 	if after, err := follower.Changes(ctx); err != nil || after <= before {
 		t.Fatalf("the change counter is %d (was %d) after the write: %v", after, before, err)
+	}
+	// The listener connects again by itself; then a follower whose poll
+	// interval is ten minutes is woken by the next write's notification.
+	for !ledger.Listening(follower) {
+		if ctx.Err() != nil {
+			t.Fatal("the ledger did not listen again after its connection was lost")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	go func() { woke <- follower.WaitForChange(ctx, 10*time.Minute) }()
+	for i := 0; ; i++ {
+		// Each write notifies; the first one may come before the follower
+		// waits, so write until it wakes.
+		if _, err := writer.Claim(ctx, ledger.TaskRef{ID: fmt.Sprint("relistened-", i)}, "wf"); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-woke:
+			if err != nil {
+				t.Fatalf("the follower was not woken after listening again: %v", err)
+			}
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 }
