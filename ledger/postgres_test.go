@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +14,7 @@ import (
 
 	_ "github.com/jackc/pgx/v5/stdlib"
 
+	"gatehouse/fakes"
 	"gatehouse/internal/pgtest"
 	"gatehouse/ledger"
 )
@@ -169,5 +172,70 @@ func TestPostgresFollowersWakeOnAnotherHostsWrite(t *testing.T) {
 			return
 		case <-time.After(200 * time.Millisecond): // the listener may not be connected yet: write again
 		}
+	}
+}
+
+// TestPostgresSearchIndexIsOptional: schema 10 makes a trigram index for
+// searches where pg_trgm can be had, and where the ledger's owner may not
+// create the extension the migration still succeeds, without the index, and
+// a search finds the same actions by reading the table.
+func TestPostgresSearchIndexIsOptional(t *testing.T) {
+	loc := postgresOnly(t)
+	u, err := url.Parse(loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	role := "plain_" + strings.TrimPrefix(strings.TrimPrefix(u.Path, "/"), "gh_")
+	// A role that may create tables in the ledger's schema but not
+	// extensions in its database (pg_trgm is trusted: the database's CREATE
+	// privilege would be enough).
+	pgExec(t, loc, `CREATE ROLE `+role+` LOGIN; GRANT CREATE, USAGE ON SCHEMA public TO `+role)
+	t.Cleanup(func() {
+		pgExec(t, loc, `DROP OWNED BY `+role+` CASCADE; DROP ROLE `+role)
+	})
+	plain := *u
+	plain.User = url.User(role)
+	for _, tc := range []struct {
+		name  string
+		loc   string
+		index bool
+	}{
+		{"Owner", loc, true},
+		{"WithoutExtension", plain.String(), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.index {
+				// The owner's database is a fresh one of its own.
+				tc.loc = pgtest.Database(t)
+			}
+			w := &world{t: t, path: tc.loc, clock: fakes.NewClock(t0), dest: fakes.NewDestination(), ctx: context.Background()}
+			w.open()
+			var n int
+			db, err := sql.Open("pgx", tc.loc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			if err := db.QueryRow(`SELECT count(*) FROM pg_indexes WHERE schemaname = current_schema() AND indexname = 'actions_search_trgm'`).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if (n == 1) != tc.index {
+				t.Fatalf("trigram index present: %v, want %v", n == 1, tc.index)
+			}
+			ada := w.proposeFor("cust-ada", "enquiry-1", "ada@example.com", "We have your enquiry")
+			ben := w.proposeFor("cust-ben", "enquiry-2", "Ben@Example.com", "Refund of 10% approved")
+			for search, want := range map[string][]string{
+				"BEN@EXAMPLE": {ben.Key}, "example.com": {ben.Key, ada.Key}, "10%": {ben.Key},
+				// Across the customer and the recipient, which the index
+				// joins: not a match.
+				"cust-ada ada@": nil,
+			} {
+				total, got, err := w.l.ListActions(w.ctx, ledger.ActionFilter{Search: search})
+				w.must(err)
+				if total != len(want) || !slices.Equal(keysOf(got), want) {
+					t.Fatalf("search %q: %d %v, want %v", search, total, keysOf(got), want)
+				}
+			}
+		})
 	}
 }

@@ -279,11 +279,24 @@ func countActions(tx queryTx, f ActionFilter, where string, args []any, total *i
 // rowids of every match, sorts them newest first, then reads the page's
 // rows by rowid. The scan asks for no order, so that SQLite may read a
 // narrower index covering the searched columns, should one exist.
+//
+// On PostgreSQL with the trigram index (schema 10, where pg_trgm is
+// available) the scan is an index lookup instead: the index holds the four
+// columns joined, which selects every row a column matches (and perhaps a
+// few more, matching across two columns), and the usual condition keeps
+// exactly the rows a column matches.
 func (l *Ledger) searchActions(ctx context.Context, f ActionFilter) (int, []Action, error) {
 	where, args := f.where()
 	var ids []any
 	var out []Action
 	err := l.read(ctx, func(tx queryTx) error {
+		where, args := where, args
+		if ok, err := l.dialect.trigramIndex(tx); err != nil {
+			return err
+		} else if ok {
+			where = and(where, `(key || ' ' || customer || ' ' || recipient || ' ' || subject) LIKE ? ESCAPE '\'`)
+			args = append(slices.Clip(args), likePattern(f.Search))
+		}
 		rows, err := tx.Query(`SELECT rowid FROM actions`+where, args...)
 		if err != nil {
 			return err
