@@ -176,42 +176,57 @@ func TestPostgresFollowersWakeOnAnotherHostsWrite(t *testing.T) {
 }
 
 // TestPostgresSearchIndexIsOptional: schema 10 makes a trigram index for
-// searches where pg_trgm can be had, and where the ledger's owner may not
-// create the extension the migration still succeeds, without the index, and
-// a search finds the same actions by reading the table.
+// searches where pg_trgm can be had; where the ledger's owner may not create
+// the extension, or may not use the schema it already lives in, the
+// migration still succeeds, without the index, and a search finds the same
+// actions by reading the table.
 func TestPostgresSearchIndexIsOptional(t *testing.T) {
-	loc := postgresOnly(t)
-	u, err := url.Parse(loc)
+	owner := postgresOnly(t)
+	u, err := url.Parse(owner)
 	if err != nil {
 		t.Fatal(err)
 	}
 	role := "plain_" + strings.TrimPrefix(strings.TrimPrefix(u.Path, "/"), "gh_")
-	// A role that may create tables in the ledger's schema but not
-	// extensions in its database (pg_trgm is trusted: the database's CREATE
-	// privilege would be enough).
-	pgExec(t, loc, `CREATE ROLE `+role+` LOGIN; GRANT CREATE, USAGE ON SCHEMA public TO `+role)
+	pgExec(t, owner, `CREATE ROLE `+role+` LOGIN`)
+	var dbs []string
 	t.Cleanup(func() {
-		pgExec(t, loc, `DROP OWNED BY `+role+` CASCADE; DROP ROLE `+role)
+		for _, db := range dbs {
+			pgExec(t, db, `DROP OWNED BY `+role+` CASCADE`)
+		}
+		pgExec(t, owner, `DROP ROLE `+role)
 	})
-	plain := *u
-	plain.User = url.User(role)
+	// as gives the plain role a database of its own in which it may create
+	// tables in the schema public but not extensions (pg_trgm is trusted:
+	// the database's CREATE privilege would be enough), after setup ran
+	// there as the owner.
+	as := func(setup string) string {
+		db := pgtest.Database(t)
+		dbs = append(dbs, db)
+		pgExec(t, db, `GRANT CREATE, USAGE ON SCHEMA public TO `+role+`; `+setup)
+		du, err := url.Parse(db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		du.User = url.User(role)
+		return du.String()
+	}
 	for _, tc := range []struct {
 		name  string
-		loc   string
+		loc   func() string
 		index bool
 	}{
-		{"Owner", loc, true},
-		{"WithoutExtension", plain.String(), false},
+		{"Owner", func() string { return pgtest.Database(t) }, true},
+		{"MayNotCreateTheExtension", func() string { return as(`SELECT 1`) }, false},
+		{"ExtensionInASchemaItMayNotUse", func() string {
+			return as(`CREATE SCHEMA ext; CREATE EXTENSION pg_trgm SCHEMA ext`)
+		}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if tc.index {
-				// The owner's database is a fresh one of its own.
-				tc.loc = pgtest.Database(t)
-			}
-			w := &world{t: t, path: tc.loc, clock: fakes.NewClock(t0), dest: fakes.NewDestination(), ctx: context.Background()}
+			loc := tc.loc()
+			w := &world{t: t, path: loc, clock: fakes.NewClock(t0), dest: fakes.NewDestination(), ctx: context.Background()}
 			w.open()
 			var n int
-			db, err := sql.Open("pgx", tc.loc)
+			db, err := sql.Open("pgx", loc)
 			if err != nil {
 				t.Fatal(err)
 			}
