@@ -61,13 +61,14 @@ var invariants = []struct {
 // Check reads the whole ledger in one snapshot and reports every violation:
 // SQLite's integrity check, foreign keys, and the ledger's invariants (at
 // most one attempt in flight per action; every action's state agrees with
-// its attempts; the counters equal a recount of the history). It only reads.
+// its attempts; the counters equal a recount of the history; the kept
+// number of actions in each state equals a recount). It only reads.
 // An error means the check itself could not run.
 func (l *Ledger) Check(ctx context.Context) ([]Violation, error) {
 	var out []Violation
 	err := l.read(ctx, func(tx queryTx) error {
 		out = nil
-		for _, step := range []func(queryTx) ([]Violation, error){checkIntegrity, checkForeignKeys, checkInvariants, checkCounters} {
+		for _, step := range []func(queryTx) ([]Violation, error){checkIntegrity, checkForeignKeys, checkInvariants, checkCounters, checkActionCounts} {
 			vs, err := step(tx)
 			if err != nil {
 				return err
@@ -183,6 +184,29 @@ func checkCounters(tx queryTx) ([]Violation, error) {
 			out = append(out, Violation{Rule: "counters match history", Detail: fmt.Sprintf("counter %s = %d counts a kind the ledger does not count", k, kept[k])})
 		case kept[k] != recount[k]:
 			out = append(out, Violation{Rule: "counters match history", Detail: fmt.Sprintf("counter %s = %d, the history has %d", k, kept[k], recount[k])})
+		}
+	}
+	return out, nil
+}
+
+// checkActionCounts recounts the actions in each state and compares them
+// with the counts the inspector's totals read (schema 10).
+func checkActionCounts(tx queryTx) ([]Violation, error) {
+	kept, err := kindCounts(tx, `SELECT state, n FROM action_counts`)
+	if err != nil {
+		return nil, fmt.Errorf("read action counts: %w", err)
+	}
+	recount, err := kindCounts(tx, `SELECT state, count(*) FROM actions GROUP BY state`)
+	if err != nil {
+		return nil, fmt.Errorf("recount actions: %w", err)
+	}
+	var out []Violation
+	states := maps.Clone(recount)
+	maps.Copy(states, kept)
+	for _, st := range slices.Sorted(maps.Keys(states)) {
+		if kept[st] != recount[st] {
+			out = append(out, Violation{Rule: "action counts match actions",
+				Detail: fmt.Sprintf("%s: counted %d, the ledger has %d", st, kept[st], recount[st])})
 		}
 	}
 	return out, nil

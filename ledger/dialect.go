@@ -3,9 +3,11 @@ package ledger
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // dialect is the SQL the ledger's store speaks. The ledger writes its
@@ -20,6 +22,31 @@ type dialect struct {
 	loc        string
 	listenOnce sync.Once
 	listen     *listener
+
+	// trigram is whether the trigram index schema 10 makes where pg_trgm
+	// is available exists: 0 not yet looked up, 1 yes, 2 no.
+	trigram atomic.Int32
+}
+
+// trigramIndex reports whether searches can use the trigram index
+// (PostgreSQL only), looking it up once per process.
+func (d *dialect) trigramIndex(q queryer) (bool, error) {
+	if !d.isPostgres() {
+		return false, nil
+	}
+	if v := d.trigram.Load(); v != 0 {
+		return v == 1, nil
+	}
+	var n int
+	if err := q.QueryRow(`SELECT count(*) FROM pg_indexes WHERE schemaname = current_schema() AND indexname = 'actions_search_trgm'`).Scan(&n); err != nil {
+		return false, fmt.Errorf("look for the search index: %w", err)
+	}
+	if n == 0 {
+		d.trigram.Store(2)
+		return false, nil
+	}
+	d.trigram.Store(1)
+	return true, nil
 }
 
 // Statement fragments whose SQLite spelling PostgreSQL does not accept.

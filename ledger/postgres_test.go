@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +14,7 @@ import (
 
 	_ "github.com/jackc/pgx/v5/stdlib"
 
+	"gatehouse/fakes"
 	"gatehouse/internal/pgtest"
 	"gatehouse/ledger"
 )
@@ -259,5 +262,85 @@ func TestPostgresFollowersPollWhenNotificationsAreLost(t *testing.T) {
 			return
 		case <-time.After(100 * time.Millisecond):
 		}
+	}
+}
+
+// TestPostgresSearchIndexIsOptional: schema 10 makes a trigram index for
+// searches where pg_trgm can be had; where the ledger's owner may not create
+// the extension, or may not use the schema it already lives in, the
+// migration still succeeds, without the index, and a search finds the same
+// actions by reading the table.
+func TestPostgresSearchIndexIsOptional(t *testing.T) {
+	owner := postgresOnly(t)
+	u, err := url.Parse(owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	role := "plain_" + strings.TrimPrefix(strings.TrimPrefix(u.Path, "/"), "gh_")
+	pgExec(t, owner, `CREATE ROLE `+role+` LOGIN`)
+	var dbs []string
+	t.Cleanup(func() {
+		for _, db := range dbs {
+			pgExec(t, db, `DROP OWNED BY `+role+` CASCADE`)
+		}
+		pgExec(t, owner, `DROP ROLE `+role)
+	})
+	// as gives the plain role a database of its own in which it may create
+	// tables in the schema public but not extensions (pg_trgm is trusted:
+	// the database's CREATE privilege would be enough), after setup ran
+	// there as the owner.
+	as := func(setup string) string {
+		db := pgtest.Database(t)
+		dbs = append(dbs, db)
+		pgExec(t, db, `GRANT CREATE, USAGE ON SCHEMA public TO `+role+`; `+setup)
+		du, err := url.Parse(db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		du.User = url.User(role)
+		return du.String()
+	}
+	for _, tc := range []struct {
+		name  string
+		loc   func() string
+		index bool
+	}{
+		{"Owner", func() string { return pgtest.Database(t) }, true},
+		{"MayNotCreateTheExtension", func() string { return as(`SELECT 1`) }, false},
+		{"ExtensionInASchemaItMayNotUse", func() string {
+			return as(`CREATE SCHEMA ext; CREATE EXTENSION pg_trgm SCHEMA ext`)
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			loc := tc.loc()
+			w := &world{t: t, path: loc, clock: fakes.NewClock(t0), dest: fakes.NewDestination(), ctx: context.Background()}
+			w.open()
+			var n int
+			db, err := sql.Open("pgx", loc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			if err := db.QueryRow(`SELECT count(*) FROM pg_indexes WHERE schemaname = current_schema() AND indexname = 'actions_search_trgm'`).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if (n == 1) != tc.index {
+				t.Fatalf("trigram index present: %v, want %v", n == 1, tc.index)
+			}
+			ada := w.proposeFor("cust-ada", "enquiry-1", "ada@example.com", "We have your enquiry")
+			ben := w.proposeFor("cust-ben", "enquiry-2", "Ben@Example.com", "Refund of 10% approved")
+			for search, want := range map[string][]string{
+				"BEN@EXAMPLE": {ben.Key}, "example.com": {ben.Key, ada.Key}, "10%": {ben.Key},
+				// Across the customer and the recipient, which the index
+				// joins: not a match.
+				"cust-ada ada@": nil,
+			} {
+				total, got, err := w.l.ListActions(w.ctx, ledger.ActionFilter{Search: search})
+				w.must(err)
+				if total != len(want) || !slices.Equal(keysOf(got), want) {
+					t.Fatalf("search %q: %d %v, want %v", search, total, keysOf(got), want)
+				}
+			}
+		})
 	}
 }

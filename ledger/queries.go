@@ -207,7 +207,7 @@ func (l *Ledger) ListActions(ctx context.Context, f ActionFilter) (int, []Action
 	var total int
 	var out []Action
 	err := l.read(ctx, func(tx queryTx) error {
-		if err := tx.QueryRow(`SELECT count(*) FROM actions`+where, args...).Scan(&total); err != nil {
+		if err := countActions(tx, f, where, args, &total); err != nil {
 			return err
 		}
 		if where == "" {
@@ -232,8 +232,15 @@ func (l *Ledger) ListActions(ctx context.Context, f ActionFilter) (int, []Action
 		if limit <= 0 {
 			return nil
 		}
-		rows, err := tx.Query(`SELECT `+actionCols+` FROM actions`+where+
-			` ORDER BY rowid `+order+` LIMIT ? OFFSET ?`, append(args, limit, offset)...)
+		// The rows an offset skips are walked in an index of rowids (by
+		// state, or the table's own), and only the page's rows are read.
+		page, pargs := `SELECT `+actionCols+` FROM actions`+where+` ORDER BY rowid `+order+` LIMIT ?`, append(args, limit)
+		if offset > 0 {
+			page = `SELECT ` + actionCols + ` FROM actions WHERE rowid IN (SELECT rowid FROM actions` + where +
+				` ORDER BY rowid ` + order + ` LIMIT ? OFFSET ?) ORDER BY rowid ` + order
+			pargs = append(pargs, offset)
+		}
+		rows, err := tx.Query(page, pargs...)
 		if err != nil {
 			return err
 		}
@@ -253,16 +260,43 @@ func (l *Ledger) ListActions(ctx context.Context, f ActionFilter) (int, []Action
 	return total, out, err
 }
 
+// countActions counts the actions f selects. Without a task or a search
+// the count is the sum of the kept counts of the states selected (see
+// schema 10), which costs the same at any size; otherwise it is counted.
+func countActions(tx queryTx, f ActionFilter, where string, args []any, total *int) error {
+	if f.TaskID != "" || f.Search != "" {
+		return tx.QueryRow(`SELECT count(*) FROM actions`+where, args...).Scan(total)
+	}
+	states := ""
+	if len(f.States) > 0 {
+		states = " WHERE state IN (" + strings.TrimSuffix(strings.Repeat("?,", len(f.States)), ",") + ")"
+	}
+	return tx.QueryRow(`SELECT COALESCE(sum(n), 0) FROM action_counts`+states, args...).Scan(total)
+}
+
 // searchActions answers a filter with a search in one scan instead of two
 // (a count, then a page that, for a rare match, scans as far): it reads the
 // rowids of every match, sorts them newest first, then reads the page's
 // rows by rowid. The scan asks for no order, so that SQLite may read a
 // narrower index covering the searched columns, should one exist.
+//
+// On PostgreSQL with the trigram index (schema 10, where pg_trgm is
+// available) the scan is an index lookup instead: the index holds the four
+// columns joined, which selects every row a column matches (and perhaps a
+// few more, matching across two columns), and the usual condition keeps
+// exactly the rows a column matches.
 func (l *Ledger) searchActions(ctx context.Context, f ActionFilter) (int, []Action, error) {
 	where, args := f.where()
 	var ids []any
 	var out []Action
 	err := l.read(ctx, func(tx queryTx) error {
+		where, args := where, args
+		if ok, err := l.dialect.trigramIndex(tx); err != nil {
+			return err
+		} else if ok {
+			where = and(where, `(key || ' ' || customer || ' ' || recipient || ' ' || subject) LIKE ? ESCAPE '\'`)
+			args = append(slices.Clip(args), likePattern(f.Search))
+		}
 		rows, err := tx.Query(`SELECT rowid FROM actions`+where, args...)
 		if err != nil {
 			return err
