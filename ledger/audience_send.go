@@ -368,7 +368,7 @@ func (l *Ledger) proposeRecipients(ctx context.Context, req AudienceSend, rel Au
 // meanwhile stays cancelled, and the gate refuses it later) and approved
 // unless it already moved on.
 func (t *wtx) proposeAndApprove(p Proposal, approver string, material []MaterialRead) error {
-	_, err := t.propose(p)
+	a, err := t.propose(p)
 	var keep *committedRefusal
 	if errors.As(err, &keep) {
 		err = keep.err // its history line stays: nothing is rolled back below unless the run ends
@@ -378,11 +378,15 @@ func (t *wtx) proposeAndApprove(p Proposal, approver string, material []Material
 		return nil
 	case err != nil && !errors.Is(err, ErrDuplicate) && !errors.Is(err, ErrInFlight):
 		return err
+	case err != nil:
+		// A refusal returns no action to go on with: read it.
+		if a, err = getAction(t, p.Key()); err != nil {
+			return err
+		}
 	}
-	a, err := getAction(t, p.Key())
-	if err != nil {
-		return err
-	}
+	// Otherwise a is the action as propose left it (inserted, or its
+	// version counted up with each change), so approve's compare-and-swap
+	// on the version still catches any difference.
 	if err := t.approve(&a, approver, material); !errors.Is(err, ErrWrongState) {
 		return err
 	}
