@@ -193,8 +193,9 @@ func (s *sendRun) decideAll(ctx context.Context, prepared <-chan preparedBatch, 
 // next batch, decided in advance, is withdrawn instead of handed over (its
 // recipients are approved again, not started), so that a stop halts the
 // run within one batch even though the next batch's intents may have been
-// recorded before it. Once it ends the run (a stop, a failure, ctx done),
-// every batch still decided is withdrawn.
+// recorded before it. Once it ends the run (a stop, a failure, ctx done,
+// outcomes that could not be recorded), every batch still decided is
+// withdrawn.
 func (s *sendRun) handOverAll(ctx context.Context, decided <-chan []Begun, jobs chan<- handOver, idle *sync.WaitGroup,
 	tokens chan<- struct{}, halt chan<- struct{}) error {
 	var end, stopped error
@@ -202,6 +203,14 @@ func (s *sendRun) handOverAll(ctx context.Context, decided <-chan []Begun, jobs 
 		if end == nil && stopped != nil && !metStop(begun) {
 			end = stopped
 			close(halt)
+		}
+		if end == nil {
+			// ctx done, or outcomes could not be recorded: hand nothing
+			// more over.
+			if err := s.stopped(ctx); err != nil {
+				end = err
+				close(halt)
+			}
 		}
 		if end != nil {
 			s.withdraw(ctx, begun, end)
