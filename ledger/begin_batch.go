@@ -130,9 +130,9 @@ const (
 var savepointSQL = [...]string{spBegin: `SAVEPOINT one`, spRelease: `RELEASE one`, spRollback: `ROLLBACK TO one`}
 
 // savepointStep runs one of savepoint's statements. On SQLite each is
-// prepared once per transaction: a statement without arguments is
-// otherwise parsed again at every call, which in a batch of a hundred
-// requests cost more than some of the requests' own queries.
+// prepared once per transaction: the driver runs a statement without
+// arguments unprepared, so it would be parsed again at every call, two or
+// three times per request of a batch.
 func (t *wtx) savepointStep(step int) error {
 	if t.l.dialect.isPostgres() {
 		_, err := t.Exec(savepointSQL[step])
