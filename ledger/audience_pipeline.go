@@ -37,7 +37,10 @@ func newSendRun(l *Ledger, req AudienceSend, rel AudienceSummary, body string, d
 func (s *sendRun) send(ctx context.Context) error {
 	s.start = s.l.clock.Now()
 	jobs := make(chan handOver)
-	delivered := make(chan deliveredMsg, s.req.concurrency())
+	// Room for every message that can be handed over and not yet
+	// recorded, so that a worker never waits for the recorder (which
+	// waits for the write connection while a batch is decided).
+	delivered := make(chan deliveredMsg, 2*s.req.batchSize()+s.req.concurrency())
 	var wg sync.WaitGroup
 	for range s.req.concurrency() {
 		wg.Add(1)
@@ -68,12 +71,17 @@ func (s *sendRun) send(ctx context.Context) error {
 }
 
 // dispatch reads the eligible recipients page by page and decides them in
-// batches. With several workers one goroutine prepares the next batch
-// (proposals and approvals, which read no consent) while this one hands
-// over the current one: it starts once the current batch's intents are
-// durable, so its transaction does not compete with BeginAttempts for the
-// one write connection. With one worker it is strictly sequential: a batch
-// is prepared only after the previous one's outcomes are recorded.
+// batches. With several workers three goroutines overlap: one prepares the
+// next batch (proposals and approvals, which read no consent) once the
+// current batch's intents are durable, so that its transaction does not
+// compete with BeginAttempts for the one write connection; this one decides
+// batches (consent reads, BeginAttempts); and a hander hands the decided
+// batches over (see handOverAll). A batch's consent reads start only once
+// every message of the batch before the previous one is in a worker's
+// hands, and only once every message of the previous one is when
+// overlapping would make the bound on stale reads too wide (see overlaps).
+// With one worker it is strictly sequential: a batch is prepared only
+// after the previous one's outcomes are recorded.
 func (s *sendRun) dispatch(ctx context.Context, jobs chan<- handOver) error {
 	var idle sync.WaitGroup // messages handed over and not yet recorded
 	if s.req.concurrency() == 1 {
@@ -83,7 +91,11 @@ func (s *sendRun) dispatch(ctx context.Context, jobs chan<- handOver) error {
 			if err != nil {
 				return err
 			}
-			return s.decideAndHandOver(ctx, pb, jobs, &idle, func() {})
+			begun, err := s.decide(ctx, pb)
+			if err != nil {
+				return err
+			}
+			return s.handOverBatch(ctx, begun, jobs, &idle)
 		})
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -112,22 +124,126 @@ func (s *sendRun) dispatch(ctx context.Context, jobs chan<- handOver) error {
 			}
 		})
 	}()
-	begun := func() {
+	// A token is a batch that may be decided and not yet all handed over:
+	// two when batches overlap, else one.
+	tokens := make(chan struct{}, 2)
+	tokens <- struct{}{}
+	if s.req.overlaps() {
+		tokens <- struct{}{}
+	}
+	decided := make(chan []Begun, 1)
+	halt := make(chan struct{}) // closed when the hander ends the run
+	handErr := make(chan error, 1)
+	go func() { handErr <- s.handOverAll(ctx, decided, jobs, &idle, tokens, halt) }()
+	err := s.decideAll(ctx, prepared, decided, tokens, halt, func() {
 		select {
 		case next <- struct{}{}:
 		default:
 		}
+	})
+	close(decided)
+	herr := <-handErr
+	cancel()
+	for range prepared { // let the preparer end
 	}
+	perr := <-prepErr
+	if herr != nil {
+		return herr
+	}
+	if err != nil {
+		return err
+	}
+	return perr
+}
+
+// decideAll decides each prepared batch once it holds a token and passes
+// it to the hander, until the batches end, one meets a stop, or the hander
+// halts the run.
+func (s *sendRun) decideAll(ctx context.Context, prepared <-chan preparedBatch, decided chan<- []Begun, tokens <-chan struct{},
+	halt <-chan struct{}, afterBegin func()) error {
 	for pb := range prepared {
-		if err := s.decideAndHandOver(ctx, pb, jobs, &idle, begun); err != nil {
-			cancel()
-			for range prepared { // let the preparer end
-			}
-			<-prepErr
+		select {
+		case <-tokens:
+		case <-halt:
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("send release %s: %w", s.req.ReleaseID, ctx.Err())
+		}
+		select {
+		case <-halt:
+			return nil
+		default:
+		}
+		begun, err := s.decide(ctx, pb)
+		afterBegin()
+		if err != nil {
 			return err
 		}
+		decided <- begun // the hander drains decided until it is closed
+		if metStop(begun) {
+			return nil // the hander reports the stop
+		}
 	}
-	return <-prepErr
+	return nil
+}
+
+// handOverAll hands over the decided batches in order, returning a token
+// after each. Before it returns the token that lets the batch after next
+// be decided, it reads the stop switch: when a stop was turned on, the
+// next batch, decided in advance, is withdrawn instead of handed over (its
+// recipients are approved again, not started), so that a stop halts the
+// run within one batch even though the next batch's intents may have been
+// recorded before it. Once it ends the run (a stop, a failure, ctx done,
+// outcomes that could not be recorded), every batch still decided is
+// withdrawn.
+func (s *sendRun) handOverAll(ctx context.Context, decided <-chan []Begun, jobs chan<- handOver, idle *sync.WaitGroup,
+	tokens chan<- struct{}, halt chan<- struct{}) error {
+	var end, stopped error
+	for begun := range decided {
+		if end == nil && stopped != nil && !metStop(begun) {
+			end = stopped
+			close(halt)
+		}
+		if end == nil {
+			// ctx done, or outcomes could not be recorded: hand nothing
+			// more over.
+			if err := s.stopped(ctx); err != nil {
+				end = err
+				close(halt)
+			}
+		}
+		if end != nil {
+			s.withdraw(ctx, begun, end)
+			continue
+		}
+		if err := s.handOverBatch(ctx, begun, jobs, idle); err != nil {
+			end = err
+			close(halt)
+			continue
+		}
+		sw, err := s.l.StopState(ctx)
+		switch {
+		case err != nil:
+			end = fmt.Errorf("send release %s: %w", s.req.ReleaseID, err)
+			close(halt)
+			continue
+		case sw.Stopped:
+			stopped = fmt.Errorf("send release %s: %w: execution is stopped (by %s: %s); the recipients decided before it and not handed over stay approved",
+				s.req.ReleaseID, ErrStopped, sw.Actor, sw.Reason)
+		}
+		tokens <- struct{}{}
+	}
+	return end
+}
+
+// metStop reports whether BeginAttempts met a stop in this batch.
+func metStop(begun []Begun) bool {
+	for _, b := range begun {
+		if errors.Is(b.Err, ErrStopped) {
+			return true
+		}
+	}
+	return false
 }
 
 // eachBatch reads the eligible recipients page by page (never all at once)
@@ -214,18 +330,13 @@ func (s *sendRun) prepare(ctx context.Context, rows []AudienceRow) (preparedBatc
 	return pb, nil
 }
 
-// decideAndHandOver is one prepared batch, per recipient in this order:
-// consent re-read, intent made durable (one BeginAttempts for the batch),
-// message handed over. It starts only once every message of the previous
-// batch is in a worker's hands.
-// afterBegin is called once the batch's intents are durable (or there
-// were none to decide).
-func (s *sendRun) decideAndHandOver(ctx context.Context, pb preparedBatch, jobs chan<- handOver, idle *sync.WaitGroup, afterBegin func()) error {
+// decide is one prepared batch, per recipient in this order: consent
+// re-read, intent made durable (one BeginAttempts for the batch). Its
+// messages may be handed over once it returns (handOverBatch).
+func (s *sendRun) decide(ctx context.Context, pb preparedBatch) ([]Begun, error) {
 	reqs, customers := pb.reqs, pb.customers
 	if len(reqs) == 0 {
-		afterBegin()
-		s.report(false)
-		return nil
+		return nil, nil
 	}
 	for i := range reqs {
 		reqs[i].Reread = rereadConsent(ctx, s.dir, customers[i])
@@ -238,11 +349,13 @@ func (s *sendRun) decideAndHandOver(ctx context.Context, pb preparedBatch, jobs 
 	for i := range reqs {
 		reqs[i].Endpoint.Epoch = ep.Epoch
 	}
-	begun, err := s.l.BeginAttempts(ctx, reqs)
-	afterBegin()
-	if err != nil {
-		return err
-	}
+	return s.l.BeginAttempts(ctx, reqs)
+}
+
+// handOverBatch hands each decided message of a batch to a worker and
+// counts the refusals; a stop met by BeginAttempts, a failure or ctx done
+// ends the run (what was decided and not handed over is withdrawn).
+func (s *sendRun) handOverBatch(ctx context.Context, begun []Begun, jobs chan<- handOver, idle *sync.WaitGroup) error {
 	var stop error
 	for i, b := range begun {
 		if b.Err != nil {
@@ -279,6 +392,9 @@ func (s *sendRun) withdraw(ctx context.Context, begun []Begun, why error) {
 	var atts []Attempt
 	var ds []Delivery
 	for _, b := range begun {
+		if b.Err != nil && recipientRefusal(b.Err) {
+			s.refused(b.Err)
+		}
 		if b.Err == nil {
 			err := &DeliveryError{Outcome: OutcomeNotDelivered, Err: fmt.Errorf("the run ended before it was handed over (%w); nothing was sent", why)}
 			atts, ds = append(atts, b.Attempt), append(ds, Delivery{Outcome: OutcomeNotDelivered, Err: err})
@@ -304,11 +420,28 @@ type deliveredMsg struct {
 	d Delivery
 }
 
-// record records the outcomes the workers report, as many as are waiting
-// (up to one batch) in one RecordDeliveries transaction.
+// record records the outcomes the workers report in RecordDeliveries
+// transactions of up to MaxBatch. With several workers it waits for a
+// batch's worth (or the end of the run) before it records, so that it
+// takes the one write connection once a batch rather than between every
+// few deliveries; nothing waits for these records but the run's end (an
+// outcome recorded late is, after a crash, only one that recovery makes
+// unknown and the next run reconciles). With one worker it records what
+// is waiting at once: the next batch waits for it.
 func (s *sendRun) record(ctx context.Context, delivered <-chan deliveredMsg) {
+	group := 1
+	if s.req.concurrency() > 1 {
+		group = s.req.batchSize()
+	}
 	for first := range delivered {
 		pending := []deliveredMsg{first}
+		for len(pending) < group {
+			m, ok := <-delivered
+			if !ok {
+				break
+			}
+			pending = append(pending, m)
+		}
 	drain:
 		for len(pending) < MaxBatch {
 			select {

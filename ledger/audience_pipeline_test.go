@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -84,18 +85,27 @@ func (d seqDest) Send(ctx context.Context, m ledger.Message) (ledger.Receipt, er
 
 // TestPipelinedAudienceSendKeepsTheOrder sends 230 recipients with 4
 // connections in batches of 16 and checks, per recipient, that the consent
-// read came before its send and that at most one batch of other sends
-// started in between, besides those already in the workers' hands
-// (batch + concurrency − 1); every recipient arrives once and a re-run
-// sends nothing.
+// read came before its send and that at most two batches of other sends
+// started in between (the one decided in advance and its own), besides
+// those already in the workers' hands (2 × batch + concurrency − 1); every
+// recipient arrives once and a re-run sends nothing. With batches too
+// large to overlap within MaxStaleSends the bound is one batch.
 func TestPipelinedAudienceSendKeepsTheOrder(t *testing.T) {
+	for _, c := range []struct{ n, batch, concurrency, bound int }{{230, 16, 4, 2*16 + 4 - 1}, {330, 60, 4, 60 + 4 - 1}} {
+		t.Run(fmt.Sprintf("Batch%d", c.batch), func(t *testing.T) { keepsTheOrder(t, c.n, c.batch, c.concurrency, c.bound) })
+	}
+}
+
+func keepsTheOrder(t *testing.T, n, batch, concurrency, bound int) {
 	w := newWorld(t)
-	const n, batch, concurrency = 230, 16, 4
 	dir := bigRelease(t, w, "big", n)
 	seq := newSequence()
 	var progress []ledger.SendProgress
 	send := ledger.AudienceSend{ReleaseID: "big", Actor: "notice-bot", Concurrency: concurrency, Batch: batch,
 		Progress: func(p ledger.SendProgress) { progress = append(progress, p) }}
+	if send.StaleSends() != bound {
+		t.Fatalf("StaleSends %d, want %d", send.StaleSends(), bound)
+	}
 	s, err := w.l.SendAudience(w.ctx, send, seqDest{w.dest, seq}, seqDir{dir, seq})
 	w.must(err)
 	if s.Confirmed != n || w.dest.Calls() != n {
@@ -112,9 +122,8 @@ func TestPipelinedAudienceSendKeepsTheOrder(t *testing.T) {
 				between++
 			}
 		}
-		if between > batch+concurrency-1 {
-			t.Errorf("%s: %d sends between its consent read and its own, more than one batch (%d) and the %d in the workers' hands",
-				id, between, batch, concurrency-1)
+		if between > bound {
+			t.Errorf("%s: %d sends between its consent read and its own, more than the bound %d", id, between, bound)
 		}
 	}
 	for _, m := range w.dest.Arrived() {
@@ -168,6 +177,95 @@ func TestPipelinedAudienceSendStopsWithinOneBatch(t *testing.T) {
 	if w.dest.Calls() != n || s.Confirmed != n {
 		t.Fatalf("after resume: calls %d, confirmed %d, want %d", w.dest.Calls(), s.Confirmed, n)
 	}
+}
+
+// TestPipelinedAudienceSendStopsWhileABatchWaits turns the stop switch on
+// after the third batch was decided in advance, while the second is being
+// handed over (its sends wait for the stop, so the hand-over cannot end
+// before it): the second batch is sent, the third is withdrawn (its
+// attempts recorded as not delivered, nothing sent), the run ends with
+// ErrStopped, nothing is left in flight, and after a resume a re-run sends
+// each remaining recipient once.
+func TestPipelinedAudienceSendStopsWhileABatchWaits(t *testing.T) {
+	w := newWorld(t)
+	const n, batch = 40, 8
+	dir := bigRelease(t, w, "big", n)
+	seq := newSequence()
+	stopped := make(chan struct{})
+	seq.onSend = func(sends int) {
+		if sends == batch+1 {
+			go func() {
+				defer close(stopped)
+				if !thirdBatchDecided(t, w, batch) {
+					t.Error("the third batch was not decided while the second was handed over")
+				}
+				w.must(w.l.Stop(w.ctx, "ops", "wrong opening hours in the notice"))
+			}()
+		}
+		if sends > batch {
+			<-stopped
+		}
+	}
+	send := ledger.AudienceSend{ReleaseID: "big", Actor: "notice-bot", Concurrency: 3, Batch: batch}
+	_, err := w.l.SendAudience(w.ctx, send, seqDest{w.dest, seq}, seqDir{dir, seq})
+	if !errors.Is(err, ledger.ErrStopped) {
+		t.Fatalf("send during a stop: %v, want ErrStopped", err)
+	}
+	if w.dest.Calls() != 2*batch {
+		t.Fatalf("stopped run: %d sends, want the two batches' %d", w.dest.Calls(), 2*batch)
+	}
+	rows, err := w.l.AudienceRows(w.ctx, "big", ledger.RowEligible, n, 0)
+	w.must(err)
+	withdrawn := 0
+	for _, r := range rows {
+		if r.State == ledger.StateExecuting || r.State == ledger.StateUnknown {
+			t.Fatalf("%s left %s by a stopped run", r.ActionKey, r.State)
+		}
+		atts, err := w.l.Attempts(w.ctx, r.ActionKey)
+		w.must(err)
+		for _, a := range atts {
+			if strings.Contains(a.Response, "the run ended before it was handed over") {
+				withdrawn++
+			}
+		}
+	}
+	if withdrawn != batch {
+		t.Fatalf("%d attempts withdrawn, want the batch decided before the stop (%d)", withdrawn, batch)
+	}
+	w.must(w.l.Resume(w.ctx, "ops", "notice corrected"))
+	s, err := w.l.SendAudience(w.ctx, send, w.dest, dir)
+	w.must(err)
+	if w.dest.Calls() != n || s.Confirmed != n {
+		t.Fatalf("after resume: calls %d, confirmed %d, want %d", w.dest.Calls(), s.Confirmed, n)
+	}
+	for _, m := range w.dest.Arrived() {
+		if w.dest.Arrivals(m.ActionKey) != 1 {
+			t.Fatalf("%s arrived %d times", m.ActionKey, w.dest.Arrivals(m.ActionKey))
+		}
+	}
+}
+
+// thirdBatchDecided waits (reading the ledger, a bounded number of times)
+// until every recipient of the third batch is in flight.
+func thirdBatchDecided(t *testing.T, w *world, batch int) bool {
+	for range 20000 {
+		rows, err := w.l.AudienceRows(w.ctx, "big", ledger.RowEligible, batch, 2*batch)
+		if err != nil {
+			t.Error(err)
+			return false
+		}
+		executing := 0
+		for _, r := range rows {
+			if r.State == ledger.StateExecuting {
+				executing++
+			}
+		}
+		if executing == batch {
+			return true
+		}
+		runtime.Gosched()
+	}
+	return false
 }
 
 // heldKey is the one held recipient of a release.
@@ -310,9 +408,10 @@ func cancelledSend(t *testing.T, at string) {
 		}
 	}
 	t.Logf("cancelled at %s: %d sends, %d decided attempts withdrawn", at, w.dest.Calls(), withdrawn)
-	// Every attempt the second batch decided was either sent or withdrawn.
-	if at == "Send" && w.dest.Calls()+withdrawn != 2*batch {
-		t.Fatalf("%d sends and %d withdrawn; want the two batches' %d", w.dest.Calls(), withdrawn, 2*batch)
+	// Every attempt the second batch decided was either sent or withdrawn,
+	// and so was the third batch's if it was decided in advance.
+	if at == "Send" && w.dest.Calls()+withdrawn != 2*batch && w.dest.Calls()+withdrawn != 3*batch {
+		t.Fatalf("%d sends and %d withdrawn; want the two batches' %d or the three's %d", w.dest.Calls(), withdrawn, 2*batch, 3*batch)
 	}
 	s, err := w.l.SendAudience(w.ctx, send, w.dest, dir)
 	w.must(err)

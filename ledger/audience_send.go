@@ -110,6 +110,11 @@ const (
 	// the most messages handed over between a recipient's consent read and
 	// its own hand-over.
 	MaxBatch = 100
+	// MaxStaleSends is the widest the pipeline overlaps batches: the next
+	// batch is decided while the current one is handed over only when at
+	// most this many sends can then start between a recipient's consent
+	// read and its own send (see AudienceSend.StaleSends).
+	MaxStaleSends = 100
 )
 
 // AudienceSend asks the gate to send a release.
@@ -153,6 +158,25 @@ func (req AudienceSend) batchSize() int {
 	return min(n, MaxBatch)
 }
 
+// overlaps reports whether a batch may be decided while the previous one
+// is still being handed over: only when the wider bound on what starts
+// between a recipient's consent read and its own send, two batches and
+// the workers' hands (2 × Batch + Concurrency − 1), stays within
+// MaxStaleSends. Otherwise each batch waits for the previous one, and the
+// bound is Batch + Concurrency − 1.
+func (req AudienceSend) overlaps() bool {
+	return req.concurrency() > 1 && 2*req.batchSize()+req.concurrency()-1 <= MaxStaleSends
+}
+
+// StaleSends is the most sends that can start between a recipient's
+// consent read and its own send in this run (see SendAudience).
+func (req AudienceSend) StaleSends() int {
+	if req.overlaps() {
+		return 2*req.batchSize() + req.concurrency() - 1
+	}
+	return req.batchSize() + req.concurrency() - 1
+}
+
 func (req AudienceSend) concurrency() int { return max(1, min(req.Concurrency, MaxConcurrency)) }
 
 // SendAudience sends the release's notice once to every eligible recipient,
@@ -168,15 +192,26 @@ func (req AudienceSend) concurrency() int { return max(1, min(req.Concurrency, M
 // batch in this order: every recipient's consent is re-read from dir,
 // BeginAttempts makes the batch's intents durable in one transaction (one
 // fsync), and the messages are handed to Concurrency workers, each calling
-// Deliver; RecordDeliveries records the outcomes as they come in. A batch's
-// consent reads start only once every message of the previous batch is in
-// a worker's hands, so between a recipient's consent read and the start of
-// its send at most Batch + Concurrency − 1 other sends start (at most 100
-// + 63). With Concurrency 1 the run is sequential: a batch is prepared only
-// after the previous one's outcomes are recorded.
+// Deliver; RecordDeliveries records the outcomes as they come in. While
+// one batch is handed over the next is decided (its consent reads and
+// BeginAttempts), so the workers do not wait for the ledger; a batch's
+// consent reads start only once every message of the batch before the
+// previous one is in a worker's hands. So between a recipient's consent
+// read and the start of its send at most 2 × Batch + Concurrency − 1 other
+// sends start (71 at the defaults, 32 and 8). Batches overlap only when
+// that is at most MaxStaleSends (100); with a larger Batch or Concurrency
+// a batch's consent reads wait until every message of the previous batch
+// is in a worker's hands, and the bound is Batch + Concurrency − 1 (at
+// most 100 + 63). StaleSends is the bound of a given request. With
+// Concurrency 1 the run is sequential: a batch is prepared only after the
+// previous one's outcomes are recorded.
 //
-// A stop halts the run within one batch (BeginAttempts refuses the rest of
-// the batch it meets), and the run returns an error wrapping ErrStopped. A
+// A stop halts the run within one batch: BeginAttempts refuses the rest of
+// the batch it meets, and a batch decided before the stop whose hand-over
+// would start after the batch being handed over when the stop was seen is
+// withdrawn instead (its attempts are recorded as not delivered, nothing
+// was sent, and its recipients are approved again). The run returns an
+// error wrapping ErrStopped. A
 // crash at any point leaves each recipient sent, in flight (recovery makes
 // it unknown, and the next run reconciles it), or not started.
 func (l *Ledger) SendAudience(ctx context.Context, req AudienceSend, dest Destination, dir Directory) (AudienceSummary, error) {
@@ -368,7 +403,7 @@ func (l *Ledger) proposeRecipients(ctx context.Context, req AudienceSend, rel Au
 // meanwhile stays cancelled, and the gate refuses it later) and approved
 // unless it already moved on.
 func (t *wtx) proposeAndApprove(p Proposal, approver string, material []MaterialRead) error {
-	_, err := t.propose(p)
+	a, err := t.propose(p)
 	var keep *committedRefusal
 	if errors.As(err, &keep) {
 		err = keep.err // its history line stays: nothing is rolled back below unless the run ends
@@ -378,11 +413,15 @@ func (t *wtx) proposeAndApprove(p Proposal, approver string, material []Material
 		return nil
 	case err != nil && !errors.Is(err, ErrDuplicate) && !errors.Is(err, ErrInFlight):
 		return err
+	case err != nil:
+		// A refusal returns no action to go on with: read it.
+		if a, err = getAction(t, p.Key()); err != nil {
+			return err
+		}
 	}
-	a, err := getAction(t, p.Key())
-	if err != nil {
-		return err
-	}
+	// Otherwise a is the action as propose left it (inserted, or its
+	// version counted up with each change), so approve's compare-and-swap
+	// on the version still catches any difference.
 	if err := t.approve(&a, approver, material); !errors.Is(err, ErrWrongState) {
 		return err
 	}

@@ -35,6 +35,14 @@ type Begun struct {
 func (l *Ledger) BeginAttempts(ctx context.Context, reqs []ExecuteRequest) ([]Begun, error) {
 	out := make([]Begun, len(reqs))
 	err := l.write(ctx, func(t *wtx) error {
+		// Every request reads the stop switch; nothing in the batch
+		// writes it, and no other writer can while this one holds the
+		// write lock, so it is read once.
+		sw, err := readSwitch(t)
+		if err != nil {
+			return err
+		}
+		t.batchSwitch = &sw
 		var stopped error
 		for i, req := range reqs {
 			if err := req.validate(); err != nil {
@@ -85,7 +93,7 @@ func (t *wtx) beginOne(req ExecuteRequest) (Begun, error) {
 // gate's answer is returned first; a storage failure, returned second, ends
 // the batch.
 func (t *wtx) savepoint(fn func() error) (answer, failure error) {
-	if _, err := t.Exec(`SAVEPOINT one`); err != nil {
+	if err := t.savepointStep(spBegin); err != nil {
 		return nil, fmt.Errorf("savepoint: %w", err)
 	}
 	// What the next history line will carry is kept in memory beside the
@@ -101,15 +109,44 @@ func (t *wtx) savepoint(fn func() error) (answer, failure error) {
 	case isStorageFailure(err), errors.Is(err, errNeedsDurable):
 		return nil, err
 	default:
-		if _, rerr := t.Exec(`ROLLBACK TO one`); rerr != nil {
+		if rerr := t.savepointStep(spRollback); rerr != nil {
 			return nil, fmt.Errorf("roll back to savepoint: %w", rerr)
 		}
 		t.movedKey, t.movedTo, t.detail, t.counter = movedKey, movedTo, detail, counter
 	}
-	if _, rerr := t.Exec(`RELEASE one`); rerr != nil {
+	if rerr := t.savepointStep(spRelease); rerr != nil {
 		return nil, fmt.Errorf("release savepoint: %w", rerr)
 	}
 	return err, nil
+}
+
+// The statements of savepoint, by step.
+const (
+	spBegin = iota
+	spRelease
+	spRollback
+)
+
+var savepointSQL = [...]string{spBegin: `SAVEPOINT one`, spRelease: `RELEASE one`, spRollback: `ROLLBACK TO one`}
+
+// savepointStep runs one of savepoint's statements. On SQLite each is
+// prepared once per transaction: the driver runs a statement without
+// arguments unprepared, so it would be parsed again at every call, two or
+// three times per request of a batch.
+func (t *wtx) savepointStep(step int) error {
+	if t.l.dialect.isPostgres() {
+		_, err := t.Exec(savepointSQL[step])
+		return err
+	}
+	if t.savepoints[step] == nil {
+		st, err := t.Tx.Prepare(savepointSQL[step])
+		if err != nil {
+			return err
+		}
+		t.savepoints[step] = st // closed with the transaction
+	}
+	_, err := t.savepoints[step].Exec()
+	return err
 }
 
 // RecordDeliveries is RecordDelivery for many attempts in one transaction

@@ -24,6 +24,12 @@ type wtx struct {
 	// What the next history line carries beyond its sentence (see note).
 	detail  []byte
 	counter string
+	// savepoints are savepoint's statements, prepared on first use.
+	savepoints [3]*sql.Stmt
+	// batchSwitch, when set, is the stop switch as this transaction read
+	// it once for a whole batch (BeginAttempts): it cannot change while
+	// the transaction holds the write lock.
+	batchSwitch *Switch
 }
 
 // note attaches facts to the next history line (JSON in events.detail):
@@ -228,7 +234,12 @@ func (t *wtx) heldFrom(key string) (State, error) {
 	return State(s), err
 }
 
-func (t *wtx) stopSwitch() (Switch, error) { return readSwitch(t) }
+func (t *wtx) stopSwitch() (Switch, error) {
+	if t.batchSwitch != nil {
+		return *t.batchSwitch, nil
+	}
+	return readSwitch(t)
+}
 
 func readSwitch(q queryer) (Switch, error) {
 	var sw Switch

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -100,7 +101,9 @@ func playRole(role string) int {
 	case "blast":
 		err = playBlast(ctx, os.Getenv("PROOF_TARGET"))
 	case "bench-send":
+		stop := profileCPU(os.Getenv("PROOF_CPUPROFILE"))
 		err = playBenchSend(ctx, l, dest, actor, os.Getenv("PROOF_RELEASE"))
+		stop()
 	case "end-to-end":
 		err = playEndToEnd(ctx, l, dest, actor, os.Getenv("PROOF_RELEASE"))
 	case "stress":
@@ -113,6 +116,25 @@ func playRole(role string) int {
 		return 1
 	}
 	return 0
+}
+
+// profileCPU writes a CPU profile of this process to path (with the
+// round appended) until the returned func is called; "" profiles nothing.
+func profileCPU(path string) func() {
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path + "." + envOr("PROOF_ROUND", "0"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return func() {}
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		f.Close()
+		return func() {}
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }
 }
 
 // concurrency is PROOF_CONCURRENCY: how many messages an audience send
