@@ -104,9 +104,18 @@ func (r *pgRow) Scan(dest ...any) error {
 }
 
 // beginPgTx starts (without a round trip) a deciding transaction on conn.
-func beginPgTx(ctx context.Context, conn *sql.Conn, trips *countTrips) *pgTx {
+// A relaxed one (see writeRelaxed) commits without waiting for its flush,
+// as SQLite's relaxed transactions commit without their fsync: the server's
+// write-ahead log is sequential too, so the next durable commit (every
+// attempt's intent is one), on any host, flushes it as well, and losing it
+// in a crash before then can only make the gate refuse, hold or reconcile
+// again, never send twice.
+func beginPgTx(ctx context.Context, conn *sql.Conn, trips *countTrips, durable bool) *pgTx {
 	p := &pgTx{ctx: ctx, conn: conn, trips: trips}
 	p.queue = append(p.queue, &pgStmt{sql: "BEGIN", what: "begin"})
+	if !durable {
+		p.queue = append(p.queue, &pgStmt{sql: "SET LOCAL synchronous_commit = off", what: "relax the commit"})
+	}
 	return p
 }
 

@@ -106,3 +106,30 @@ func TestPostgresQueuedWriteFailureFailsTheTransaction(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestPostgresRelaxedCommitsDoNotWaitForTheFlush: a relaxed transaction
+// commits with synchronous_commit off, as SQLite's with synchronous=NORMAL;
+// a durable one (an attempt's intent) waits for its flush.
+func TestPostgresRelaxedCommitsDoNotWaitForTheFlush(t *testing.T) {
+	l, _ := pgLedger(t)
+	ctx := context.Background()
+	for _, c := range []struct {
+		durable bool
+		want    string
+	}{{false, "off"}, {true, "on"}} {
+		var got string
+		if err := l.writeWith(ctx, c.durable, func(t *wtx) error {
+			return t.QueryRow(`SHOW synchronous_commit`).Scan(&got)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if got != c.want {
+			t.Errorf("durable=%v: synchronous_commit %s, want %s", c.durable, got, c.want)
+		}
+	}
+	// Outside a transaction the session keeps the server's setting.
+	var got string
+	if err := l.r.QueryRow(`SHOW synchronous_commit`).Scan(&got); err != nil || got != "on" {
+		t.Errorf("pool: synchronous_commit %s (%v), want on", got, err)
+	}
+}

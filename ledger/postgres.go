@@ -32,7 +32,9 @@ import (
 // attempt in flight per action, and every state change is a compare-and-swap
 // on the row's version. Reads run in REPEATABLE READ, one snapshot each.
 // Serialization failures and deadlocks (40001, 40P01) are retried like
-// SQLite's "busy". Commits are durable (synchronous_commit on).
+// SQLite's "busy". Durable commits wait for their flush (synchronous_commit
+// on); relaxed ones (writeRelaxed) do not, and are made durable by the
+// next durable commit, as on SQLite (see beginPgTx).
 
 //go:embed schema/pg/*.sql
 var pgSchemaFS embed.FS

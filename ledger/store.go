@@ -444,10 +444,11 @@ func (l *Ledger) write(ctx context.Context, fn func(*wtx) error) error {
 // safe: losing them can only make the gate refuse, hold or reconcile again,
 // never send twice (a proposal, an approval, a recorded outcome, which
 // recovery turns into "unknown" and reconciliation re-establishes). They
-// commit with synchronous=NORMAL; the next durable commit (every attempt's
-// intent is one) makes them durable too, since the WAL is sequential. A
-// relaxed transaction that finds it must restrict execution calls
-// requireDurable and is re-run durably.
+// commit with synchronous=NORMAL (on PostgreSQL: synchronous_commit off);
+// the next durable commit (every attempt's intent is one) makes them
+// durable too, since the WAL is sequential. A relaxed transaction that
+// finds it must restrict execution calls requireDurable and is re-run
+// durably.
 func (l *Ledger) writeRelaxed(ctx context.Context, fn func(*wtx) error) error {
 	return l.writeWith(ctx, false, fn)
 }
@@ -515,7 +516,7 @@ func (l *Ledger) tryWrite(ctx context.Context, durable bool, fn func(*wtx) error
 	defer conn.Close()
 	t := &wtx{l: l, at: l.clock.Now().UTC(), durable: durable}
 	if l.dialect.isPostgres() {
-		t.pg = beginPgTx(ctx, conn, l.trips)
+		t.pg = beginPgTx(ctx, conn, l.trips, durable)
 	} else {
 		if err := l.setDurability(ctx, conn, durable); err != nil {
 			return err
