@@ -111,6 +111,7 @@ func (l *Ledger) Propose(ctx context.Context, p Proposal) (Action, error) {
 func (t *wtx) propose(p Proposal) (Action, error) {
 	key := p.Key()
 	digest := p.content().Digest()
+	t.readAhead(actionByKey, []any{key}, "")
 	tk, err := t.ensureTask(p.Task.ID, firstNonEmpty(p.Task.Customer, p.Customer), p.Task.Subject, p.Actor)
 	if err != nil {
 		return Action{}, err
@@ -153,7 +154,7 @@ func (t *wtx) repropose(a *Action, p Proposal, digest string) error {
 	if digest == a.Digest {
 		if a.Body != p.Body || a.Subject != p.Subject || a.Recipient != p.Recipient || a.RecipientName != p.RecipientName {
 			if _, err := t.Exec(`UPDATE actions SET recipient = ?, recipient_name = ?, subject = ?, body = ?, version = version + 1, updated_at = ? WHERE key = ?`,
-				p.Recipient, p.RecipientName, p.Subject, p.Body, ns(t.now), a.Key); err != nil {
+				p.Recipient, p.RecipientName, p.Subject, p.Body, ns(t.now()), a.Key); err != nil {
 				return err
 			}
 			a.Recipient, a.RecipientName, a.Subject, a.Body = p.Recipient, p.RecipientName, p.Subject, p.Body
@@ -179,7 +180,7 @@ func (t *wtx) repropose(a *Action, p Proposal, digest string) error {
 	changed := describeChange(*a, p)
 	if _, err := t.Exec(`UPDATE actions SET recipient = ?, recipient_name = ?, destination = ?, lookup = ?, sender = ?, subject = ?, body = ?, digest = ?,
 		version = version + 1, updated_at = ? WHERE key = ?`,
-		p.Recipient, p.RecipientName, p.Destination, p.Lookup, p.Sender, p.Subject, p.Body, digest, ns(t.now), a.Key); err != nil {
+		p.Recipient, p.RecipientName, p.Destination, p.Lookup, p.Sender, p.Subject, p.Body, digest, ns(t.now()), a.Key); err != nil {
 		return err
 	}
 	a.Recipient, a.RecipientName, a.Subject, a.Body, a.Digest = p.Recipient, p.RecipientName, p.Subject, p.Body, digest
@@ -252,20 +253,29 @@ func (t *wtx) insertAction(p Proposal, key, digest, taskID, corrects string, st 
 	if corrects != "" {
 		corr = corrects
 	}
-	a, err := scanAction(t.QueryRow(`INSERT INTO actions (key, task_id, customer, event, action_type, target, revision,
+	// The new row is what the statement says (and the columns it leaves
+	// to their defaults: no reason or hold, version 1); nothing reads it
+	// back, so on PostgreSQL it travels with the next statement.
+	at := fromNS(ns(t.now()))
+	a := Action{Key: key, TaskID: taskID, Customer: p.Customer, Event: p.Event, ActionType: p.ActionType, Target: p.Target,
+		Revision: p.Revision, Recipient: p.Recipient, RecipientName: p.RecipientName, Destination: p.Destination,
+		Lookup: p.Lookup, Sender: p.Sender, Subject: p.Subject, Body: p.Body, Digest: digest, State: st,
+		ProposedBy: p.Actor, Corrects: corrects, Version: 1, CreatedAt: at, UpdatedAt: at}
+	if err := t.later("record action "+key, `INSERT INTO actions (key, task_id, customer, event, action_type, target, revision,
 		recipient, recipient_name, destination, lookup, sender, subject, body, digest, state, proposed_by, corrects, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING `+actionCols,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		key, taskID, p.Customer, p.Event, p.ActionType, p.Target, p.Revision,
-		p.Recipient, p.RecipientName, p.Destination, p.Lookup, p.Sender, p.Subject, p.Body, digest, string(st), p.Actor, corr, ns(t.now), ns(t.now)))
-	if err != nil {
-		return Action{}, fmt.Errorf("record action %s: %w", key, err)
+		p.Recipient, p.RecipientName, p.Destination, p.Lookup, p.Sender, p.Subject, p.Body, digest, string(st), p.Actor, corr, ns(a.CreatedAt), ns(a.UpdatedAt)); err != nil {
+		return Action{}, err
 	}
 	t.movedKey, t.movedTo = key, string(st)
 	return a, nil
 }
 
+const invalidateApprovalsSQL = `UPDATE approvals SET valid = 0, invalidated = ? WHERE action_key = ? AND valid = 1`
+
 func (t *wtx) invalidateApprovals(key, why string) (int64, error) {
-	res, err := t.Exec(`UPDATE approvals SET valid = 0, invalidated = ? WHERE action_key = ? AND valid = 1`, why, key)
+	res, err := t.Exec(invalidateApprovalsSQL, why, key)
 	if err != nil {
 		return 0, fmt.Errorf("invalidate approvals of %s: %w", key, err)
 	}
@@ -297,7 +307,8 @@ func (l *Ledger) Approve(ctx context.Context, key, approver string, material []M
 	if err := validateApproval(approver, material); err != nil {
 		return Action{}, err
 	}
-	return l.onAction(ctx, key, false, func(t *wtx, a *Action) error { return t.approve(a, approver, material) })
+	return l.onAction(ctx, key, false, func(t *wtx, a *Action) error { return t.approve(a, approver, material) },
+		func(t *wtx) { t.readAhead(taskOfActionKey, []any{key}, taskByID) })
 }
 
 func validateApproval(approver string, material []MaterialRead) error {
@@ -341,13 +352,13 @@ func (t *wtx) approve(a *Action, approver string, material []MaterialRead) error
 		// under, and one given under nobody could never be sent.
 		return invalidf("approve %s: task %s has no owner; claim the task first", key, tk.ID)
 	}
-	if _, err := t.invalidateApprovals(key, "superseded by a new approval"); err != nil {
+	if err := t.later("invalidate approvals of "+key, invalidateApprovalsSQL, "superseded by a new approval", key); err != nil {
 		return err
 	}
-	if _, err := t.Exec(`INSERT INTO approvals (action_key, approver, digest, recipient, target, destination, sender, owner, material, at)
+	if err := t.later("record approval of "+key, `INSERT INTO approvals (action_key, approver, digest, recipient, target, destination, sender, owner, material, at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, key, approver, a.Digest, a.Recipient, a.Target, a.Destination, a.Sender,
-		tk.Owner, string(snapshot), ns(t.now)); err != nil {
-		return fmt.Errorf("record approval of %s: %w", key, err)
+		tk.Owner, string(snapshot), ns(t.now())); err != nil {
+		return err
 	}
 	if err := t.transition(a, StateApproved, "approved by "+approver, ""); err != nil {
 		return err
@@ -380,15 +391,16 @@ func describeMaterial(m []MaterialRead) string {
 	return strings.Join(parts, ", ")
 }
 
+const currentApprovalRead = `SELECT id, action_key, approver, digest, recipient, target, destination, sender, owner, material, at
+	FROM approvals WHERE action_key = ? AND valid = 1 ORDER BY id DESC LIMIT 1`
+
 // currentApproval returns the valid approval of an action, if any.
 func currentApproval(q queryer, key string) (Approval, bool, error) {
 	var ap Approval
 	var mat string
 	var at int64
-	err := q.QueryRow(`SELECT id, action_key, approver, digest, recipient, target, destination, sender, owner, material, at
-		FROM approvals WHERE action_key = ? AND valid = 1 ORDER BY id DESC LIMIT 1`, key).
-		Scan(&ap.ID, &ap.ActionKey, &ap.Approver, &ap.Digest, &ap.Recipient, &ap.Target, &ap.Destination, &ap.Sender,
-			&ap.Owner, &mat, &at)
+	err := q.QueryRow(currentApprovalRead, key).Scan(&ap.ID, &ap.ActionKey, &ap.Approver, &ap.Digest, &ap.Recipient, &ap.Target, &ap.Destination, &ap.Sender,
+		&ap.Owner, &mat, &at)
 	if errors.Is(err, sql.ErrNoRows) {
 		return ap, false, nil
 	}

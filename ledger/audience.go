@@ -277,7 +277,7 @@ func (t *wtx) insertRelease(ctx context.Context, in AudienceImport, digest strin
 	if _, err := t.Exec(`INSERT INTO audience_releases (id, source_name, source_digest, source, action_type, subject, body,
 		content_digest, created_by, created_at, allow_implicit) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		in.ReleaseID, in.SourceName, digest, source, in.ActionType, in.Subject, in.Body,
-		Digest("", in.Subject, in.Body, "audience"), in.Actor, ns(t.now), boolInt(in.AllowImplicit)); err != nil {
+		Digest("", in.Subject, in.Body, "audience"), in.Actor, ns(t.now()), boolInt(in.AllowImplicit)); err != nil {
 		return fmt.Errorf("record release %s: %w", in.ReleaseID, err)
 	}
 	stmt, err := t.Prepare(`INSERT INTO audience_rows (release_id, line, identity, customer_id, email, status, reason, action_key, consent, lifecycle)
@@ -437,7 +437,7 @@ func (l *Ledger) ApproveAudienceAt(ctx context.Context, releaseID, approver stri
 			return err
 		}
 		if _, err := t.Exec(`UPDATE audience_releases SET approved_by = ?, approved_at = ?, approved_digest = ?, destination = ?, lookup = ?, sender = ? WHERE id = ?`,
-			approver, ns(t.now), content, destination, ep.Lookup, sender, releaseID); err != nil {
+			approver, ns(t.now()), content, destination, ep.Lookup, sender, releaseID); err != nil {
 			return err
 		}
 		return t.event(approver, "", "", EvApproved, "", "%s approved sending release %s from %s via %s (content %s).",

@@ -139,7 +139,7 @@ func (t *wtx) savepointStep(step int) error {
 		return err
 	}
 	if t.savepoints[step] == nil {
-		st, err := t.Tx.Prepare(savepointSQL[step])
+		st, err := t.tx.Prepare(savepointSQL[step])
 		if err != nil {
 			return err
 		}

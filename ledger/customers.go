@@ -205,7 +205,7 @@ func (t *wtx) prepareCustomerUpsert() (*sql.Stmt, error) {
 }
 
 func upsertCustomer(t *wtx, stmt *sql.Stmt, c Customer) error {
-	if _, err := stmt.Exec(c.ID, c.Email, c.Consent, boolInt(c.Suppressed), string(c.Class()), c.Lifecycle, ns(t.now)); err != nil {
+	if _, err := stmt.Exec(c.ID, c.Email, c.Consent, boolInt(c.Suppressed), string(c.Class()), c.Lifecycle, ns(t.now())); err != nil {
 		return fmt.Errorf("record customer %s: %w", c.ID, err)
 	}
 	return nil

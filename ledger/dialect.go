@@ -96,24 +96,48 @@ func numberPlaceholders(q string) string {
 }
 
 // Exec, Query, QueryRow and Prepare speak the store's dialect; every
-// deciding write goes through them.
+// deciding write goes through them. On PostgreSQL they send the queued
+// statements first, in the same round trip where they can (see pgTx).
 func (t *wtx) Exec(q string, args ...any) (sql.Result, error) {
-	return t.Tx.Exec(t.l.dialect.rebind(q), args...)
+	if t.pg != nil {
+		return t.pg.exec(t.l.dialect.rebind(q), args)
+	}
+	return t.tx.Exec(q, args...)
 }
 
 // Query is sql.Tx.Query in the store's dialect.
 func (t *wtx) Query(q string, args ...any) (*sql.Rows, error) {
-	return t.Tx.Query(t.l.dialect.rebind(q), args...)
+	if t.pg != nil {
+		if err := t.pg.flush(); err != nil {
+			return nil, err
+		}
+		t.pg.trips.add()
+		return t.pg.conn.QueryContext(t.pg.ctx, t.l.dialect.rebind(q), args...)
+	}
+	return t.tx.Query(q, args...)
 }
 
+// row is one row a query answered.
+type row interface{ Scan(dest ...any) error }
+
 // QueryRow is sql.Tx.QueryRow in the store's dialect.
-func (t *wtx) QueryRow(q string, args ...any) *sql.Row {
-	return t.Tx.QueryRow(t.l.dialect.rebind(q), args...)
+func (t *wtx) QueryRow(q string, args ...any) row {
+	if t.pg != nil {
+		return t.pg.queryRow(t.l.dialect.rebind(q), args)
+	}
+	return t.tx.QueryRow(q, args...)
 }
 
 // Prepare is sql.Tx.Prepare in the store's dialect.
 func (t *wtx) Prepare(q string) (*sql.Stmt, error) {
-	return t.Tx.Prepare(t.l.dialect.rebind(q))
+	if t.pg != nil {
+		if err := t.pg.flush(); err != nil {
+			return nil, err
+		}
+		t.pg.trips.add()
+		return t.pg.conn.PrepareContext(t.pg.ctx, t.l.dialect.rebind(q))
+	}
+	return t.tx.Prepare(q)
 }
 
 // rtx is a read snapshot speaking the store's dialect.
@@ -128,7 +152,7 @@ func (r *rtx) Query(q string, args ...any) (*sql.Rows, error) {
 }
 
 // QueryRow is sql.Tx.QueryRow in the store's dialect.
-func (r *rtx) QueryRow(q string, args ...any) *sql.Row {
+func (r *rtx) QueryRow(q string, args ...any) row {
 	return r.Tx.QueryRow(r.d.rebind(q), args...)
 }
 
@@ -144,7 +168,12 @@ func (r *rtx) QueryContext(ctx context.Context, q string, args ...any) (*sql.Row
 
 // QueryRowContext on the wtx, for code that reads inside a write.
 func (t *wtx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
-	return t.Tx.QueryRowContext(ctx, t.l.dialect.rebind(q), args...)
+	if t.pg != nil {
+		_ = t.pg.flush() // a failure fails the transaction: COMMIT reports it
+		t.pg.trips.add()
+		return t.pg.conn.QueryRowContext(ctx, t.l.dialect.rebind(q), args...)
+	}
+	return t.tx.QueryRowContext(ctx, q, args...)
 }
 
 // readPool reads outside a snapshot, in the store's dialect.

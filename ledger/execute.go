@@ -195,6 +195,11 @@ func (req ExecuteRequest) validate() error {
 // inside the caller's durable transaction; a refusal it returns through
 // refuse must be committed with its history line.
 func (t *wtx) beginAttempt(req ExecuteRequest) (Attempt, Message, error) {
+	// Every read of the decision, sent with the action's (on PostgreSQL).
+	t.readAhead(stopSwitchRead, nil, "")
+	t.readAhead(taskOfActionKey, []any{req.Key}, taskByID)
+	t.readAhead(currentApprovalRead, []any{req.Key}, "")
+	t.readAhead(lastAttemptRead, []any{req.Key}, "")
 	a, err := getAction(t, req.Key)
 	if err != nil {
 		return Attempt{}, Message{}, err
@@ -424,7 +429,7 @@ func (t *wtx) compareMaterialOrRefuse(a *Action, ap Approval, req ExecuteRequest
 	var unavailable []string
 	for _, want := range sortMaterial(ap.Material) {
 		got := reread[want.Name()] // present: missingMaterial ran first
-		c := MaterialCheck{ActionKey: a.Key, At: t.now, Source: want.Source, Field: want.Field,
+		c := MaterialCheck{ActionKey: a.Key, At: t.now(), Source: want.Source, Field: want.Field,
 			Approved: want.Value, Read: got.Value, Unavailable: got.Unavailable}
 		c.Matched = !got.Unavailable && got.Value == want.Value
 		checks = append(checks, c)
@@ -466,25 +471,27 @@ func (t *wtx) deny(a *Action, executor string, d *DeniedError, checks []Material
 
 func (t *wtx) recordChecks(checks []MaterialCheck, attempt int) error {
 	for _, c := range checks {
-		if _, err := t.Exec(`INSERT INTO material_checks (action_key, attempt, at, source, field, approved, read_value, matched, unavailable)
+		if err := t.later("record material check", `INSERT INTO material_checks (action_key, attempt, at, source, field, approved, read_value, matched, unavailable)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, c.ActionKey, attempt, ns(c.At), c.Source, c.Field, c.Approved, c.Read,
 			boolInt(c.Matched), boolInt(c.Unavailable)); err != nil {
-			return fmt.Errorf("record material check: %w", err)
+			return err
 		}
 	}
 	return nil
 }
+
+const lastAttemptRead = `SELECT COALESCE(max(number), 0) FROM attempts WHERE action_key = ?`
 
 // startAttempt records the attempt's intent: what goes where, under which
 // Message-ID. It is committed durably (the transaction is write's) before
 // anything is sent.
 func (t *wtx) startAttempt(a *Action, ap Approval, req ExecuteRequest, checks []MaterialCheck) (Attempt, error) {
 	var n int
-	if err := t.QueryRow(`SELECT COALESCE(max(number), 0) FROM attempts WHERE action_key = ?`, a.Key).Scan(&n); err != nil {
+	if err := t.QueryRow(lastAttemptRead, a.Key).Scan(&n); err != nil {
 		return Attempt{}, err
 	}
 	att := Attempt{ActionKey: a.Key, Number: n + 1, TransportID: TransportID(a.Key, n+1), Executor: req.Executor,
-		Holder: t.l.holder, StartedAt: t.now, LeaseUntil: t.now.Add(t.l.lease),
+		Holder: t.l.holder, StartedAt: t.now(), LeaseUntil: t.now().Add(t.l.lease),
 		Destination: ap.Destination, Lookup: a.Lookup, Epoch: req.Endpoint.Epoch, Recipient: a.Recipient,
 		Sender: firstNonEmpty(ap.Sender, DefaultSender)}
 	att.MessageID = att.TransportID
@@ -533,6 +540,7 @@ func (l *Ledger) RecordOutcome(ctx context.Context, transportID string, o Outcom
 
 // recordOutcome is RecordOutcome inside t.
 func (t *wtx) recordOutcome(transportID string, o Outcome, response string) (Action, error) {
+	t.readAhead(actionOfTransportID, []any{transportID}, actionByKey)
 	att, err := getAttemptByTransport(t, transportID)
 	if err != nil {
 		return Action{}, err
@@ -553,9 +561,9 @@ func (t *wtx) recordOutcome(transportID string, o Outcome, response string) (Act
 	default:
 		return out, nil // already settled: a late report changes nothing
 	}
-	if _, err := t.Exec(`UPDATE attempts SET outcome = ?, outcome_at = ?, response = ? WHERE id = ?`,
-		string(o), ns(t.now), truncate(response, 2000), att.ID); err != nil {
-		return out, fmt.Errorf("record outcome of %s: %w", transportID, err)
+	if err := t.later("record outcome of "+transportID, `UPDATE attempts SET outcome = ?, outcome_at = ?, response = ? WHERE id = ?`,
+		string(o), ns(t.now()), truncate(response, 2000), att.ID); err != nil {
+		return out, err
 	}
 	return out, t.applyOutcome(&out, att, o, response, false)
 }

@@ -32,7 +32,9 @@ import (
 // attempt in flight per action, and every state change is a compare-and-swap
 // on the row's version. Reads run in REPEATABLE READ, one snapshot each.
 // Serialization failures and deadlocks (40001, 40P01) are retried like
-// SQLite's "busy". Commits are durable (synchronous_commit on).
+// SQLite's "busy". Durable commits wait for their flush (synchronous_commit
+// on); relaxed ones (writeRelaxed) do not, and are made durable by the
+// next durable commit, as on SQLite (see beginPgTx).
 
 //go:embed schema/pg/*.sql
 var pgSchemaFS embed.FS
@@ -232,26 +234,34 @@ func (l *Ledger) checkPostgresReadable(ctx context.Context, olderSchema bool) er
 }
 
 // lockForDecision serialises deciding writes on PostgreSQL (see the
-// package comment above) and, in the same round trip, reads the server's
+// package comment above) and, in the same statement, reads the server's
 // clock: with the system clock, several hosts' decisions and leases take
-// the server's time, since the hosts' clocks disagree.
-func (t *wtx) lockForDecision() error {
-	if !t.l.dialect.isPostgres() {
-		return nil
+// the server's time, since the hosts' clocks disagree. The statement
+// travels, after BEGIN, with the transaction's first statement (see pgTx);
+// the lock is taken before that statement runs, and the time is known
+// before anything could be decided on it (see wtx.now).
+func (t *wtx) lockForDecision() {
+	if t.pg == nil {
+		return
 	}
-	var ns int64
+	_, system := t.l.clock.(SystemClock)
+	t.atFromLock = system
 	// The notification is delivered only if the transaction commits: it
 	// wakes followers (WaitForChange) on every host, who then re-read.
-	err := t.Tx.QueryRow(`SELECT (extract(epoch from clock_timestamp()) * 1e9)::bigint
-		FROM (SELECT pg_advisory_xact_lock($1), pg_notify('`+changesChannel+`', '')) AS locked`,
-		writeLockKey).Scan(&ns)
-	if err != nil {
-		return err
-	}
-	if _, system := t.l.clock.(SystemClock); system {
-		t.now = time.Unix(0, ns).UTC()
-	}
-	return nil
+	t.pg.queue = append(t.pg.queue, &pgStmt{sql: `SELECT (extract(epoch from clock_timestamp()) * 1e9)::bigint
+		FROM (SELECT pg_advisory_xact_lock($1), pg_notify('` + changesChannel + `', '')) AS locked`,
+		args: []any{writeLockKey}, what: "lock for decision", read: true,
+		done: func(r *pgRow) {
+			var ns int64
+			if err := r.Scan(&ns); err != nil {
+				t.pg.err = fmt.Errorf("lock for decision: %w", err)
+				return
+			}
+			if system {
+				t.at = time.Unix(0, ns).UTC()
+			}
+			t.atFromLock = false
+		}})
 }
 
 func (d *dialect) isPostgres() bool { return d != nil && d.postgres }

@@ -344,3 +344,56 @@ func TestPostgresSearchIndexIsOptional(t *testing.T) {
 		})
 	}
 }
+
+// TestPostgresDecisionRoundTrips pins how often a decision (propose,
+// approve, execute with its outcome) waits for the server: BEGIN and the
+// decision lock travel with the first statement, writes nobody reads wait
+// for the next statement or COMMIT, and the decision's reads are sent
+// together. Before, every statement was its own round trip: 36.
+func TestPostgresDecisionRoundTrips(t *testing.T) {
+	loc := postgresOnly(t)
+	l, err := ledger.Open(loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ctx := context.Background()
+	dest := fakes.NewDestination()
+	if _, err := l.Claim(ctx, ledger.TaskRef{ID: "task-1"}, "wf"); err != nil {
+		t.Fatal(err)
+	}
+	trips := ledger.CountRoundTrips(l)
+	steps := []struct {
+		name string
+		want int64
+		run  func(key string) error
+	}{
+		{"propose", 2, nil}, {"approve", 2, nil}, {"execute", 3 + 2, nil},
+	}
+	p := ledger.Proposal{Task: ledger.TaskRef{ID: "task-1"}, Customer: "c1", Event: "evt-1", ActionType: "reply",
+		Target: "task-1", Recipient: "a@example.org", Subject: "Hello", Body: "Body", Actor: "wf", Destination: dest.Identity()}
+	steps[0].run = func(string) error { _, err := l.Propose(ctx, p); return err }
+	steps[1].run = func(key string) error { _, err := l.Approve(ctx, key, "lead", consentYes); return err }
+	steps[2].run = func(key string) error {
+		_, err := l.Execute(ctx, ledger.ExecuteRequest{Key: key, Executor: "wf", Reread: consentYes}, dest)
+		return err
+	}
+	var total int64
+	for _, s := range steps {
+		before := trips()
+		if err := s.run(p.Key()); err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		n := trips() - before
+		total += n
+		if n != s.want {
+			t.Errorf("%s: %d round trips, want %d", s.name, n, s.want)
+		}
+	}
+	if total != 9 {
+		t.Errorf("a decision took %d round trips, want 9", total)
+	}
+	if a, err := l.Action(ctx, p.Key()); err != nil || a.State != ledger.StateSent {
+		t.Fatalf("action %v, %v; want sent", a.State, err)
+	}
+}

@@ -285,7 +285,7 @@ func needsReconcile(a Action) bool {
 // recorded with its history line), none that reconciliation did.
 func (t *wtx) settleReconciled(a *Action, att Attempt, actor string, o Outcome, byPersonBecause, note string) error {
 	if _, err := t.Exec(`UPDATE attempts SET outcome = ?, outcome_at = ?, response = ?, reconciled = 1 WHERE id = ?`,
-		string(o), ns(t.now), note, att.ID); err != nil {
+		string(o), ns(t.now()), note, att.ID); err != nil {
 		return fmt.Errorf("record reconciliation of %s: %w", a.Key, err)
 	}
 	by, counter := "reconciliation", ""
@@ -400,7 +400,7 @@ func (l *Ledger) Stop(ctx context.Context, actor, reason string) error {
 	}
 	return l.write(ctx, func(t *wtx) error {
 		if _, err := t.Exec(`UPDATE stop_switch SET stopped = 1, actor = ?, reason = ?, at = ?, version = version + 1 WHERE id = 1`,
-			actor, reason, ns(t.now)); err != nil {
+			actor, reason, ns(t.now())); err != nil {
 			return err
 		}
 		return t.event(actor, "", "", EvStopped, reason, "%s stopped all execution because: %s.", actor, reason)
@@ -414,7 +414,7 @@ func (l *Ledger) Resume(ctx context.Context, actor, reason string) error {
 	}
 	return l.write(ctx, func(t *wtx) error {
 		if _, err := t.Exec(`UPDATE stop_switch SET stopped = 0, actor = ?, reason = ?, at = ?, version = version + 1 WHERE id = 1`,
-			actor, reason, ns(t.now)); err != nil {
+			actor, reason, ns(t.now())); err != nil {
 			return err
 		}
 		if err := t.event(actor, "", "", EvResumed, reason, "%s resumed execution because: %s.", actor, reason); err != nil {

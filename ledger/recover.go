@@ -20,7 +20,7 @@ func (l *Ledger) Recover(ctx context.Context) ([]string, error) {
 	var marked []string
 	err := l.writeRelaxed(ctx, func(t *wtx) error {
 		marked = nil
-		stale, err := staleAttempts(t, t.now)
+		stale, err := staleAttempts(t, t.now())
 		if err != nil {
 			return err
 		}
@@ -74,7 +74,7 @@ func (t *wtx) recoverAttempt(at Attempt) error {
 		why = "its executor process " + at.Holder + " is gone"
 	}
 	if _, err := t.Exec(`UPDATE attempts SET outcome = 'unknown', outcome_at = ?, response = ? WHERE id = ?`,
-		ns(t.now), "no outcome recorded: "+why, at.ID); err != nil {
+		ns(t.now()), "no outcome recorded: "+why, at.ID); err != nil {
 		return err
 	}
 	a, err := getAction(t, at.ActionKey)

@@ -67,6 +67,10 @@ type Ledger struct {
 	syncMu      sync.Mutex
 	syncKnown   bool
 	syncDurable bool
+
+	// trips counts round trips of deciding transactions on PostgreSQL,
+	// when a test asks (nil otherwise).
+	trips *countTrips
 }
 
 // Option configures Open.
@@ -440,10 +444,11 @@ func (l *Ledger) write(ctx context.Context, fn func(*wtx) error) error {
 // safe: losing them can only make the gate refuse, hold or reconcile again,
 // never send twice (a proposal, an approval, a recorded outcome, which
 // recovery turns into "unknown" and reconciliation re-establishes). They
-// commit with synchronous=NORMAL; the next durable commit (every attempt's
-// intent is one) makes them durable too, since the WAL is sequential. A
-// relaxed transaction that finds it must restrict execution calls
-// requireDurable and is re-run durably.
+// commit with synchronous=NORMAL (on PostgreSQL: synchronous_commit off);
+// the next durable commit (every attempt's intent is one) makes them
+// durable too, since the WAL is sequential. A relaxed transaction that
+// finds it must restrict execution calls requireDurable and is re-run
+// durably.
 func (l *Ledger) writeRelaxed(ctx context.Context, fn func(*wtx) error) error {
 	return l.writeWith(ctx, false, fn)
 }
@@ -509,32 +514,37 @@ func (l *Ledger) tryWrite(ctx context.Context, durable bool, fn func(*wtx) error
 		return err
 	}
 	defer conn.Close()
-	if !l.dialect.isPostgres() {
+	t := &wtx{l: l, at: l.clock.Now().UTC(), durable: durable}
+	if l.dialect.isPostgres() {
+		t.pg = beginPgTx(ctx, conn, l.trips, durable)
+	} else {
 		if err := l.setDurability(ctx, conn, durable); err != nil {
 			return err
 		}
+		if t.tx, err = conn.BeginTx(ctx, nil); err != nil {
+			return err
+		}
 	}
-	tx, err := conn.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	t := &wtx{Tx: tx, l: l, now: l.clock.Now().UTC(), durable: durable}
-	if err := t.lockForDecision(); err != nil {
-		tx.Rollback()
-		return err
-	}
+	t.lockForDecision()
 	err = fn(t)
 	var keep *committedRefusal
 	if err != nil && !errors.As(err, &keep) {
-		tx.Rollback()
+		t.rollback()
 		if isBusy(err) || !isStorageFailure(err) {
 			return err
 		}
 		return fmt.Errorf("%w: %w", ErrNotRecorded, err)
 	}
-	if cerr := tx.Commit(); cerr != nil {
-		if isBusy(cerr) {
+	if cerr := t.commit(); cerr != nil {
+		var qe *queuedError
+		var lost *casError
+		switch {
+		case isBusy(cerr), errors.As(cerr, &lost):
 			return cerr
+		case errors.As(cerr, &qe):
+			// A write that waited for COMMIT failed: as if it had failed
+			// when the code asked for it.
+			return fmt.Errorf("%w: %w", ErrNotRecorded, cerr)
 		}
 		return fmt.Errorf("%w: commit: %w", ErrNotRecorded, cerr)
 	}
@@ -542,6 +552,23 @@ func (l *Ledger) tryWrite(ctx context.Context, durable bool, fn func(*wtx) error
 		return keep.err
 	}
 	return nil
+}
+
+// commit ends the transaction, keeping what it wrote.
+func (t *wtx) commit() error {
+	if t.pg != nil {
+		return t.pg.commit()
+	}
+	return t.tx.Commit()
+}
+
+// rollback ends the transaction, discarding what it wrote.
+func (t *wtx) rollback() {
+	if t.pg != nil {
+		t.pg.rollback()
+		return
+	}
+	t.tx.Rollback()
 }
 
 // isStorageFailure reports whether err is a failure of the storage (a full

@@ -89,7 +89,7 @@ func (l *Ledger) TakeOver(ctx context.Context, ref TaskRef, actor, reason string
 		}
 		msg := fmt.Sprintf("%s took over task %s from you because: %s.", actor, tk.ID, reason)
 		if _, err := t.Exec(`INSERT INTO notifications (recipient, task_id, at, message) VALUES (?, ?, ?, ?)`,
-			prev, tk.ID, ns(t.now), msg); err != nil {
+			prev, tk.ID, ns(t.now()), msg); err != nil {
 			return fmt.Errorf("notify %s: %w", prev, err)
 		}
 		return t.event(actor, tk.ID, "", EvNotificationQueued, "", "%s was notified of the takeover.", prev)
@@ -162,7 +162,7 @@ func (l *Ledger) Complete(ctx context.Context, taskID, actor string) error {
 			return refuse(fmt.Errorf("complete %s: %w: %s", tk.ID, ErrIncomplete, list))
 		}
 		if _, err := t.Exec(`UPDATE tasks SET status = 'completed', version = version + 1, updated_at = ? WHERE id = ?`,
-			ns(t.now), tk.ID); err != nil {
+			ns(t.now()), tk.ID); err != nil {
 			return err
 		}
 		return t.event(actor, tk.ID, "", EvCompleted, "", "%s completed task %s.", actor, tk.ID)
@@ -185,11 +185,11 @@ func (l *Ledger) View(ctx context.Context, ref TaskRef, actor, kind string, ttl 
 		}
 		var existing int
 		t.QueryRow(`SELECT count(*) FROM presence WHERE task_id = ? AND actor = ? AND expires_at > ?`,
-			tk.ID, actor, ns(t.now)).Scan(&existing)
+			tk.ID, actor, ns(t.now())).Scan(&existing)
 		if _, err := t.Exec(`INSERT INTO presence (task_id, actor, kind, since, expires_at) VALUES (?, ?, ?, ?, ?)
 			ON CONFLICT(task_id, actor) DO UPDATE SET kind = excluded.kind, expires_at = excluded.expires_at,
 			since = CASE WHEN presence.expires_at > ? THEN presence.since ELSE excluded.since END`,
-			tk.ID, actor, kind, ns(t.now), ns(t.now.Add(ttl)), ns(t.now)); err != nil {
+			tk.ID, actor, kind, ns(t.now()), ns(t.now().Add(ttl)), ns(t.now())); err != nil {
 			return fmt.Errorf("record presence: %w", err)
 		}
 		if existing > 0 {

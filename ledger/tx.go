@@ -11,9 +11,13 @@ import (
 
 // wtx is one deciding write transaction with the time it decides at.
 type wtx struct {
-	*sql.Tx
-	l   *Ledger
-	now time.Time
+	tx *sql.Tx // SQLite
+	pg *pgTx   // PostgreSQL
+	l  *Ledger
+	// at is the time the transaction decides at; on PostgreSQL the server's
+	// clock, which arrives with the first round trip (see now).
+	at         time.Time
+	atFromLock bool
 	// pendingChecks are material checks that passed, recorded with the
 	// attempt they allowed.
 	pendingChecks []MaterialCheck
@@ -30,6 +34,72 @@ type wtx struct {
 	// it once for a whole batch (BeginAttempts): it cannot change while
 	// the transaction holds the write lock.
 	batchSwitch *Switch
+}
+
+// now is the time the transaction decides at. On PostgreSQL with the
+// system clock it is the server's, read by the lock statement, which waits
+// for the first statement to travel with it; a time asked for before that
+// sends the lock at once.
+func (t *wtx) now() time.Time {
+	if t.atFromLock && t.pg != nil {
+		_ = t.pg.roundTrip(nil) // a failure fails every later statement
+	}
+	return t.at
+}
+
+// later runs a write whose result the code does not read. On PostgreSQL it
+// waits to travel with the next statement the code waits for, or with
+// COMMIT; its failure, named by what, then fails the transaction.
+func (t *wtx) later(what, q string, args ...any) error {
+	if t.pg != nil {
+		t.pg.later(what, t.l.dialect.rebind(q), args)
+		return nil
+	}
+	if _, err := t.tx.Exec(q, args...); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
+
+// compareAndSwap runs an UPDATE that must change exactly one row (its WHERE
+// names the row and the version the transaction read) and fails with
+// "what: lost" otherwise. On PostgreSQL it waits, like later, for the next
+// statement or COMMIT; the statement itself then raises an error when no
+// row changed, so that neither a later statement nor COMMIT runs, and the
+// transaction fails with the same error as on SQLite.
+func (t *wtx) compareAndSwap(what, lost, update string, args ...any) error {
+	failed := &casError{what: what, lost: lost}
+	if t.pg != nil {
+		t.pg.compareAndSwap(failed, t.l.dialect.rebind(update), args)
+		return nil
+	}
+	res, err := t.tx.Exec(update, args...)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return failed
+	}
+	return nil
+}
+
+// casError is a compare-and-swap that found the row changed.
+type casError struct{ what, lost string }
+
+func (e *casError) Error() string { return e.what + ": " + e.lost }
+
+// readAhead sends a read the transaction will make with the next round
+// trip, on PostgreSQL (see pgTx); as, when not "", is the statement the
+// answer stands for, keyed by the answer's first column. On SQLite it does
+// nothing: a read there costs no round trip.
+func (t *wtx) readAhead(q string, args []any, as string) {
+	if t.pg == nil {
+		return
+	}
+	if as != "" {
+		as = t.l.dialect.rebind(as)
+	}
+	t.pg.readAhead(t.l.dialect.rebind(q), args, as)
 }
 
 // note attaches facts to the next history line (JSON in events.detail):
@@ -67,7 +137,7 @@ func notFound(err error) error {
 
 // queryer is what both read and write transactions offer.
 type queryer interface {
-	QueryRow(query string, args ...any) *sql.Row
+	QueryRow(query string, args ...any) row
 	Query(query string, args ...any) (*sql.Rows, error)
 }
 
@@ -81,19 +151,20 @@ func (t *wtx) event(actor, taskID, key string, kind EventKind, reason, format st
 	}
 	detail, counter := string(t.detail), t.counter
 	t.detail, t.counter = nil, ""
-	_, err := t.Exec(`INSERT INTO events (at, actor, task_id, action_key, kind, message, reason, to_state, detail)
+	// Nothing reads what these writes return: on PostgreSQL they travel
+	// with the next statement (see wtx.later).
+	if err := t.later("record event "+string(kind), `INSERT INTO events (at, actor, task_id, action_key, kind, message, reason, to_state, detail)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		ns(t.now), actor, taskID, key, string(kind), fmt.Sprintf(format, args...), reason, to, detail)
-	if err != nil {
-		return fmt.Errorf("record event %s: %w", kind, err)
+		ns(t.now()), actor, taskID, key, string(kind), fmt.Sprintf(format, args...), reason, to, detail); err != nil {
+		return err
 	}
 	for _, c := range []string{countedName(kind), counter} {
 		if c == "" {
 			continue
 		}
-		if _, err := t.Exec(`INSERT INTO counters (kind, n) VALUES (?, 1)
+		if err := t.later("count event "+string(kind), `INSERT INTO counters (kind, n) VALUES (?, 1)
 			ON CONFLICT(kind) DO UPDATE SET n = counters.n + 1`, c); err != nil {
-			return fmt.Errorf("count event %s: %w", kind, err)
+			return err
 		}
 	}
 	return nil
@@ -126,7 +197,7 @@ func (t *wtx) ensureTask(id, customer, subject, actor string) (Task, error) {
 		return tk, err // known (or unreadable): no write needed
 	}
 	res, err := t.Exec(`INSERT INTO tasks (id, customer, subject, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?) ON CONFLICT(id) DO NOTHING`, id, customer, subject, ns(t.now), ns(t.now))
+		VALUES (?, ?, ?, ?, ?) ON CONFLICT(id) DO NOTHING`, id, customer, subject, ns(t.now()), ns(t.now()))
 	if err != nil {
 		return Task{}, fmt.Errorf("create task %s: %w", id, err)
 	}
@@ -148,8 +219,15 @@ func scanTask(s interface{ Scan(...any) error }) (Task, error) {
 	return tk, err
 }
 
+// Reads of a task, and of the task an action belongs to (sent ahead, see
+// wtx.readAhead, for getTask to find).
+const (
+	taskByID        = `SELECT ` + taskCols + ` FROM tasks WHERE id = ?`
+	taskOfActionKey = `SELECT ` + taskCols + ` FROM tasks WHERE id = (SELECT task_id FROM actions WHERE key = ?)`
+)
+
 func getTask(q queryer, id string) (Task, error) {
-	tk, err := scanTask(q.QueryRow(`SELECT `+taskCols+` FROM tasks WHERE id = ?`, id))
+	tk, err := scanTask(q.QueryRow(taskByID, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Task{}, fmt.Errorf("task %s: %w", id, ErrNotFound)
 	}
@@ -162,7 +240,7 @@ func getTask(q queryer, id string) (Task, error) {
 // setOwner changes the owner with compare-and-swap on the version.
 func (t *wtx) setOwner(tk *Task, owner string) error {
 	res, err := t.Exec(`UPDATE tasks SET owner = ?, version = version + 1, updated_at = ?
-		WHERE id = ? AND version = ?`, owner, ns(t.now), tk.ID, tk.Version)
+		WHERE id = ? AND version = ?`, owner, ns(t.now()), tk.ID, tk.Version)
 	if err != nil {
 		return fmt.Errorf("update owner of %s: %w", tk.ID, err)
 	}
@@ -192,8 +270,15 @@ func scanAction(s interface{ Scan(...any) error }) (Action, error) {
 	return a, err
 }
 
+// Reads of an action, and of the action an attempt belongs to (sent ahead,
+// see wtx.readAhead, for getAction to find).
+const (
+	actionByKey         = `SELECT ` + actionCols + ` FROM actions WHERE key = ?`
+	actionOfTransportID = `SELECT ` + actionCols + ` FROM actions WHERE key = (SELECT action_key FROM attempts WHERE transport_id = ?)`
+)
+
 func getAction(q queryer, key string) (Action, error) {
-	a, err := scanAction(q.QueryRow(`SELECT `+actionCols+` FROM actions WHERE key = ?`, key))
+	a, err := scanAction(q.QueryRow(actionByKey, key))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Action{}, fmt.Errorf("action %s: %w", key, ErrNotFound)
 	}
@@ -210,20 +295,17 @@ func (t *wtx) transition(a *Action, to State, reason string, cause HoldCause) er
 	if to == StateHeld {
 		heldFrom = string(a.State)
 	}
-	res, err := t.Exec(`UPDATE actions SET state = ?, reason = ?, hold_cause = ?,
+	if err := t.compareAndSwap(fmt.Sprintf("move %s to %s", a.Key, to), "action changed concurrently",
+		`UPDATE actions SET state = ?, reason = ?, hold_cause = ?,
 		held_from = CASE WHEN ? = 'held' THEN ? ELSE '' END,
 		version = version + 1, updated_at = ?
 		WHERE key = ? AND version = ?`,
-		string(to), reason, string(cause), string(to), heldFrom, ns(t.now), a.Key, a.Version)
-	if err != nil {
-		return fmt.Errorf("move %s to %s: %w", a.Key, to, err)
-	}
-	if n, _ := res.RowsAffected(); n != 1 {
-		return fmt.Errorf("move %s to %s: action changed concurrently", a.Key, to)
+		string(to), reason, string(cause), string(to), heldFrom, ns(t.now()), a.Key, a.Version); err != nil {
+		return err
 	}
 	a.State, a.Reason, a.HoldCause = to, reason, cause
 	a.Version++
-	a.UpdatedAt = t.now
+	a.UpdatedAt = t.now()
 	t.movedKey, t.movedTo = a.Key, stateCode(to, cause)
 	return nil
 }
@@ -241,12 +323,13 @@ func (t *wtx) stopSwitch() (Switch, error) {
 	return readSwitch(t)
 }
 
+const stopSwitchRead = `SELECT stopped, actor, reason, at FROM stop_switch WHERE id = 1`
+
 func readSwitch(q queryer) (Switch, error) {
 	var sw Switch
 	var stopped int
 	var at int64
-	err := q.QueryRow(`SELECT stopped, actor, reason, at FROM stop_switch WHERE id = 1`).
-		Scan(&stopped, &sw.Actor, &sw.Reason, &at)
+	err := q.QueryRow(stopSwitchRead).Scan(&stopped, &sw.Actor, &sw.Reason, &at)
 	sw.Stopped, sw.At = stopped == 1, fromNS(at)
 	if err != nil {
 		return sw, fmt.Errorf("read stop switch: %w", err)
@@ -257,9 +340,13 @@ func readSwitch(q queryer) (Switch, error) {
 // onAction runs fn on the action in one write transaction (durable or
 // relaxed, see writeRelaxed) and returns the action as fn left it, also when
 // fn refuses.
-func (l *Ledger) onAction(ctx context.Context, key string, durable bool, fn func(t *wtx, a *Action) error) (Action, error) {
+// ahead, when set, sends the reads fn will make ahead with the action's.
+func (l *Ledger) onAction(ctx context.Context, key string, durable bool, fn func(t *wtx, a *Action) error, ahead ...func(*wtx)) (Action, error) {
 	var out Action
 	err := l.writeWith(ctx, durable, func(t *wtx) error {
+		for _, a := range ahead {
+			a(t)
+		}
 		a, err := getAction(t, key)
 		if err != nil {
 			return err
