@@ -108,8 +108,15 @@ func (p *pool) put(s *session, size int) bool {
 	return true
 }
 
+// closeTimeout bounds a goodbye: an idle session carries nothing, so a
+// server slow to answer QUIT is not waited for.
+const closeTimeout = time.Second
+
 func closeSession(s *session) {
-	s.conn.SetDeadline(oswait.Deadline(time.Second))
+	// The client sets each command's deadline from CommandTimeout, which
+	// would override a deadline set on the connection here.
+	s.c.CommandTimeout = closeTimeout
+	s.conn.SetDeadline(oswait.Deadline(closeTimeout))
 	_ = s.c.Quit()
 	s.c.Close()
 }

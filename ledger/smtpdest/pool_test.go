@@ -1,6 +1,7 @@
 package smtpdest_test
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"net"
@@ -242,5 +243,86 @@ func TestPooledSessionOverSTARTTLSAndAuth(t *testing.T) {
 		if got := strings.Count(text, c.command); got != c.want {
 			t.Errorf("%q %d times in the server transcript, want %d", strings.TrimSpace(c.command), got, c.want)
 		}
+	}
+}
+
+// quitSwallower forwards an SMTP conversation to target but never passes on
+// (or answers) QUIT: a server that hangs while a session is being closed.
+func quitSwallower(t *testing.T, target string) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns sync.WaitGroup
+	var mu sync.Mutex
+	var open []net.Conn
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		for _, c := range open {
+			c.Close()
+		}
+		mu.Unlock()
+		conns.Wait()
+	})
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", strings.TrimPrefix(target, "smtp://"))
+			if err != nil {
+				c.Close()
+				return
+			}
+			mu.Lock()
+			open = append(open, c, up)
+			mu.Unlock()
+			conns.Add(1)
+			go func() {
+				defer conns.Done()
+				go io.Copy(c, up)
+				r := bufio.NewReader(c)
+				for {
+					line, err := r.ReadString('\n')
+					if err != nil || strings.EqualFold(strings.TrimSpace(line), "QUIT") {
+						break
+					}
+					if _, err := up.Write([]byte(line)); err != nil {
+						break
+					}
+				}
+				// Hold the connection open, answering nothing, until the
+				// client gives up (or the test ends).
+				io.Copy(io.Discard, r)
+				c.Close()
+				up.Close()
+			}()
+		}
+	}()
+	return "smtp://" + l.Addr().String()
+}
+
+// TestCloseDoesNotWaitOutTheCommandTimeout: closing an idle session sends
+// QUIT under a short deadline of its own; a destination configured to wait
+// an hour for replies must not wait that long for a server that never
+// answers QUIT.
+func TestCloseDoesNotWaitOutTheCommandTimeout(t *testing.T) {
+	cs := startCounting(t, &countingServer{})
+	d, err := smtpdest.New(quitSwallower(t, cs.target), smtpdest.WithCommandTimeout(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs := sendN(t, d, "quit", 1); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	closed := make(chan struct{})
+	go func() { d.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close waits for a QUIT reply under the one-hour command timeout")
 	}
 }
