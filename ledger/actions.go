@@ -269,6 +269,9 @@ func (t *wtx) insertAction(p Proposal, key, digest, taskID, corrects string, st 
 		return Action{}, err
 	}
 	t.movedKey, t.movedTo = key, string(st)
+	if t.batch != nil {
+		t.batch.fresh = key
+	}
 	return a, nil
 }
 
@@ -343,7 +346,7 @@ func (t *wtx) approve(a *Action, approver string, material []MaterialRead) error
 		}
 		return refuse(&StateError{Key: key, State: a.State, Err: ErrNotReviewed, Hint: "ask someone other than " + approver + " to approve it"})
 	}
-	tk, err := getTask(t, a.TaskID)
+	tk, err := t.task(a.TaskID)
 	if err != nil {
 		return err
 	}
@@ -352,8 +355,10 @@ func (t *wtx) approve(a *Action, approver string, material []MaterialRead) error
 		// under, and one given under nobody could never be sent.
 		return invalidf("approve %s: task %s has no owner; claim the task first", key, tk.ID)
 	}
-	if err := t.later("invalidate approvals of "+key, invalidateApprovalsSQL, "superseded by a new approval", key); err != nil {
-		return err
+	if t.batch == nil || t.batch.fresh != key { // an action inserted by this transaction has no approvals
+		if err := t.later("invalidate approvals of "+key, invalidateApprovalsSQL, "superseded by a new approval", key); err != nil {
+			return err
+		}
 	}
 	if err := t.later("record approval of "+key, `INSERT INTO approvals (action_key, approver, digest, recipient, target, destination, sender, owner, material, at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, key, approver, a.Digest, a.Recipient, a.Target, a.Destination, a.Sender,

@@ -385,6 +385,7 @@ func (l *Ledger) proposeRecipients(ctx context.Context, req AudienceSend, rel Au
 		return err
 	}
 	return l.writeRelaxed(ctx, func(t *wtx) error {
+		t.startBatch()
 		for i, p := range ps {
 			material := []MaterialRead{{Source: "crm", Field: "consent", Value: rows[i].Consent.MaterialValue()}}
 			answer, err := t.savepoint(func() error { return t.proposeAndApprove(p, rel.ApprovedBy, material) })

@@ -35,6 +35,7 @@ type Begun struct {
 func (l *Ledger) BeginAttempts(ctx context.Context, reqs []ExecuteRequest) ([]Begun, error) {
 	out := make([]Begun, len(reqs))
 	err := l.write(ctx, func(t *wtx) error {
+		t.startBatch()
 		// Every request reads the stop switch; nothing in the batch
 		// writes it, and no other writer can while this one holds the
 		// write lock, so it is read once.
@@ -100,6 +101,7 @@ func (t *wtx) savepoint(fn func() error) (answer, failure error) {
 	// rows: a rollback to the savepoint must take it back too, or a
 	// rolled-back request's facts would ride on the next request's line.
 	movedKey, movedTo, detail, counter := t.movedKey, t.movedTo, t.detail, t.counter
+	mark := t.batchMark()
 	err := fn()
 	var keep *committedRefusal
 	switch {
@@ -113,6 +115,7 @@ func (t *wtx) savepoint(fn func() error) (answer, failure error) {
 			return nil, fmt.Errorf("roll back to savepoint: %w", rerr)
 		}
 		t.movedKey, t.movedTo, t.detail, t.counter = movedKey, movedTo, detail, counter
+		t.batchRollback(mark)
 	}
 	if rerr := t.savepointStep(spRelease); rerr != nil {
 		return nil, fmt.Errorf("release savepoint: %w", rerr)
@@ -158,6 +161,7 @@ func (l *Ledger) RecordDeliveries(ctx context.Context, atts []Attempt, ds []Deli
 	actions := make([]Action, len(atts))
 	answers := make([]error, len(atts))
 	err := l.writeRelaxed(context.WithoutCancel(ctx), func(t *wtx) error {
+		t.startBatch()
 		for i, att := range atts {
 			answer, err := t.savepoint(func() (err error) {
 				actions[i], err = t.recordOutcome(att.TransportID, ds[i].Outcome, ds[i].response())

@@ -1,0 +1,160 @@
+package ledger
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// batchState is what a transaction that decides many recipients at once
+// (proposeRecipients, BeginAttempts, RecordDeliveries) keeps in memory to
+// spare statements the single-action paths run one by one. It is nil
+// outside those transactions, so every other path runs exactly as before.
+type batchState struct {
+	// tasks are the task rows this transaction read, by id. The
+	// transaction holds the write lock (BEGIN IMMEDIATE on SQLite, the
+	// decision lock on PostgreSQL) and nothing in a batch changes a task
+	// (setOwner updates its entry all the same), so a task read once is
+	// the row as of this transaction for every later recipient.
+	tasks map[string]Task
+	// fresh is the key of the action this transaction inserted last: it
+	// has no approvals to invalidate (approvals reference actions, and
+	// the row did not exist before this transaction).
+	fresh string
+	// events and counters are the history lines and counter increments
+	// waiting to be written (SQLite only; PostgreSQL's writes already
+	// wait in pgTx's queue, see wtx.later): in the order they were
+	// appended, as one multi-row INSERT before the transaction commits or
+	// anything reads the history.
+	events   []bufferedEvent
+	counters []string
+}
+
+// bufferedEvent is one history line as wtx.event would have written it.
+type bufferedEvent struct {
+	at                                                    int64
+	actor, taskID, key, kind, message, reason, to, detail string
+}
+
+// startBatch makes t a batch transaction (see batchState).
+func (t *wtx) startBatch() {
+	t.batch = &batchState{tasks: map[string]Task{}}
+}
+
+// task reads a task, once per batch transaction.
+func (t *wtx) task(id string) (Task, error) {
+	if t.batch == nil {
+		return getTask(t, id)
+	}
+	if tk, ok := t.batch.tasks[id]; ok {
+		return tk, nil
+	}
+	tk, err := getTask(t, id)
+	if err == nil {
+		t.batch.tasks[id] = tk
+	}
+	return tk, err
+}
+
+// batchMark is how far a batch transaction's memory reached when a
+// savepoint began; rolling back to the savepoint takes it back there.
+type batchMark struct{ events, counters int }
+
+func (t *wtx) batchMark() batchMark {
+	if t.batch == nil {
+		return batchMark{}
+	}
+	return batchMark{len(t.batch.events), len(t.batch.counters)}
+}
+
+func (t *wtx) batchRollback(m batchMark) {
+	if t.batch == nil {
+		return
+	}
+	t.batch.events = t.batch.events[:m.events]
+	t.batch.counters = t.batch.counters[:m.counters]
+	// What a rolled-back request read or inserted is forgotten too.
+	clear(t.batch.tasks)
+	t.batch.fresh = ""
+}
+
+// bufferEvents reports whether history lines wait in memory (SQLite batch
+// transactions).
+func (t *wtx) bufferEvents() bool { return t.batch != nil && t.pg == nil }
+
+// eventsPerInsert bounds one INSERT's rows: 9 arguments each, within
+// SQLite's oldest limit of 999 arguments per statement.
+const eventsPerInsert = 100
+
+// flushEvents writes the history lines and counter increments waiting in
+// memory: the lines in the order they were appended (so their ids ascend
+// in that order, as if each had been written when it was appended), then
+// each counter once, by the sum of its increments.
+func (t *wtx) flushEvents() error {
+	if !t.bufferEvents() || len(t.batch.events)+len(t.batch.counters) == 0 {
+		return nil
+	}
+	for chunk := range slices.Chunk(t.batch.events, eventsPerInsert) {
+		var q strings.Builder
+		q.WriteString(`INSERT INTO events (at, actor, task_id, action_key, kind, message, reason, to_state, detail) VALUES `)
+		args := make([]any, 0, 9*len(chunk))
+		for i, e := range chunk {
+			if i > 0 {
+				q.WriteString(", ")
+			}
+			q.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?)")
+			args = append(args, e.at, e.actor, e.taskID, e.key, e.kind, e.message, e.reason, e.to, e.detail)
+		}
+		if _, err := t.tx.Exec(q.String(), args...); err != nil {
+			return fmt.Errorf("record %d events: %w", len(chunk), err)
+		}
+	}
+	var names []string
+	sums := map[string]int{}
+	for _, c := range t.batch.counters {
+		if sums[c] == 0 {
+			names = append(names, c)
+		}
+		sums[c]++
+	}
+	for _, c := range names {
+		if _, err := t.tx.Exec(`INSERT INTO counters (kind, n) VALUES (?, ?)
+			ON CONFLICT(kind) DO UPDATE SET n = counters.n + ?`, c, sums[c], sums[c]); err != nil {
+			return fmt.Errorf("count event %s: %w", c, err)
+		}
+	}
+	t.batch.events, t.batch.counters = t.batch.events[:0], t.batch.counters[:0]
+	return nil
+}
+
+// flushBefore writes the waiting history lines before a statement that
+// touches them.
+func (t *wtx) flushBefore(q string) error {
+	if !t.bufferEvents() || len(t.batch.events)+len(t.batch.counters) == 0 {
+		return nil
+	}
+	if !touchesHistory(q) {
+		return nil
+	}
+	return t.flushEvents()
+}
+
+// touchesHistory reports whether a statement names the history or its
+// counters, remembered by statement: the same few statements run for
+// every recipient.
+func touchesHistory(q string) bool {
+	if v, ok := historyStatements.Load(q); ok {
+		return v.(bool)
+	}
+	touches := strings.Contains(q, "events") || strings.Contains(q, "counters")
+	historyStatements.Store(q, touches)
+	return touches
+}
+
+var historyStatements sync.Map
+
+// errRow is a row whose read failed before it was asked for.
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
