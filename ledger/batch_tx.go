@@ -29,6 +29,10 @@ type batchState struct {
 	// anything reads the history.
 	events   []bufferedEvent
 	counters []string
+	// pending is an action this request inserted whose row waits for the
+	// request's next statement (SQLite only): its approval's transition
+	// folds into the row instead of updating it right after.
+	pending *Action
 }
 
 // bufferedEvent is one history line as wtx.event would have written it.
@@ -72,6 +76,7 @@ func (t *wtx) batchRollback(m batchMark) {
 	if t.batch == nil {
 		return
 	}
+	t.batch.pending = nil
 	t.batch.events = t.batch.events[:m.events]
 	t.batch.counters = t.batch.counters[:m.counters]
 	// What a rolled-back request read or inserted is forgotten too.
@@ -92,7 +97,13 @@ const eventsPerInsert = 100
 // in that order, as if each had been written when it was appended), then
 // each counter once, by the sum of its increments.
 func (t *wtx) flushEvents() error {
-	if !t.bufferEvents() || len(t.batch.events)+len(t.batch.counters) == 0 {
+	if !t.bufferEvents() {
+		return nil
+	}
+	if err := t.flushPending(); err != nil {
+		return err
+	}
+	if len(t.batch.events)+len(t.batch.counters) == 0 {
 		return nil
 	}
 	for chunk := range slices.Chunk(t.batch.events, eventsPerInsert) {
@@ -128,10 +139,16 @@ func (t *wtx) flushEvents() error {
 	return nil
 }
 
-// flushBefore writes the waiting history lines before a statement that
-// touches them.
+// flushBefore writes what waits before a statement runs: the pending
+// action always, the history lines when the statement names them.
 func (t *wtx) flushBefore(q string) error {
-	if !t.bufferEvents() || len(t.batch.events)+len(t.batch.counters) == 0 {
+	if !t.bufferEvents() {
+		return nil
+	}
+	if err := t.flushPending(); err != nil {
+		return err
+	}
+	if len(t.batch.events)+len(t.batch.counters) == 0 {
 		return nil
 	}
 	if !touchesHistory(q) {
@@ -158,3 +175,63 @@ var historyStatements sync.Map
 type errRow struct{ err error }
 
 func (r errRow) Scan(...any) error { return r.err }
+
+// pendingFor is the action with this key waiting to be inserted, if any.
+func (t *wtx) pendingFor(key string) *Action {
+	if t.batch == nil || t.batch.pending == nil || t.batch.pending.Key != key {
+		return nil
+	}
+	return t.batch.pending
+}
+
+// holdInsert keeps a new action's row in memory until the request's next
+// statement (SQLite batch transactions; see batchState.pending) and
+// reports whether it did.
+func (t *wtx) holdInsert(a Action) bool {
+	if !t.bufferEvents() {
+		return false
+	}
+	t.batch.pending = &a
+	return true
+}
+
+// foldTransition applies a transition to the pending action's row instead
+// of updating the row once written: the same columns get the same values
+// as transition's UPDATE gives them (held_from stays empty: a hold is not
+// folded). It reports whether it did.
+func (t *wtx) foldTransition(a *Action, to State, reason string, cause HoldCause) bool {
+	p := t.pendingFor(a.Key)
+	if p == nil || to == StateHeld || p.Version != a.Version {
+		return false
+	}
+	a.State, a.Reason, a.HoldCause = to, reason, cause
+	a.Version++
+	a.UpdatedAt = t.now()
+	*p = *a
+	t.movedKey, t.movedTo = a.Key, stateCode(to, cause)
+	return true
+}
+
+// flushPending inserts the pending action: the row insertAction would have
+// inserted, with any transition folded into it.
+func (t *wtx) flushPending() error {
+	if t.batch == nil || t.batch.pending == nil {
+		return nil
+	}
+	a := *t.batch.pending
+	t.batch.pending = nil
+	var corr any
+	if a.Corrects != "" {
+		corr = a.Corrects
+	}
+	if _, err := t.tx.Exec(`INSERT INTO actions (key, task_id, customer, event, action_type, target, revision,
+		recipient, recipient_name, destination, lookup, sender, subject, body, digest, state, reason, hold_cause, version,
+		proposed_by, corrects, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		a.Key, a.TaskID, a.Customer, a.Event, a.ActionType, a.Target, a.Revision,
+		a.Recipient, a.RecipientName, a.Destination, a.Lookup, a.Sender, a.Subject, a.Body, a.Digest, string(a.State), a.Reason,
+		string(a.HoldCause), a.Version, a.ProposedBy, corr, ns(a.CreatedAt), ns(a.UpdatedAt)); err != nil {
+		return fmt.Errorf("record action %s: %w", a.Key, err)
+	}
+	return nil
+}

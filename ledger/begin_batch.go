@@ -137,6 +137,13 @@ var savepointSQL = [...]string{spBegin: `SAVEPOINT one`, spRelease: `RELEASE one
 // arguments unprepared, so it would be parsed again at every call, two or
 // three times per request of a batch.
 func (t *wtx) savepointStep(step int) error {
+	if step != spRollback {
+		// What waits belongs inside the request's savepoint; a rollback
+		// drops it instead (batchRollback).
+		if err := t.flushPending(); err != nil {
+			return err
+		}
+	}
 	if t.l.dialect.isPostgres() {
 		_, err := t.Exec(savepointSQL[step])
 		return err

@@ -58,6 +58,9 @@ func (t *wtx) later(what, q string, args ...any) error {
 		t.pg.later(what, t.l.dialect.rebind(q), args)
 		return nil
 	}
+	if err := t.flushBefore(q); err != nil {
+		return err
+	}
 	if _, err := t.tx.Exec(q, args...); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
@@ -75,6 +78,9 @@ func (t *wtx) compareAndSwap(what, lost, update string, args ...any) error {
 	if t.pg != nil {
 		t.pg.compareAndSwap(failed, t.l.dialect.rebind(update), args)
 		return nil
+	}
+	if err := t.flushBefore(update); err != nil {
+		return err
 	}
 	res, err := t.tx.Exec(update, args...)
 	if err != nil {
@@ -310,6 +316,9 @@ func (t *wtx) transition(a *Action, to State, reason string, cause HoldCause) er
 	heldFrom := ""
 	if to == StateHeld {
 		heldFrom = string(a.State)
+	}
+	if t.foldTransition(a, to, reason, cause) {
+		return nil
 	}
 	if err := t.compareAndSwap(fmt.Sprintf("move %s to %s", a.Key, to), "action changed concurrently",
 		`UPDATE actions SET state = ?, reason = ?, hold_cause = ?,
