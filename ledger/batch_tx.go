@@ -1,6 +1,8 @@
 package ledger
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -29,6 +31,8 @@ type batchState struct {
 	// anything reads the history.
 	events   []bufferedEvent
 	counters []string
+	// careful runs each request inside a savepoint (see writeBatch).
+	careful bool
 	// pending is an action this request inserted whose row waits for the
 	// request's next statement (SQLite only): its approval's transition
 	// folds into the row instead of updating it right after.
@@ -41,10 +45,34 @@ type bufferedEvent struct {
 	actor, taskID, key, kind, message, reason, to, detail string
 }
 
-// startBatch makes t a batch transaction (see batchState).
-func (t *wtx) startBatch() {
-	t.batch = &batchState{tasks: map[string]Task{}}
+// writeBatch runs a batch transaction (see batchState), durable or
+// relaxed as write and writeRelaxed. Each request of a batch runs in a
+// savepoint (wtx.savepoint) so that an answer that records nothing rolls
+// back that request alone. Most requests keep what they wrote (a change,
+// or a refusal with its history line), and for them the savepoint's two
+// statements change nothing: so the batch first runs without savepoints,
+// and only if a request's answer must be rolled back is the whole
+// transaction rolled back and run again with them (the answers are then
+// exactly those of the savepoints' run, since nothing of the first run
+// was committed).
+func (l *Ledger) writeBatch(ctx context.Context, durable bool, fn func(*wtx) error) error {
+	careful := false
+	for {
+		err := l.writeWith(ctx, durable, func(t *wtx) error {
+			t.batch = &batchState{tasks: map[string]Task{}, careful: careful}
+			return fn(t)
+		})
+		if !careful && errors.Is(err, errNeedsSavepoints) {
+			careful = true
+			continue
+		}
+		return err
+	}
 }
+
+// errNeedsSavepoints asks writeBatch to run a batch again with a savepoint
+// around each request.
+var errNeedsSavepoints = errors.New("a request of the batch must be rolled back alone")
 
 // task reads a task, once per batch transaction.
 func (t *wtx) task(id string) (Task, error) {

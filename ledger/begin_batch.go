@@ -34,8 +34,7 @@ type Begun struct {
 // durable.
 func (l *Ledger) BeginAttempts(ctx context.Context, reqs []ExecuteRequest) ([]Begun, error) {
 	out := make([]Begun, len(reqs))
-	err := l.write(ctx, func(t *wtx) error {
-		t.startBatch()
+	err := l.writeBatch(ctx, true, func(t *wtx) error {
 		// Every request reads the stop switch; nothing in the batch
 		// writes it, and no other writer can while this one holds the
 		// write lock, so it is read once.
@@ -94,6 +93,21 @@ func (t *wtx) beginOne(req ExecuteRequest) (Begun, error) {
 // gate's answer is returned first; a storage failure, returned second, ends
 // the batch.
 func (t *wtx) savepoint(fn func() error) (answer, failure error) {
+	if t.batch != nil && !t.batch.careful {
+		// Without savepoints (see writeBatch): an answer that would
+		// roll this request back starts the batch over with them.
+		err := fn()
+		var keep *committedRefusal
+		switch {
+		case err == nil:
+			return nil, nil
+		case errors.As(err, &keep):
+			return keep.err, nil
+		case isStorageFailure(err), errors.Is(err, errNeedsDurable):
+			return nil, err
+		}
+		return nil, errNeedsSavepoints
+	}
 	if err := t.savepointStep(spBegin); err != nil {
 		return nil, fmt.Errorf("savepoint: %w", err)
 	}
@@ -167,8 +181,7 @@ func (t *wtx) savepointStep(step int) error {
 func (l *Ledger) RecordDeliveries(ctx context.Context, atts []Attempt, ds []Delivery) ([]Result, []error) {
 	actions := make([]Action, len(atts))
 	answers := make([]error, len(atts))
-	err := l.writeRelaxed(context.WithoutCancel(ctx), func(t *wtx) error {
-		t.startBatch()
+	err := l.writeBatch(context.WithoutCancel(ctx), false, func(t *wtx) error {
 		for i, att := range atts {
 			answer, err := t.savepoint(func() (err error) {
 				actions[i], err = t.recordOutcome(att.TransportID, ds[i].Outcome, ds[i].response())
