@@ -261,6 +261,13 @@ func (t *wtx) insertAction(p Proposal, key, digest, taskID, corrects string, st 
 		Revision: p.Revision, Recipient: p.Recipient, RecipientName: p.RecipientName, Destination: p.Destination,
 		Lookup: p.Lookup, Sender: p.Sender, Subject: p.Subject, Body: p.Body, Digest: digest, State: st,
 		ProposedBy: p.Actor, Corrects: corrects, Version: 1, CreatedAt: at, UpdatedAt: at}
+	if t.holdInsert(a) {
+		// In a batch on SQLite the row waits for the request's next
+		// statement (see batchState.pending).
+		t.movedKey, t.movedTo = key, string(st)
+		t.batch.fresh = key
+		return a, nil
+	}
 	if err := t.later("record action "+key, `INSERT INTO actions (key, task_id, customer, event, action_type, target, revision,
 		recipient, recipient_name, destination, lookup, sender, subject, body, digest, state, proposed_by, corrects, created_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -269,6 +276,9 @@ func (t *wtx) insertAction(p Proposal, key, digest, taskID, corrects string, st 
 		return Action{}, err
 	}
 	t.movedKey, t.movedTo = key, string(st)
+	if t.batch != nil {
+		t.batch.fresh = key
+	}
 	return a, nil
 }
 
@@ -343,7 +353,7 @@ func (t *wtx) approve(a *Action, approver string, material []MaterialRead) error
 		}
 		return refuse(&StateError{Key: key, State: a.State, Err: ErrNotReviewed, Hint: "ask someone other than " + approver + " to approve it"})
 	}
-	tk, err := getTask(t, a.TaskID)
+	tk, err := t.task(a.TaskID)
 	if err != nil {
 		return err
 	}
@@ -352,16 +362,29 @@ func (t *wtx) approve(a *Action, approver string, material []MaterialRead) error
 		// under, and one given under nobody could never be sent.
 		return invalidf("approve %s: task %s has no owner; claim the task first", key, tk.ID)
 	}
-	if err := t.later("invalidate approvals of "+key, invalidateApprovalsSQL, "superseded by a new approval", key); err != nil {
-		return err
+	// An action whose row waits to be inserted (see batchState.pending)
+	// moves first, into the row written, and its approval, which
+	// references the row, follows.
+	pending := t.pendingFor(key) != nil
+	if pending {
+		if err := t.transition(a, StateApproved, "approved by "+approver, ""); err != nil {
+			return err
+		}
+	}
+	if t.batch == nil || t.batch.fresh != key { // an action inserted by this transaction has no approvals
+		if err := t.later("invalidate approvals of "+key, invalidateApprovalsSQL, "superseded by a new approval", key); err != nil {
+			return err
+		}
 	}
 	if err := t.later("record approval of "+key, `INSERT INTO approvals (action_key, approver, digest, recipient, target, destination, sender, owner, material, at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, key, approver, a.Digest, a.Recipient, a.Target, a.Destination, a.Sender,
 		tk.Owner, string(snapshot), ns(t.now())); err != nil {
 		return err
 	}
-	if err := t.transition(a, StateApproved, "approved by "+approver, ""); err != nil {
-		return err
+	if !pending {
+		if err := t.transition(a, StateApproved, "approved by "+approver, ""); err != nil {
+			return err
+		}
 	}
 	t.note(map[string]any{"material": materialMap(material), "recipient": a.Recipient, "sender": a.Sender,
 		"destination": a.Destination, "digest": a.Digest, "owner": tk.Owner}, "")

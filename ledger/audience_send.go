@@ -384,7 +384,7 @@ func (l *Ledger) proposeRecipients(ctx context.Context, req AudienceSend, rel Au
 	if err := validateApproval(rel.ApprovedBy, nil); err != nil {
 		return err
 	}
-	return l.writeRelaxed(ctx, func(t *wtx) error {
+	return l.writeBatch(ctx, false, func(t *wtx) error {
 		for i, p := range ps {
 			material := []MaterialRead{{Source: "crm", Field: "consent", Value: rows[i].Consent.MaterialValue()}}
 			answer, err := t.savepoint(func() error { return t.proposeAndApprove(p, rel.ApprovedBy, material) })

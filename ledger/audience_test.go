@@ -237,3 +237,50 @@ func TestCustomerMirrorAsDirectory(t *testing.T) {
 		t.Fatalf("mirror-resolved summary %+v", s)
 	}
 }
+
+// A batch keeps in memory what single calls write at once (history lines,
+// a new action's row until its approval): what it commits must be what the
+// single calls would have committed, row for row and line for line.
+func TestBatchedSendRecordsWhatSingleCallsRecord(t *testing.T) {
+	w := newWorld(t)
+	importMessy(t, w, "rel-1")
+	w.must(w.l.ApproveAudience(w.ctx, "rel-1", "lead", fakes.DefaultName, ""))
+	s, err := w.l.SendAudience(w.ctx, ledger.AudienceSend{ReleaseID: "rel-1", Actor: "notice-bot", Concurrency: 2, Batch: 3},
+		w.dest, testCRM())
+	w.must(err)
+	if s.Confirmed != 3 {
+		t.Fatalf("confirmed %d of 3", s.Confirmed)
+	}
+	rows, err := w.l.AudienceRows(w.ctx, "rel-1", "eligible", 0, 0)
+	w.must(err)
+	var last int64
+	for _, r := range rows {
+		a, err := w.l.Action(w.ctx, r.ActionKey)
+		w.must(err)
+		// Inserted (1), approved (2), executing (3), sent (4), as one by one.
+		if a.State != ledger.StateSent || a.Version != 4 || a.Reason != "sent by attempt 1: the destination confirmed acceptance" || a.HoldCause != "" {
+			t.Fatalf("%s: %s v%d %q %q", a.Key, a.State, a.Version, a.Reason, a.HoldCause)
+		}
+		evs, err := w.l.History(w.ctx, ledger.HistoryFilter{ActionKey: a.Key})
+		w.must(err)
+		var got []string
+		for _, e := range evs {
+			got = append(got, string(e.Kind)+">"+e.ToState)
+			if e.ID <= last && e.Kind == ledger.EvProposed {
+				t.Fatalf("%s: history out of order (line %d after %d)", a.Key, e.ID, last)
+			}
+		}
+		last = evs[0].ID
+		if want := "proposed>drafting approved>approved attempt_started>executing sent>sent"; strings.Join(got, " ") != want {
+			t.Fatalf("%s: history %s, want %s", a.Key, strings.Join(got, " "), want)
+		}
+		if !strings.Contains(evs[1].Detail, `"owner":"notice-bot"`) || !strings.Contains(evs[2].Detail, `"attempt":1`) {
+			t.Fatalf("%s: details %s / %s", a.Key, evs[1].Detail, evs[2].Detail)
+		}
+	}
+	vs, err := w.l.Check(w.ctx)
+	w.must(err)
+	if len(vs) != 0 {
+		t.Fatalf("check: %v", vs)
+	}
+}

@@ -34,7 +34,7 @@ type Begun struct {
 // durable.
 func (l *Ledger) BeginAttempts(ctx context.Context, reqs []ExecuteRequest) ([]Begun, error) {
 	out := make([]Begun, len(reqs))
-	err := l.write(ctx, func(t *wtx) error {
+	err := l.writeBatch(ctx, true, func(t *wtx) error {
 		// Every request reads the stop switch; nothing in the batch
 		// writes it, and no other writer can while this one holds the
 		// write lock, so it is read once.
@@ -93,6 +93,21 @@ func (t *wtx) beginOne(req ExecuteRequest) (Begun, error) {
 // gate's answer is returned first; a storage failure, returned second, ends
 // the batch.
 func (t *wtx) savepoint(fn func() error) (answer, failure error) {
+	if t.batch != nil && !t.batch.careful {
+		// Without savepoints (see writeBatch): an answer that would
+		// roll this request back starts the batch over with them.
+		err := fn()
+		var keep *committedRefusal
+		switch {
+		case err == nil:
+			return nil, nil
+		case errors.As(err, &keep):
+			return keep.err, nil
+		case isStorageFailure(err), errors.Is(err, errNeedsDurable):
+			return nil, err
+		}
+		return nil, errNeedsSavepoints
+	}
 	if err := t.savepointStep(spBegin); err != nil {
 		return nil, fmt.Errorf("savepoint: %w", err)
 	}
@@ -100,6 +115,7 @@ func (t *wtx) savepoint(fn func() error) (answer, failure error) {
 	// rows: a rollback to the savepoint must take it back too, or a
 	// rolled-back request's facts would ride on the next request's line.
 	movedKey, movedTo, detail, counter := t.movedKey, t.movedTo, t.detail, t.counter
+	mark := t.batchMark()
 	err := fn()
 	var keep *committedRefusal
 	switch {
@@ -113,6 +129,7 @@ func (t *wtx) savepoint(fn func() error) (answer, failure error) {
 			return nil, fmt.Errorf("roll back to savepoint: %w", rerr)
 		}
 		t.movedKey, t.movedTo, t.detail, t.counter = movedKey, movedTo, detail, counter
+		t.batchRollback(mark)
 	}
 	if rerr := t.savepointStep(spRelease); rerr != nil {
 		return nil, fmt.Errorf("release savepoint: %w", rerr)
@@ -134,6 +151,13 @@ var savepointSQL = [...]string{spBegin: `SAVEPOINT one`, spRelease: `RELEASE one
 // arguments unprepared, so it would be parsed again at every call, two or
 // three times per request of a batch.
 func (t *wtx) savepointStep(step int) error {
+	if step != spRollback {
+		// What waits belongs inside the request's savepoint; a rollback
+		// drops it instead (batchRollback).
+		if err := t.flushPending(); err != nil {
+			return err
+		}
+	}
 	if t.l.dialect.isPostgres() {
 		_, err := t.Exec(savepointSQL[step])
 		return err
@@ -157,7 +181,7 @@ func (t *wtx) savepointStep(step int) error {
 func (l *Ledger) RecordDeliveries(ctx context.Context, atts []Attempt, ds []Delivery) ([]Result, []error) {
 	actions := make([]Action, len(atts))
 	answers := make([]error, len(atts))
-	err := l.writeRelaxed(context.WithoutCancel(ctx), func(t *wtx) error {
+	err := l.writeBatch(context.WithoutCancel(ctx), false, func(t *wtx) error {
 		for i, att := range atts {
 			answer, err := t.savepoint(func() (err error) {
 				actions[i], err = t.recordOutcome(att.TransportID, ds[i].Outcome, ds[i].response())

@@ -102,6 +102,9 @@ func (t *wtx) Exec(q string, args ...any) (sql.Result, error) {
 	if t.pg != nil {
 		return t.pg.exec(t.l.dialect.rebind(q), args)
 	}
+	if err := t.flushBefore(q); err != nil {
+		return nil, err
+	}
 	return t.tx.Exec(q, args...)
 }
 
@@ -114,6 +117,9 @@ func (t *wtx) Query(q string, args ...any) (*sql.Rows, error) {
 		t.pg.trips.add()
 		return t.pg.conn.QueryContext(t.pg.ctx, t.l.dialect.rebind(q), args...)
 	}
+	if err := t.flushBefore(q); err != nil {
+		return nil, err
+	}
 	return t.tx.Query(q, args...)
 }
 
@@ -124,6 +130,9 @@ type row interface{ Scan(dest ...any) error }
 func (t *wtx) QueryRow(q string, args ...any) row {
 	if t.pg != nil {
 		return t.pg.queryRow(t.l.dialect.rebind(q), args)
+	}
+	if err := t.flushBefore(q); err != nil {
+		return errRow{err}
 	}
 	return t.tx.QueryRow(q, args...)
 }
@@ -136,6 +145,9 @@ func (t *wtx) Prepare(q string) (*sql.Stmt, error) {
 		}
 		t.pg.trips.add()
 		return t.pg.conn.PrepareContext(t.pg.ctx, t.l.dialect.rebind(q))
+	}
+	if err := t.flushBefore(q); err != nil {
+		return nil, err
 	}
 	return t.tx.Prepare(q)
 }
@@ -173,6 +185,7 @@ func (t *wtx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.R
 		t.pg.trips.add()
 		return t.pg.conn.QueryRowContext(ctx, t.l.dialect.rebind(q), args...)
 	}
+	_ = t.flushBefore(q) // a failure stays queued: the flush before COMMIT reports it
 	return t.tx.QueryRowContext(ctx, q, args...)
 }
 

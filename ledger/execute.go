@@ -207,7 +207,7 @@ func (t *wtx) beginAttempt(req ExecuteRequest) (Attempt, Message, error) {
 	if err := t.refuseUnlessExecutable(&a, req.Executor); err != nil {
 		return Attempt{}, Message{}, err
 	}
-	tk, err := getTask(t, a.TaskID)
+	tk, err := t.task(a.TaskID)
 	if err != nil {
 		return Attempt{}, Message{}, err
 	}

@@ -535,6 +535,15 @@ func (l *Ledger) tryWrite(ctx context.Context, durable bool, fn func(*wtx) error
 		}
 		return fmt.Errorf("%w: %w", ErrNotRecorded, err)
 	}
+	if ferr := t.flushEvents(); ferr != nil {
+		// History lines a batch kept in memory (SQLite): as if their
+		// INSERT had failed when the code asked for it.
+		t.rollback()
+		if isBusy(ferr) {
+			return ferr
+		}
+		return fmt.Errorf("%w: %w", ErrNotRecorded, ferr)
+	}
 	if cerr := t.commit(); cerr != nil {
 		var qe *queuedError
 		var lost *casError

@@ -34,6 +34,9 @@ type wtx struct {
 	// it once for a whole batch (BeginAttempts): it cannot change while
 	// the transaction holds the write lock.
 	batchSwitch *Switch
+	// batch, when set, is what a batch transaction keeps in memory (see
+	// batchState).
+	batch *batchState
 }
 
 // now is the time the transaction decides at. On PostgreSQL with the
@@ -55,6 +58,9 @@ func (t *wtx) later(what, q string, args ...any) error {
 		t.pg.later(what, t.l.dialect.rebind(q), args)
 		return nil
 	}
+	if err := t.flushBefore(q); err != nil {
+		return err
+	}
 	if _, err := t.tx.Exec(q, args...); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
@@ -72,6 +78,9 @@ func (t *wtx) compareAndSwap(what, lost, update string, args ...any) error {
 	if t.pg != nil {
 		t.pg.compareAndSwap(failed, t.l.dialect.rebind(update), args)
 		return nil
+	}
+	if err := t.flushBefore(update); err != nil {
+		return err
 	}
 	res, err := t.tx.Exec(update, args...)
 	if err != nil {
@@ -151,6 +160,16 @@ func (t *wtx) event(actor, taskID, key string, kind EventKind, reason, format st
 	}
 	detail, counter := string(t.detail), t.counter
 	t.detail, t.counter = nil, ""
+	if t.bufferEvents() {
+		t.batch.events = append(t.batch.events, bufferedEvent{at: ns(t.now()), actor: actor, taskID: taskID, key: key,
+			kind: string(kind), message: fmt.Sprintf(format, args...), reason: reason, to: to, detail: detail})
+		for _, c := range []string{countedName(kind), counter} {
+			if c != "" {
+				t.batch.counters = append(t.batch.counters, c)
+			}
+		}
+		return nil
+	}
 	// Nothing reads what these writes return: on PostgreSQL they travel
 	// with the next statement (see wtx.later).
 	if err := t.later("record event "+string(kind), `INSERT INTO events (at, actor, task_id, action_key, kind, message, reason, to_state, detail)
@@ -193,7 +212,7 @@ func (t *wtx) ensureTask(id, customer, subject, actor string) (Task, error) {
 	if id == "" {
 		return Task{}, invalidf("task id is empty")
 	}
-	if tk, err := getTask(t, id); !errors.Is(err, ErrNotFound) {
+	if tk, err := t.task(id); !errors.Is(err, ErrNotFound) {
 		return tk, err // known (or unreadable): no write needed
 	}
 	res, err := t.Exec(`INSERT INTO tasks (id, customer, subject, created_at, updated_at)
@@ -206,7 +225,7 @@ func (t *wtx) ensureTask(id, customer, subject, actor string) (Task, error) {
 			return Task{}, err
 		}
 	}
-	return getTask(t, id)
+	return t.task(id)
 }
 
 const taskCols = `id, customer, subject, status, owner, version, updated_at`
@@ -249,6 +268,9 @@ func (t *wtx) setOwner(tk *Task, owner string) error {
 	}
 	tk.Owner = owner
 	tk.Version++
+	if t.batch != nil {
+		t.batch.tasks[tk.ID] = *tk
+	}
 	return nil
 }
 
@@ -294,6 +316,9 @@ func (t *wtx) transition(a *Action, to State, reason string, cause HoldCause) er
 	heldFrom := ""
 	if to == StateHeld {
 		heldFrom = string(a.State)
+	}
+	if t.foldTransition(a, to, reason, cause) {
+		return nil
 	}
 	if err := t.compareAndSwap(fmt.Sprintf("move %s to %s", a.Key, to), "action changed concurrently",
 		`UPDATE actions SET state = ?, reason = ?, hold_cause = ?,
