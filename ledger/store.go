@@ -526,6 +526,15 @@ func (l *Ledger) tryWrite(ctx context.Context, durable bool, fn func(*wtx) error
 		}
 	}
 	t.lockForDecision()
+	// A panic inside fn (a bug, recovered by a caller) ends the
+	// transaction before the connection goes back to the pool: left open,
+	// it would keep the write lock from every other writer.
+	defer func() {
+		if r := recover(); r != nil {
+			t.rollback()
+			panic(r)
+		}
+	}()
 	err = fn(t)
 	var keep *committedRefusal
 	if err != nil && !errors.As(err, &keep) {
