@@ -44,6 +44,7 @@ func TestPostgresCloseEndsTheListener(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
+	db.SetMaxOpenConns(1) // the one session the counts leave out
 	ctx := context.Background()
 	if err := l.WaitForChange(ctx, time.Millisecond); err != nil {
 		t.Fatal(err)
@@ -54,6 +55,20 @@ func TestPostgresCloseEndsTheListener(t *testing.T) {
 	l.Close()
 	if n := waitListeners(t, db, 0); n != 0 {
 		t.Fatalf("%d listening sessions after Close, want 0", n)
+	}
+	// Nor any other session of the closed ledger's.
+	var others int
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if err := db.QueryRow(`SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&others); err != nil {
+			t.Fatal(err)
+		}
+		if others == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if others != 0 {
+		t.Fatalf("%d sessions left on the server after Close, want 0", others)
 	}
 	// A wait on the closed ledger returns, and listens to nothing.
 	if err := l.WaitForChange(ctx, 10*time.Millisecond); err != nil {
