@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -23,9 +24,10 @@ import (
 // flock(2) (never the POSIX locks SQLite holds on the ledger and its
 // -shm): a writer holds -turn exclusively from before it asks for SQLite's
 // write lock until it is done, and while it waits for -turn it holds -wait
-// shared. Before it waits, a writer lets every writer already waiting have
-// its turn first (it waits until it could lock -wait exclusively), so a
-// process that just wrote goes after the one that waited.
+// shared. Before it waits, a writer that has written back to back for
+// turnBurst lets every writer already waiting have its turn first (it waits
+// until it could lock -wait exclusively), so a process that has been
+// writing goes after the one that waited.
 //
 // Every wait is bounded (turnWaitMost): a writer stuck in its turn delays
 // the others that long at most, and then they ask SQLite as before. Where
@@ -33,10 +35,17 @@ import (
 type writeTurn struct {
 	mu         sync.RWMutex // held shared through a turn; close takes it
 	turn, wait *os.File     // nil once closed
+	yielded    atomic.Int64 // when this writer last let the waiting go first (ns)
 }
 
 // turnWaitMost bounds each of a writer's waits for the others' turns.
 const turnWaitMost = 2 * time.Second
+
+// turnBurst is how long a writer may write back to back before it lets
+// the writers waiting go first: a process's consecutive transactions keep
+// most of their speed, and a waiting writer (the stop) waits this long
+// and one transaction at most.
+const turnBurst = 20 * time.Millisecond
 
 // turnPoll is how often a waiting writer looks again.
 const turnPoll = 200 * time.Microsecond
@@ -81,8 +90,11 @@ func (w *writeTurn) enter(ctx context.Context) (leave func()) {
 		w.mu.RUnlock()
 		return func() {}
 	}
-	if lockPolling(ctx, w.wait, syscall.LOCK_EX) { // nobody waits (any more)
-		_ = syscall.Flock(int(w.wait.Fd()), syscall.LOCK_UN)
+	if now := oswait.Now().UnixNano(); now-w.yielded.Load() > int64(turnBurst) {
+		if lockPolling(ctx, w.wait, syscall.LOCK_EX) { // nobody waits (any more)
+			_ = syscall.Flock(int(w.wait.Fd()), syscall.LOCK_UN)
+		}
+		w.yielded.Store(oswait.Now().UnixNano())
 	}
 	lockPolling(ctx, w.wait, syscall.LOCK_SH) // waiting
 	lockPolling(ctx, w.turn, syscall.LOCK_EX)
