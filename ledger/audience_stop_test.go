@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,15 +28,24 @@ func TestPipelinedAudienceSendNoAttemptBeginsAfterAStop(t *testing.T) {
 			defer ops.Close()
 			seq := newSequence()
 			var atStop int
+			// The sends after the nth wait until the stop has landed, so
+			// that it lands while the run goes on however slowly the
+			// stop's transaction runs.
+			var landing sync.RWMutex
 			seq.onSend = func(sends int) {
-				if sends == at {
-					start := time.Now()
-					if err := ops.Stop(w.ctx, "ops", "wrong notice"); err != nil {
-						t.Error(err)
-					}
-					atStop = w.dest.Calls()
-					t.Logf("the stop took %v; %d sends when it returned", time.Since(start), atStop)
+				if sends != at {
+					landing.RLock()
+					landing.RUnlock() // the stop has landed
+					return
 				}
+				landing.Lock()
+				defer landing.Unlock()
+				start := time.Now()
+				if err := ops.Stop(w.ctx, "ops", "wrong notice"); err != nil {
+					t.Error(err)
+				}
+				atStop = w.dest.Calls()
+				t.Logf("the stop took %v; %d sends when it returned", time.Since(start), atStop)
 			}
 			send := ledger.AudienceSend{ReleaseID: "big", Actor: "notice-bot", Concurrency: workers, Batch: batch}
 			_, err = w.l.SendAudience(w.ctx, send, seqDest{w.dest, seq}, seqDir{dir, seq})
