@@ -181,7 +181,7 @@ func place(tmp, dst string, overwrite bool) error {
 // removeDatabase removes a temporary database and whatever SQLite left
 // beside it.
 func removeDatabase(path string) {
-	for _, suffix := range []string{"", "-wal", "-shm", "-journal"} {
+	for _, suffix := range []string{"", "-wal", "-shm", "-journal", "-turn", "-wait"} {
 		os.Remove(path + suffix)
 	}
 }

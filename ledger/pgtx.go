@@ -238,9 +238,19 @@ func (p *pgTx) flush() error {
 }
 
 // commit sends the queued statements and COMMIT in one round trip. A
-// failure rolls the transaction back.
+// failure rolls the transaction back. A context that ended before COMMIT
+// left rolls the transaction back; once COMMIT is sent, its answer is
+// awaited whatever the context: a cancellation could otherwise report "not
+// recorded" for a transaction the server committed.
 func (p *pgTx) commit() error {
+	if err := p.ctx.Err(); err != nil && p.err == nil {
+		p.rollback()
+		return err
+	}
+	ctx := p.ctx
+	p.ctx = context.WithoutCancel(ctx)
 	err := p.roundTrip(&pgStmt{sql: "COMMIT", what: "commit"})
+	p.ctx = ctx
 	if err != nil {
 		p.rollback()
 	}

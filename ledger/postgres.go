@@ -376,6 +376,9 @@ func (d *dialect) changes(l *Ledger) <-chan struct{} {
 		d.listen = &listener{wake: make(chan struct{}), cancel: cancel}
 		go d.listen.run(ctx, d.loc)
 	})
+	if d.listen == nil { // closed before it ever listened
+		return nil
+	}
 	d.listen.mu.Lock()
 	defer d.listen.mu.Unlock()
 	if d.listen.err != nil {
@@ -386,7 +389,13 @@ func (d *dialect) changes(l *Ledger) <-chan struct{} {
 
 // stopListening ends the listening connection, if there is one.
 func (d *dialect) stopListening() {
-	if d.isPostgres() && d.listen != nil {
+	if !d.isPostgres() {
+		return
+	}
+	// A ledger closed before it listened never starts: a wait on it
+	// afterwards would open a connection nothing ends.
+	d.listenOnce.Do(func() {})
+	if d.listen != nil {
 		d.listen.cancel()
 	}
 }

@@ -68,6 +68,11 @@ type Ledger struct {
 	syncKnown   bool
 	syncDurable bool
 
+	// turn makes the processes writing a SQLite ledger take turns (see
+	// writeTurn); opened with the first write.
+	turnOnce sync.Once
+	turn     *writeTurn
+
 	// trips counts round trips of deciding transactions on PostgreSQL,
 	// when a test asks (nil otherwise).
 	trips *countTrips
@@ -227,6 +232,8 @@ func (l *Ledger) Close() error {
 	if l.w != nil && l.w != l.r {
 		errs = append(errs, l.w.Close())
 	}
+	l.turnOnce.Do(func() {})
+	l.turn.close()
 	return errors.Join(errs...)
 }
 
@@ -514,6 +521,10 @@ func (l *Ledger) tryWrite(ctx context.Context, durable bool, fn func(*wtx) error
 		return err
 	}
 	defer conn.Close()
+	if !l.dialect.isPostgres() {
+		l.turnOnce.Do(func() { l.turn = openWriteTurn(l.path) })
+		defer l.turn.enter(ctx)()
+	}
 	t := &wtx{l: l, at: l.clock.Now().UTC(), durable: durable}
 	if l.dialect.isPostgres() {
 		t.pg = beginPgTx(ctx, conn, l.trips, durable)
@@ -526,6 +537,15 @@ func (l *Ledger) tryWrite(ctx context.Context, durable bool, fn func(*wtx) error
 		}
 	}
 	t.lockForDecision()
+	// A panic inside fn (a bug, recovered by a caller) ends the
+	// transaction before the connection goes back to the pool: left open,
+	// it would keep the write lock from every other writer.
+	defer func() {
+		if r := recover(); r != nil {
+			t.rollback()
+			panic(r)
+		}
+	}()
 	err = fn(t)
 	var keep *committedRefusal
 	if err != nil && !errors.As(err, &keep) {
