@@ -131,6 +131,20 @@ func (p *pgTx) later(what, q string, args []any) {
 	p.queue = append(p.queue, &pgStmt{sql: q, args: args, what: what})
 }
 
+// laterReturning queues an INSERT … RETURNING id whose id nobody in the
+// transaction reads: *id is set when the round trip it travels with
+// returns (COMMIT's, or an earlier one), so it is known only once that
+// round trip succeeded.
+func (p *pgTx) laterReturning(what, q string, args []any, id *int64) {
+	if p.err != nil {
+		return
+	}
+	p.dropAhead()
+	p.queue = append(p.queue, &pgStmt{sql: q, args: args, what: what, read: true, done: func(r *pgRow) {
+		_ = r.Scan(id)
+	}})
+}
+
 // compareAndSwap queues an UPDATE that must change one row, as a statement
 // that raises an error when it changed none (or more): the error aborts
 // the transaction, so no statement after it, nor COMMIT, takes effect. The

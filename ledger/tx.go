@@ -34,6 +34,10 @@ type wtx struct {
 	// it once for a whole batch (BeginAttempts): it cannot change while
 	// the transaction holds the write lock.
 	batchSwitch *Switch
+	// attemptID, when set, receives the id of the attempt the transaction
+	// records, on PostgreSQL after COMMIT (see startAttempt): its caller
+	// reads it only once the transaction committed.
+	attemptID *int64
 }
 
 // now is the time the transaction decides at. On PostgreSQL with the
