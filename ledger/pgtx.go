@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -119,8 +120,38 @@ func beginPgTx(ctx context.Context, conn *sql.Conn, trips *countTrips, durable b
 	return p
 }
 
-// aheadKey names a read by its statement and arguments.
-func aheadKey(q string, args []any) string { return q + "\x00" + fmt.Sprintf("%#v", args) }
+// aheadKey names a read by its statement and arguments: each argument by
+// its kind and value, strings with their length (no two argument lists
+// share a name).
+func aheadKey(q string, args []any) string {
+	b := make([]byte, 0, len(q)+16*len(args)+1)
+	b = append(b, q...)
+	b = append(b, 0)
+	for _, a := range args {
+		switch v := a.(type) {
+		case string:
+			b = append(b, 's')
+			b = strconv.AppendInt(b, int64(len(v)), 10)
+			b = append(b, ':')
+			b = append(b, v...)
+		case int64:
+			b = append(b, 'i')
+			b = strconv.AppendInt(b, v, 10)
+			b = append(b, ';')
+		case int:
+			b = append(b, 'i')
+			b = strconv.AppendInt(b, int64(v), 10)
+			b = append(b, ';')
+		default:
+			v2 := fmt.Sprintf("%#v", a)
+			b = append(b, 'v')
+			b = strconv.AppendInt(b, int64(len(v2)), 10)
+			b = append(b, ':')
+			b = append(b, v2...)
+		}
+	}
+	return string(b)
+}
 
 // later queues a write whose result nobody reads.
 func (p *pgTx) later(what, q string, args []any) {
@@ -205,9 +236,12 @@ func (p *pgTx) readAhead(q string, args []any, as string) {
 // queryRow answers a read, from the reads sent ahead or in a round trip
 // with the queued statements.
 func (p *pgTx) queryRow(q string, args []any) *pgRow {
-	if r, ok := p.ahead[aheadKey(q, args)]; ok {
-		delete(p.ahead, aheadKey(q, args))
-		return r
+	if len(p.ahead) > 0 {
+		k := aheadKey(q, args)
+		if r, ok := p.ahead[k]; ok {
+			delete(p.ahead, k)
+			return r
+		}
 	}
 	if !isSelect(q) {
 		p.dropAhead() // INSERT … RETURNING, say
