@@ -110,13 +110,12 @@ func (r *pgRow) Scan(dest ...any) error {
 // write-ahead log is sequential too, so the next durable commit (every
 // attempt's intent is one), on any host, flushes it as well, and losing it
 // in a crash before then can only make the gate refuse, hold or reconcile
-// again, never send twice.
-func beginPgTx(ctx context.Context, conn *sql.Conn, trips *countTrips, durable bool) *pgTx {
+// again, never send twice. The setting (synchronous_commit off for this
+// transaction alone) is made by the lock statement (lockForDecision),
+// which saves the server a statement.
+func beginPgTx(ctx context.Context, conn *sql.Conn, trips *countTrips) *pgTx {
 	p := &pgTx{ctx: ctx, conn: conn, trips: trips}
 	p.queue = append(p.queue, &pgStmt{sql: "BEGIN", what: "begin"})
-	if !durable {
-		p.queue = append(p.queue, &pgStmt{sql: "SET LOCAL synchronous_commit = off", what: "relax the commit"})
-	}
 	return p
 }
 
