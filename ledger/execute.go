@@ -170,10 +170,16 @@ func (l *Ledger) BeginAttempt(ctx context.Context, req ExecuteRequest) (Attempt,
 	}
 	var att Attempt
 	var msg Message
+	var id int64
 	err := l.write(ctx, func(t *wtx) (err error) {
+		id = 0
+		t.attemptID = &id
 		att, msg, err = t.beginAttempt(req)
 		return err
 	})
+	if err == nil && id != 0 {
+		att.ID = id // known once the intent committed (see startAttempt)
+	}
 	att.begun = l.clock.Now()
 	return att, msg, err
 }
@@ -495,12 +501,20 @@ func (t *wtx) startAttempt(a *Action, ap Approval, req ExecuteRequest, checks []
 		Destination: ap.Destination, Lookup: a.Lookup, Epoch: req.Endpoint.Epoch, Recipient: a.Recipient,
 		Sender: firstNonEmpty(ap.Sender, DefaultSender)}
 	att.MessageID = att.TransportID
-	err := t.QueryRow(`INSERT INTO attempts (action_key, number, transport_id, executor, holder, started_at, lease_until,
+	const insert = `INSERT INTO attempts (action_key, number, transport_id, executor, holder, started_at, lease_until,
 		destination, lookup, message_id, recipient, sender, epoch)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`, att.ActionKey, att.Number, att.TransportID, att.Executor, att.Holder,
-		ns(att.StartedAt), ns(att.LeaseUntil), att.Destination, att.Lookup, att.MessageID, att.Recipient, att.Sender, att.Epoch).Scan(&att.ID)
-	if err != nil {
-		return Attempt{}, fmt.Errorf("record attempt %d of %s: %w", att.Number, a.Key, err)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`
+	args := []any{att.ActionKey, att.Number, att.TransportID, att.Executor, att.Holder,
+		ns(att.StartedAt), ns(att.LeaseUntil), att.Destination, att.Lookup, att.MessageID, att.Recipient, att.Sender, att.Epoch}
+	what := fmt.Sprintf("record attempt %d of %s", att.Number, a.Key)
+	if t.pg != nil && t.attemptID != nil {
+		// Nothing in the transaction reads the new row's id: the INSERT
+		// travels with COMMIT, and the caller (BeginAttempt) reads the id
+		// once COMMIT's round trip returned. A failure (a second attempt
+		// in flight, say) fails the COMMIT, as it failed the INSERT.
+		t.pg.laterReturning(what, t.l.dialect.rebind(insert), args, t.attemptID)
+	} else if err := t.QueryRow(insert, args...).Scan(&att.ID); err != nil {
+		return Attempt{}, fmt.Errorf("%s: %w", what, err)
 	}
 	if err := t.recordChecks(checks, att.Number); err != nil {
 		return Attempt{}, err

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -109,18 +110,47 @@ func (r *pgRow) Scan(dest ...any) error {
 // write-ahead log is sequential too, so the next durable commit (every
 // attempt's intent is one), on any host, flushes it as well, and losing it
 // in a crash before then can only make the gate refuse, hold or reconcile
-// again, never send twice.
-func beginPgTx(ctx context.Context, conn *sql.Conn, trips *countTrips, durable bool) *pgTx {
+// again, never send twice. The setting (synchronous_commit off for this
+// transaction alone) is made by the lock statement (lockForDecision),
+// which saves the server a statement.
+func beginPgTx(ctx context.Context, conn *sql.Conn, trips *countTrips) *pgTx {
 	p := &pgTx{ctx: ctx, conn: conn, trips: trips}
 	p.queue = append(p.queue, &pgStmt{sql: "BEGIN", what: "begin"})
-	if !durable {
-		p.queue = append(p.queue, &pgStmt{sql: "SET LOCAL synchronous_commit = off", what: "relax the commit"})
-	}
 	return p
 }
 
-// aheadKey names a read by its statement and arguments.
-func aheadKey(q string, args []any) string { return q + "\x00" + fmt.Sprintf("%#v", args) }
+// aheadKey names a read by its statement and arguments: each argument by
+// its kind and value, strings with their length (no two argument lists
+// share a name).
+func aheadKey(q string, args []any) string {
+	b := make([]byte, 0, len(q)+16*len(args)+1)
+	b = append(b, q...)
+	b = append(b, 0)
+	for _, a := range args {
+		switch v := a.(type) {
+		case string:
+			b = append(b, 's')
+			b = strconv.AppendInt(b, int64(len(v)), 10)
+			b = append(b, ':')
+			b = append(b, v...)
+		case int64:
+			b = append(b, 'i')
+			b = strconv.AppendInt(b, v, 10)
+			b = append(b, ';')
+		case int:
+			b = append(b, 'i')
+			b = strconv.AppendInt(b, int64(v), 10)
+			b = append(b, ';')
+		default:
+			v2 := fmt.Sprintf("%#v", a)
+			b = append(b, 'v')
+			b = strconv.AppendInt(b, int64(len(v2)), 10)
+			b = append(b, ':')
+			b = append(b, v2...)
+		}
+	}
+	return string(b)
+}
 
 // later queues a write whose result nobody reads.
 func (p *pgTx) later(what, q string, args []any) {
@@ -129,6 +159,20 @@ func (p *pgTx) later(what, q string, args []any) {
 	}
 	p.dropAhead()
 	p.queue = append(p.queue, &pgStmt{sql: q, args: args, what: what})
+}
+
+// laterReturning queues an INSERT … RETURNING id whose id nobody in the
+// transaction reads: *id is set when the round trip it travels with
+// returns (COMMIT's, or an earlier one), so it is known only once that
+// round trip succeeded.
+func (p *pgTx) laterReturning(what, q string, args []any, id *int64) {
+	if p.err != nil {
+		return
+	}
+	p.dropAhead()
+	p.queue = append(p.queue, &pgStmt{sql: q, args: args, what: what, read: true, done: func(r *pgRow) {
+		_ = r.Scan(id)
+	}})
 }
 
 // compareAndSwap queues an UPDATE that must change one row, as a statement
@@ -191,9 +235,12 @@ func (p *pgTx) readAhead(q string, args []any, as string) {
 // queryRow answers a read, from the reads sent ahead or in a round trip
 // with the queued statements.
 func (p *pgTx) queryRow(q string, args []any) *pgRow {
-	if r, ok := p.ahead[aheadKey(q, args)]; ok {
-		delete(p.ahead, aheadKey(q, args))
-		return r
+	if len(p.ahead) > 0 {
+		k := aheadKey(q, args)
+		if r, ok := p.ahead[k]; ok {
+			delete(p.ahead, k)
+			return r
+		}
 	}
 	if !isSelect(q) {
 		p.dropAhead() // INSERT … RETURNING, say

@@ -133,3 +133,23 @@ func TestPostgresRelaxedCommitsDoNotWaitForTheFlush(t *testing.T) {
 		t.Errorf("pool: synchronous_commit %s (%v), want on", got, err)
 	}
 }
+
+// TestAheadKeyNamesEachArgumentList: two reads share an answer only when
+// their statements and arguments are the same.
+func TestAheadKeyNamesEachArgumentList(t *testing.T) {
+	lists := [][]any{nil, {""}, {"ab", "c"}, {"a", "bc"}, {"1"}, {1}, {"a;"}, {"a", ""}, {true}, {"true"}, {[]byte("x")}}
+	seen := map[string]int{}
+	for i, args := range lists {
+		k := aheadKey("SELECT 1", args)
+		if j, ok := seen[k]; ok {
+			t.Errorf("arguments %#v and %#v share the key %q", lists[j], args, k)
+		}
+		seen[k] = i
+		if k != aheadKey("SELECT 1", args) {
+			t.Errorf("arguments %#v: the key changes", args)
+		}
+		if k == aheadKey("SELECT 2", args) {
+			t.Errorf("arguments %#v: two statements share a key", args)
+		}
+	}
+}

@@ -247,9 +247,14 @@ func (t *wtx) lockForDecision() {
 	_, system := t.l.clock.(SystemClock)
 	t.atFromLock = system
 	// The notification is delivered only if the transaction commits: it
-	// wakes followers (WaitForChange) on every host, who then re-read.
-	t.pg.queue = append(t.pg.queue, &pgStmt{sql: `SELECT (extract(epoch from clock_timestamp()) * 1e9)::bigint
-		FROM (SELECT pg_advisory_xact_lock($1), pg_notify('` + changesChannel + `', '')) AS locked`,
+	// wakes followers (WaitForChange) on every host, who then re-read. A
+	// relaxed transaction (see beginPgTx) sets, in the same statement,
+	// synchronous_commit off for itself alone (SET LOCAL).
+	q := lockStmt
+	if !t.durable {
+		q = lockStmtRelaxed
+	}
+	t.pg.queue = append(t.pg.queue, &pgStmt{sql: q,
 		args: []any{writeLockKey}, what: "lock for decision", read: true,
 		done: func(r *pgRow) {
 			var ns int64
@@ -263,6 +268,16 @@ func (t *wtx) lockForDecision() {
 			t.atFromLock = false
 		}})
 }
+
+// The lock statements (see lockForDecision): the functions in the
+// subquery are volatile, so each runs once, before the clock is read.
+const (
+	lockStmt = `SELECT (extract(epoch from clock_timestamp()) * 1e9)::bigint
+		FROM (SELECT pg_advisory_xact_lock($1), pg_notify('` + changesChannel + `', '')) AS locked`
+	lockStmtRelaxed = `SELECT (extract(epoch from clock_timestamp()) * 1e9)::bigint
+		FROM (SELECT pg_advisory_xact_lock($1), pg_notify('` + changesChannel + `', ''),
+			set_config('synchronous_commit', 'off', true)) AS locked`
+)
 
 func (d *dialect) isPostgres() bool { return d != nil && d.postgres }
 

@@ -349,7 +349,8 @@ func TestPostgresSearchIndexIsOptional(t *testing.T) {
 // approve, execute with its outcome) waits for the server: BEGIN and the
 // decision lock travel with the first statement, writes nobody reads wait
 // for the next statement or COMMIT, and the decision's reads are sent
-// together. Before, every statement was its own round trip: 36.
+// together, and the attempt's INSERT travels with COMMIT (its id is read
+// after). Before, every statement was its own round trip: 36.
 func TestPostgresDecisionRoundTrips(t *testing.T) {
 	loc := postgresOnly(t)
 	l, err := ledger.Open(loc)
@@ -368,14 +369,15 @@ func TestPostgresDecisionRoundTrips(t *testing.T) {
 		want int64
 		run  func(key string) error
 	}{
-		{"propose", 2, nil}, {"approve", 2, nil}, {"execute", 3 + 2, nil},
+		{"propose", 2, nil}, {"approve", 2, nil}, {"execute", 2 + 2, nil},
 	}
 	p := ledger.Proposal{Task: ledger.TaskRef{ID: "task-1"}, Customer: "c1", Event: "evt-1", ActionType: "reply",
 		Target: "task-1", Recipient: "a@example.org", Subject: "Hello", Body: "Body", Actor: "wf", Destination: dest.Identity()}
 	steps[0].run = func(string) error { _, err := l.Propose(ctx, p); return err }
 	steps[1].run = func(key string) error { _, err := l.Approve(ctx, key, "lead", consentYes); return err }
-	steps[2].run = func(key string) error {
-		_, err := l.Execute(ctx, ledger.ExecuteRequest{Key: key, Executor: "wf", Reread: consentYes}, dest)
+	var res ledger.Result
+	steps[2].run = func(key string) (err error) {
+		res, err = l.Execute(ctx, ledger.ExecuteRequest{Key: key, Executor: "wf", Reread: consentYes}, dest)
 		return err
 	}
 	var total int64
@@ -390,10 +392,15 @@ func TestPostgresDecisionRoundTrips(t *testing.T) {
 			t.Errorf("%s: %d round trips, want %d", s.name, n, s.want)
 		}
 	}
-	if total != 9 {
-		t.Errorf("a decision took %d round trips, want 9", total)
+	if total != 8 {
+		t.Errorf("a decision took %d round trips, want 8", total)
 	}
 	if a, err := l.Action(ctx, p.Key()); err != nil || a.State != ledger.StateSent {
 		t.Fatalf("action %v, %v; want sent", a.State, err)
+	}
+	// The attempt's id, read after COMMIT, is the recorded one.
+	atts, err := l.Attempts(ctx, p.Key())
+	if err != nil || len(atts) != 1 || atts[0].ID == 0 || atts[0].ID != res.Attempt.ID {
+		t.Fatalf("attempts %+v, %v; Execute returned attempt id %d", atts, err, res.Attempt.ID)
 	}
 }

@@ -527,7 +527,7 @@ func (l *Ledger) tryWrite(ctx context.Context, durable bool, fn func(*wtx) error
 	}
 	t := &wtx{l: l, at: l.clock.Now().UTC(), durable: durable}
 	if l.dialect.isPostgres() {
-		t.pg = beginPgTx(ctx, conn, l.trips, durable)
+		t.pg = beginPgTx(ctx, conn, l.trips)
 	} else {
 		if err := l.setDurability(ctx, conn, durable); err != nil {
 			return err

@@ -37,6 +37,10 @@ type wtx struct {
 	// batch, when set, is what a batch transaction keeps in memory (see
 	// batchState).
 	batch *batchState
+	// attemptID, when set, receives the id of the attempt the transaction
+	// records, on PostgreSQL after COMMIT (see startAttempt): its caller
+	// reads it only once the transaction committed.
+	attemptID *int64
 }
 
 // now is the time the transaction decides at. On PostgreSQL with the
