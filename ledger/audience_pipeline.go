@@ -330,7 +330,7 @@ func (s *sendRun) prepare(ctx context.Context, rows []AudienceRow) (preparedBatc
 	return pb, nil
 }
 
-// decide is one prepared batch, per recipient in this order: consent
+// decide decides a prepared batch, per recipient in this order: consent
 // re-read, intent made durable (one BeginAttempts for the batch). Its
 // messages may be handed over once it returns (handOverBatch).
 func (s *sendRun) decide(ctx context.Context, pb preparedBatch) ([]Begun, error) {

@@ -249,7 +249,8 @@ func (t *wtx) lockForDecision() {
 	// The notification is delivered only if the transaction commits: it
 	// wakes followers (WaitForChange) on every host, who then re-read. A
 	// relaxed transaction (see beginPgTx) sets, in the same statement,
-	// synchronous_commit off for itself alone (SET LOCAL).
+	// synchronous_commit off for itself alone (set_config's is_local, what
+	// a SET LOCAL of its own would do at the cost of a statement).
 	q := lockStmt
 	if !t.durable {
 		q = lockStmtRelaxed
