@@ -154,11 +154,17 @@ func aheadKey(q string, args []any) string {
 
 // later queues a write whose result nobody reads.
 func (p *pgTx) later(what, q string, args []any) {
+	p.queueWrite(&pgStmt{sql: q, args: args, what: what})
+}
+
+// queueWrite queues a write, unless the transaction failed already: the
+// reads sent ahead are forgotten, since it may change their answers.
+func (p *pgTx) queueWrite(s *pgStmt) {
 	if p.err != nil {
 		return
 	}
 	p.dropAhead()
-	p.queue = append(p.queue, &pgStmt{sql: q, args: args, what: what})
+	p.queue = append(p.queue, s)
 }
 
 // laterReturning queues an INSERT … RETURNING id whose id nobody in the
@@ -166,11 +172,7 @@ func (p *pgTx) later(what, q string, args []any) {
 // returns (COMMIT's, or an earlier one), so it is known only once that
 // round trip succeeded.
 func (p *pgTx) laterReturning(what, q string, args []any, id *int64) {
-	if p.err != nil {
-		return
-	}
-	p.dropAhead()
-	p.queue = append(p.queue, &pgStmt{sql: q, args: args, what: what, read: true, done: func(r *pgRow) {
+	p.queueWrite(&pgStmt{sql: q, args: args, what: what, read: true, done: func(r *pgRow) {
 		_ = r.Scan(id)
 	}})
 }
@@ -181,13 +183,9 @@ func (p *pgTx) laterReturning(what, q string, args []any, id *int64) {
 // ELSE branch depends on the row count, so the server evaluates it only
 // when it is taken.
 func (p *pgTx) compareAndSwap(failed *casError, update string, args []any) {
-	if p.err != nil {
-		return
-	}
-	p.dropAhead()
 	q := `WITH swapped AS (` + update + ` RETURNING 1)
 		SELECT CASE WHEN count(*) = 1 THEN 1 ELSE ('` + casMark + ` ' || count(*))::int END FROM swapped`
-	p.queue = append(p.queue, &pgStmt{sql: q, args: args, what: failed.what, cas: failed})
+	p.queueWrite(&pgStmt{sql: q, args: args, what: failed.what, cas: failed})
 }
 
 // casMark is the text of the error a failed compare-and-swap raises.
