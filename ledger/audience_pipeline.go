@@ -228,7 +228,7 @@ func (s *sendRun) handOverAll(ctx context.Context, decided <-chan []Begun, jobs 
 			close(halt)
 			continue
 		case sw.Stopped:
-			stopped = fmt.Errorf("send release %s: %w: execution is stopped (by %s: %s); the recipients decided before it and not handed over stay approved",
+			stopped = fmt.Errorf("send release %s: %w: execution is stopped (by %s: %s); recipients decided before the stop and not yet handed over were not sent and are approved again",
 				s.req.ReleaseID, ErrStopped, sw.Actor, sw.Reason)
 		}
 		tokens <- struct{}{}
