@@ -21,7 +21,8 @@ import (
 // 150 µs, several times what the server spends on a statement, so a
 // decision's cost is the number of times it waits for the server.
 //
-// Three things save round trips, none changes a statement or its order:
+// Three things save round trips; none changes a write or the order of the
+// writes (reads sent ahead run earlier, still under the decision lock):
 //
 //   - BEGIN and the lock statement (lockForDecision) are not sent on their
 //     own: they travel with the transaction's first statement.
