@@ -385,7 +385,8 @@ func (l *Ledger) WaitForChange(ctx context.Context, d time.Duration) error {
 // changes returns the channel the next notification closes, starting the
 // listening connection on first use. A nil channel (never closed) means
 // the ledger is not listening right now (the connection was lost and run is
-// connecting again): the caller's timer is the fallback.
+// connecting again, or the ledger was closed before it ever listened): the
+// caller's timer is the fallback.
 func (d *dialect) changes(l *Ledger) <-chan struct{} {
 	d.listenOnce.Do(func() {
 		ctx, cancel := context.WithCancel(context.Background())
