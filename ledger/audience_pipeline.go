@@ -228,7 +228,7 @@ func (s *sendRun) handOverAll(ctx context.Context, decided <-chan []Begun, jobs 
 			close(halt)
 			continue
 		case sw.Stopped:
-			stopped = fmt.Errorf("send release %s: %w: execution is stopped (by %s: %s); the recipients decided before it and not handed over stay approved",
+			stopped = fmt.Errorf("send release %s: %w: execution is stopped (by %s: %s); recipients decided before the stop and not yet handed over were not sent and are approved again",
 				s.req.ReleaseID, ErrStopped, sw.Actor, sw.Reason)
 		}
 		tokens <- struct{}{}
@@ -330,7 +330,7 @@ func (s *sendRun) prepare(ctx context.Context, rows []AudienceRow) (preparedBatc
 	return pb, nil
 }
 
-// decide is one prepared batch, per recipient in this order: consent
+// decide decides a prepared batch, per recipient in this order: consent
 // re-read, intent made durable (one BeginAttempts for the batch). Its
 // messages may be handed over once it returns (handOverBatch).
 func (s *sendRun) decide(ctx context.Context, pb preparedBatch) ([]Begun, error) {

@@ -31,6 +31,10 @@ type batchState struct {
 	// anything reads the history.
 	events   []bufferedEvent
 	counters []string
+	// sw, when set, is the stop switch as BeginAttempts read it once for
+	// the whole batch: nothing in the batch writes it, and no other writer
+	// can while the transaction holds the write lock.
+	sw *Switch
 	// careful runs each request inside a savepoint (see writeBatch).
 	careful bool
 	// pending is an action this request inserted whose row waits for the

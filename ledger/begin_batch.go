@@ -42,7 +42,7 @@ func (l *Ledger) BeginAttempts(ctx context.Context, reqs []ExecuteRequest) ([]Be
 		if err != nil {
 			return err
 		}
-		t.batchSwitch = &sw
+		t.batch.sw = &sw
 		var stopped error
 		for i, req := range reqs {
 			if err := req.validate(); err != nil {

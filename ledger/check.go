@@ -206,7 +206,7 @@ func checkActionCounts(tx queryTx) ([]Violation, error) {
 	for _, st := range slices.Sorted(maps.Keys(states)) {
 		if kept[st] != recount[st] {
 			out = append(out, Violation{Rule: "action counts match actions",
-				Detail: fmt.Sprintf("%s: counted %d, the ledger has %d", st, kept[st], recount[st])})
+				Detail: fmt.Sprintf("count of state %s = %d, the ledger has %d", st, kept[st], recount[st])})
 		}
 	}
 	return out, nil

@@ -110,17 +110,28 @@ func (t *wtx) Exec(q string, args ...any) (sql.Result, error) {
 
 // Query is sql.Tx.Query in the store's dialect.
 func (t *wtx) Query(q string, args ...any) (*sql.Rows, error) {
-	if t.pg != nil {
-		if err := t.pg.flush(); err != nil {
-			return nil, err
-		}
-		t.pg.trips.add()
-		return t.pg.conn.QueryContext(t.pg.ctx, t.l.dialect.rebind(q), args...)
-	}
-	if err := t.flushBefore(q); err != nil {
+	if err := t.beforeDirect(q); err != nil {
 		return nil, err
 	}
+	if t.pg != nil {
+		return t.pg.conn.QueryContext(t.pg.ctx, t.l.dialect.rebind(q), args...)
+	}
 	return t.tx.Query(q, args...)
+}
+
+// beforeDirect writes what waits before q runs outside a batch: on
+// PostgreSQL the queued statements (q then takes a round trip of its own,
+// through database/sql), on SQLite what a batch transaction holds in
+// memory (see flushBefore).
+func (t *wtx) beforeDirect(q string) error {
+	if t.pg == nil {
+		return t.flushBefore(q)
+	}
+	if err := t.pg.flush(); err != nil {
+		return err
+	}
+	t.pg.trips.add()
+	return nil
 }
 
 // row is one row a query answered.
@@ -139,15 +150,11 @@ func (t *wtx) QueryRow(q string, args ...any) row {
 
 // Prepare is sql.Tx.Prepare in the store's dialect.
 func (t *wtx) Prepare(q string) (*sql.Stmt, error) {
-	if t.pg != nil {
-		if err := t.pg.flush(); err != nil {
-			return nil, err
-		}
-		t.pg.trips.add()
-		return t.pg.conn.PrepareContext(t.pg.ctx, t.l.dialect.rebind(q))
-	}
-	if err := t.flushBefore(q); err != nil {
+	if err := t.beforeDirect(q); err != nil {
 		return nil, err
+	}
+	if t.pg != nil {
+		return t.pg.conn.PrepareContext(t.pg.ctx, t.l.dialect.rebind(q))
 	}
 	return t.tx.Prepare(q)
 }
@@ -185,7 +192,9 @@ func (t *wtx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.R
 		t.pg.trips.add()
 		return t.pg.conn.QueryRowContext(ctx, t.l.dialect.rebind(q), args...)
 	}
-	_ = t.flushBefore(q) // a failure stays queued: the flush before COMMIT reports it
+	// Only a batch transaction keeps writes in memory, and none reads
+	// through here (an import reads its refreshed mirror, see mirror).
+	_ = t.flushBefore(q)
 	return t.tx.QueryRowContext(ctx, q, args...)
 }
 

@@ -21,7 +21,8 @@ import (
 // 150 µs, several times what the server spends on a statement, so a
 // decision's cost is the number of times it waits for the server.
 //
-// Three things save round trips, none changes a statement or its order:
+// Three things save round trips; none changes a write or the order of the
+// writes (reads sent ahead run earlier, still under the decision lock):
 //
 //   - BEGIN and the lock statement (lockForDecision) are not sent on their
 //     own: they travel with the transaction's first statement.
@@ -154,11 +155,17 @@ func aheadKey(q string, args []any) string {
 
 // later queues a write whose result nobody reads.
 func (p *pgTx) later(what, q string, args []any) {
+	p.queueWrite(&pgStmt{sql: q, args: args, what: what})
+}
+
+// queueWrite queues a write, unless the transaction failed already: the
+// reads sent ahead are forgotten, since it may change their answers.
+func (p *pgTx) queueWrite(s *pgStmt) {
 	if p.err != nil {
 		return
 	}
 	p.dropAhead()
-	p.queue = append(p.queue, &pgStmt{sql: q, args: args, what: what})
+	p.queue = append(p.queue, s)
 }
 
 // laterReturning queues an INSERT … RETURNING id whose id nobody in the
@@ -166,11 +173,7 @@ func (p *pgTx) later(what, q string, args []any) {
 // returns (COMMIT's, or an earlier one), so it is known only once that
 // round trip succeeded.
 func (p *pgTx) laterReturning(what, q string, args []any, id *int64) {
-	if p.err != nil {
-		return
-	}
-	p.dropAhead()
-	p.queue = append(p.queue, &pgStmt{sql: q, args: args, what: what, read: true, done: func(r *pgRow) {
+	p.queueWrite(&pgStmt{sql: q, args: args, what: what, read: true, done: func(r *pgRow) {
 		_ = r.Scan(id)
 	}})
 }
@@ -181,13 +184,9 @@ func (p *pgTx) laterReturning(what, q string, args []any, id *int64) {
 // ELSE branch depends on the row count, so the server evaluates it only
 // when it is taken.
 func (p *pgTx) compareAndSwap(failed *casError, update string, args []any) {
-	if p.err != nil {
-		return
-	}
-	p.dropAhead()
 	q := `WITH swapped AS (` + update + ` RETURNING 1)
 		SELECT CASE WHEN count(*) = 1 THEN 1 ELSE ('` + casMark + ` ' || count(*))::int END FROM swapped`
-	p.queue = append(p.queue, &pgStmt{sql: q, args: args, what: failed.what, cas: failed})
+	p.queueWrite(&pgStmt{sql: q, args: args, what: failed.what, cas: failed})
 }
 
 // casMark is the text of the error a failed compare-and-swap raises.

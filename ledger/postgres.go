@@ -249,7 +249,8 @@ func (t *wtx) lockForDecision() {
 	// The notification is delivered only if the transaction commits: it
 	// wakes followers (WaitForChange) on every host, who then re-read. A
 	// relaxed transaction (see beginPgTx) sets, in the same statement,
-	// synchronous_commit off for itself alone (SET LOCAL).
+	// synchronous_commit off for itself alone (set_config's is_local, what
+	// a SET LOCAL of its own would do at the cost of a statement).
 	q := lockStmt
 	if !t.durable {
 		q = lockStmtRelaxed
@@ -384,7 +385,8 @@ func (l *Ledger) WaitForChange(ctx context.Context, d time.Duration) error {
 // changes returns the channel the next notification closes, starting the
 // listening connection on first use. A nil channel (never closed) means
 // the ledger is not listening right now (the connection was lost and run is
-// connecting again): the caller's timer is the fallback.
+// connecting again, or the ledger was closed before it ever listened): the
+// caller's timer is the fallback.
 func (d *dialect) changes(l *Ledger) <-chan struct{} {
 	d.listenOnce.Do(func() {
 		ctx, cancel := context.WithCancel(context.Background())

@@ -15,13 +15,11 @@ type wtx struct {
 	pg *pgTx   // PostgreSQL
 	l  *Ledger
 	// at is the time the transaction decides at; on PostgreSQL the server's
-	// clock, which arrives with the first round trip (see now).
+	// clock, which arrives with the first round trip (see now); atFromLock
+	// is set until it has.
 	at         time.Time
 	atFromLock bool
-	// pendingChecks are material checks that passed, recorded with the
-	// attempt they allowed.
-	pendingChecks []MaterialCheck
-	durable       bool
+	durable    bool
 	// The state the latest transition led to, written with the next history
 	// line of the same action: a review folds the history into states.
 	movedKey, movedTo string
@@ -30,10 +28,6 @@ type wtx struct {
 	counter string
 	// savepoints are savepoint's statements, prepared on first use.
 	savepoints [3]*sql.Stmt
-	// batchSwitch, when set, is the stop switch as this transaction read
-	// it once for a whole batch (BeginAttempts): it cannot change while
-	// the transaction holds the write lock.
-	batchSwitch *Switch
 	// batch, when set, is what a batch transaction keeps in memory (see
 	// batchState).
 	batch *batchState
@@ -346,8 +340,8 @@ func (t *wtx) heldFrom(key string) (State, error) {
 }
 
 func (t *wtx) stopSwitch() (Switch, error) {
-	if t.batchSwitch != nil {
-		return *t.batchSwitch, nil
+	if t.batch != nil && t.batch.sw != nil {
+		return *t.batch.sw, nil
 	}
 	return readSwitch(t)
 }

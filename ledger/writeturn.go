@@ -24,10 +24,10 @@ import (
 // flock(2) (never the POSIX locks SQLite holds on the ledger and its
 // -shm): a writer holds -turn exclusively from before it asks for SQLite's
 // write lock until it is done, and while it waits for -turn it holds -wait
-// shared. Before it waits, a writer that has written back to back for
-// turnBurst lets every writer already waiting have its turn first (it waits
-// until it could lock -wait exclusively), so a process that has been
-// writing goes after the one that waited.
+// shared. Before it waits, a writer that has not let the others go first
+// for turnBurst does so: it waits until it could lock -wait exclusively,
+// that is until every writer already waiting has taken its turn, so a process
+// that has been writing back to back goes after the one that waited.
 //
 // Every wait is bounded (turnWaitMost): a writer stuck in its turn delays
 // the others that long at most, and then they ask SQLite as before. Where

@@ -221,7 +221,7 @@ func metricsLines(th Theme, m ledger.Metrics) []string {
 		{"unknown now", m.Unknown, "outcome not yet reconciled"},
 		{"unknown ever", m.UnknownOutcomes, "attempts recorded as unknown"},
 		{"stale proposals", m.StaleProposals, "only proposed, unchanged for a day"},
-		{"manual overrides", m.ManualOverrides, "holds released, moves, outcomes set by hand"},
+		{"manual overrides", m.ManualOverrides, "hold releases, moves, outcomes resolved by hand"},
 	}
 	out := []string{""}
 	for _, r := range rows {
