@@ -177,16 +177,10 @@ func (t *wtx) flushBefore(q string) error {
 	if !t.bufferEvents() {
 		return nil
 	}
-	if err := t.flushPending(); err != nil {
-		return err
-	}
-	if len(t.batch.events)+len(t.batch.counters) == 0 {
-		return nil
-	}
 	if !touchesHistory(q) {
-		return nil
+		return t.flushPending()
 	}
-	return t.flushEvents()
+	return t.flushEvents() // the pending action first, then the history
 }
 
 // touchesHistory reports whether a statement names the history or its

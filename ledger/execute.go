@@ -201,8 +201,11 @@ func (req ExecuteRequest) validate() error {
 // inside the caller's durable transaction; a refusal it returns through
 // refuse must be committed with its history line.
 func (t *wtx) beginAttempt(req ExecuteRequest) (Attempt, Message, error) {
-	// Every read of the decision, sent with the action's (on PostgreSQL).
-	t.readAhead(stopSwitchRead, nil, "")
+	// Every read of the decision, sent with the action's (on PostgreSQL);
+	// a batch that read the stop switch once has no use for it again.
+	if t.batch == nil || t.batch.sw == nil {
+		t.readAhead(stopSwitchRead, nil, "")
+	}
 	t.readAhead(taskOfActionKey, []any{req.Key}, taskByID)
 	t.readAhead(currentApprovalRead, []any{req.Key}, "")
 	t.readAhead(lastAttemptRead, []any{req.Key}, "")
