@@ -131,23 +131,30 @@ func TestPostgresNeverShowsThePassword(t *testing.T) {
 	}
 }
 
+// followerAndWriter opens two handles on one PostgreSQL ledger, as two hosts
+// would: one that follows and one that writes, closed at the end of the test.
+func followerAndWriter(t *testing.T) (loc string, follower, writer *ledger.Ledger, ctx context.Context) {
+	t.Helper()
+	loc = postgresOnly(t)
+	var err error
+	if follower, err = ledger.Open(loc); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { follower.Close() })
+	if writer, err = ledger.Open(loc); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { writer.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return loc, follower, writer, ctx
+}
+
 // TestPostgresFollowersWakeOnAnotherHostsWrite: a follower waiting with a
 // long poll interval wakes as soon as another handle (another host) commits
 // a write: LISTEN/NOTIFY, then it re-reads.
 func TestPostgresFollowersWakeOnAnotherHostsWrite(t *testing.T) {
-	loc := postgresOnly(t)
-	follower, err := ledger.Open(loc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer follower.Close()
-	writer, err := ledger.Open(loc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer writer.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	_, follower, writer, ctx := followerAndWriter(t)
 	before, err := follower.Changes(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -181,19 +188,7 @@ func TestPostgresFollowersWakeOnAnotherHostsWrite(t *testing.T) {
 // follower that polls the change counter still sees every write; and once
 // the ledger listens again, a notification ends a long wait once more.
 func TestPostgresFollowersPollWhenNotificationsAreLost(t *testing.T) {
-	loc := postgresOnly(t)
-	follower, err := ledger.Open(loc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer follower.Close()
-	writer, err := ledger.Open(loc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer writer.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	loc, follower, writer, ctx := followerAndWriter(t)
 	woke := make(chan error, 1)
 	go func() { woke <- follower.WaitForChange(ctx, 10*time.Minute) }()
 	db, err := sql.Open("pgx", loc)

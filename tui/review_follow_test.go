@@ -5,7 +5,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync/atomic"
@@ -191,17 +190,7 @@ func TestReviewFollowerCoalesces(t *testing.T) {
 // review command opens it checks its change counter many times and never
 // writes the file or its WAL.
 func TestReviewFollowerLeavesACopyAsItWas(t *testing.T) {
-	src, _ := reviewLedger(t)
-	path := filepath.Join(t.TempDir(), "ledger.db")
-	if _, err := src.Backup(context.Background(), path, false); err != nil {
-		t.Fatal(err)
-	}
-	before := fileBytes(t, path)
-	l, err := ledger.OpenReadOnly(path, ledger.WithWritesOnDemand())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	path, before, l := reviewedCopy(t)
 	rv := NewReview(NewTheme(true), ReviewConfig{Ledger: l, Source: "ledger.db", Poll: 5 * time.Millisecond, MinInterval: 5 * time.Millisecond})
 	tm, rec := startApp(t, NewApp(NewTheme(true), rv), 100, 30)
 	rec.waitText(t, tm, "following · read")

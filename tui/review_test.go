@@ -312,22 +312,31 @@ func TestReviewRateBucketFiltersTimeline(t *testing.T) {
 	}
 }
 
+// reviewedCopy backs the review ledger up to a file and opens the copy as
+// the review command does (read-only, writes only on demand); it returns
+// the copy's path and bytes before the test, and the open handle.
+func reviewedCopy(t *testing.T) (path string, before map[string][]byte, l *ledger.Ledger) {
+	t.Helper()
+	src, _ := reviewLedger(t)
+	path = filepath.Join(t.TempDir(), "ledger.db")
+	if _, err := src.Backup(context.Background(), path, false); err != nil {
+		t.Fatal(err)
+	}
+	before = fileBytes(t, path)
+	l, err := ledger.OpenReadOnly(path, ledger.WithWritesOnDemand())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return path, before, l
+}
+
 // TestReviewNeverWritesUntilOperatingMode drives every view and key of the
 // review on a ledger opened as the command opens it and finds the file and
 // WAL unchanged; then operating mode, confirmed with a reason, is recorded
 // in the history and opens the inspector.
 func TestReviewNeverWritesUntilOperatingMode(t *testing.T) {
-	src, _ := reviewLedger(t)
-	path := filepath.Join(t.TempDir(), "ledger.db")
-	if _, err := src.Backup(context.Background(), path, false); err != nil {
-		t.Fatal(err)
-	}
-	before := fileBytes(t, path)
-	l, err := ledger.OpenReadOnly(path, ledger.WithWritesOnDemand())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	path, before, l := reviewedCopy(t)
 	rv := NewReview(NewTheme(true), quickFollow(ReviewConfig{Ledger: l, Actor: "olga", Source: "ledger.db"}))
 	a := newDriven(rv, 100, 30)
 	typeKeys(a, "x", "n", "N", "f", "c", "a", "o", "enter", "c", "/", "c", "1", "enter", "tab", "r", "enter", "tab", "tab", "x", "tab")
