@@ -11,3 +11,6 @@ func Listening(l *Ledger) bool {
 	defer d.listen.mu.Unlock()
 	return d.listen.err == nil
 }
+
+// RelistenPause is relistenPause, for its table test.
+var RelistenPause = relistenPause

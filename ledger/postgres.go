@@ -432,12 +432,14 @@ const (
 func (ln *listener) run(ctx context.Context, loc string) {
 	pause := relistenFirst
 	for lost := false; ; lost = true {
+		var held oswait.Stopwatch
+		listening := false
 		conn, err := pgx.Connect(ctx, loc)
 		if err == nil {
 			_, err = conn.Exec(ctx, "LISTEN "+changesChannel)
 		}
 		if err == nil {
-			pause = relistenFirst
+			held, listening = oswait.StartStopwatch(), true
 			ln.mu.Lock()
 			ln.err = nil
 			if lost {
@@ -456,11 +458,23 @@ func (ln *listener) run(ctx context.Context, loc string) {
 		if conn != nil {
 			conn.Close(context.Background())
 		}
-		if oswait.Pause(ctx, pause) != nil {
+		var wait time.Duration
+		wait, pause = relistenPause(pause, listening && held.Elapsed() >= relistenMost)
+		if oswait.Pause(ctx, wait) != nil {
 			return
 		}
-		pause = min(2*pause, relistenMost)
 	}
+}
+
+// relistenPause is how long to wait before listening again after a loss,
+// and the pause after that. The backoff starts over only after a connection
+// that held for relistenMost: a server that takes the LISTEN and drops the
+// connection at once would otherwise be asked four times a second forever.
+func relistenPause(pause time.Duration, heldLong bool) (wait, next time.Duration) {
+	if heldLong {
+		pause = relistenFirst
+	}
+	return pause, min(2*pause, relistenMost)
 }
 
 // wakeAll ends every follower's current wait; err, when not nil, says why

@@ -399,3 +399,25 @@ func TestPostgresDecisionRoundTrips(t *testing.T) {
 		t.Fatalf("attempts %+v, %v; Execute returned attempt id %d", atts, err, res.Attempt.ID)
 	}
 }
+
+// TestRelistenBacksOffUnlessAConnectionHeld: losses in a row double the
+// pause up to its bound, also when each reconnect's LISTEN succeeded but
+// the connection dropped at once; only a connection that held for the
+// bound starts the backoff over.
+func TestRelistenBacksOffUnlessAConnectionHeld(t *testing.T) {
+	pause := 250 * time.Millisecond
+	var waits []time.Duration
+	for range 9 {
+		var wait time.Duration
+		wait, pause = ledger.RelistenPause(pause, false)
+		waits = append(waits, wait)
+	}
+	want := []time.Duration{250 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second,
+		8 * time.Second, 16 * time.Second, 30 * time.Second, 30 * time.Second}
+	if !slices.Equal(waits, want) {
+		t.Fatalf("waits %v, want %v", waits, want)
+	}
+	if wait, next := ledger.RelistenPause(pause, true); wait != 250*time.Millisecond || next != 500*time.Millisecond {
+		t.Fatalf("after a connection that held: wait %v, next %v; want 250ms, 500ms", wait, next)
+	}
+}
