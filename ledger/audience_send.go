@@ -165,16 +165,23 @@ func (req AudienceSend) batchSize() int {
 // MaxStaleSends. Otherwise each batch waits for the previous one, and the
 // bound is Batch + Concurrency − 1.
 func (req AudienceSend) overlaps() bool {
-	return req.concurrency() > 1 && 2*req.batchSize()+req.concurrency()-1 <= MaxStaleSends
+	return req.concurrency() > 1 && req.staleSends(2) <= MaxStaleSends
 }
 
 // StaleSends is the most sends that can start between a recipient's
 // consent read and its own send in this run (see SendAudience).
 func (req AudienceSend) StaleSends() int {
 	if req.overlaps() {
-		return 2*req.batchSize() + req.concurrency() - 1
+		return req.staleSends(2)
 	}
-	return req.batchSize() + req.concurrency() - 1
+	return req.staleSends(1)
+}
+
+// staleSends is the bound when that many batches are decided or in the
+// workers' hands at once: the batches and the workers' messages, less the
+// recipient's own.
+func (req AudienceSend) staleSends(batches int) int {
+	return batches*req.batchSize() + req.concurrency() - 1
 }
 
 func (req AudienceSend) concurrency() int { return max(1, min(req.Concurrency, MaxConcurrency)) }
