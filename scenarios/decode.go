@@ -53,7 +53,22 @@ func syntaxProblem(file string, err error) Problem {
 	return Problem{File: file, Pos: Pos{1, 1}, Msg: "YAML syntax: " + err.Error()}
 }
 
+// docPos is where a document starts: its `---`, else its body. (A
+// document's own GetToken reads its body, which an empty one lacks.)
+func docPos(d *ast.DocumentNode) Pos {
+	if d.Start != nil && d.Start.Position != nil {
+		return Pos{d.Start.Position.Line, d.Start.Position.Column}
+	}
+	if d.Body != nil {
+		return posOf(d.Body)
+	}
+	return Pos{1, 1}
+}
+
 func posOf(n ast.Node) Pos {
+	if d, ok := n.(*ast.DocumentNode); ok {
+		return docPos(d)
+	}
 	tk := n.GetToken()
 	if tk == nil || tk.Position == nil {
 		return Pos{1, 1}

@@ -156,6 +156,11 @@ type validator struct {
 }
 
 func (v *validator) problem(pos Pos, hint, format string, a ...any) {
+	if pos.Line < 1 {
+		// The node has no place in the file (a document that is only a
+		// tag, say "!0"): the problem is the file's, from its start.
+		pos = Pos{1, 1}
+	}
 	v.probs = append(v.probs, Problem{File: v.file, Pos: pos, Msg: fmt.Sprintf(format, a...), Hint: hint})
 }
 
