@@ -371,20 +371,29 @@ func (t *wtx) approve(a *Action, approver string, material []MaterialRead) error
 			return err
 		}
 	}
-	if t.batch == nil || t.batch.fresh != key { // an action inserted by this transaction has no approvals
+	fresh := t.batch != nil && t.batch.fresh == key
+	if !fresh { // an action inserted by this transaction has no approvals
 		if err := t.later("invalidate approvals of "+key, invalidateApprovalsSQL, "superseded by a new approval", key); err != nil {
 			return err
 		}
 	}
+	at := ns(t.now())
 	if err := t.later("record approval of "+key, `INSERT INTO approvals (action_key, approver, digest, recipient, target, destination, sender, owner, material, at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, key, approver, a.Digest, a.Recipient, a.Target, a.Destination, a.Sender,
-		tk.Owner, string(snapshot), ns(t.now())); err != nil {
+		tk.Owner, string(snapshot), at); err != nil {
 		return err
 	}
 	if !pending {
 		if err := t.transition(a, StateApproved, "approved by "+approver, ""); err != nil {
 			return err
 		}
+	}
+	if fresh {
+		act := *a
+		act.CreatedAt, act.UpdatedAt = fromNS(ns(act.CreatedAt)), fromNS(ns(act.UpdatedAt)) // as the rows hold them
+		t.batch.approved = &freshApproval{action: act, approval: Approval{ActionKey: key, Approver: approver, Digest: a.Digest,
+			Recipient: a.Recipient, Target: a.Target, Destination: a.Destination, Sender: a.Sender, Owner: tk.Owner,
+			Material: sortMaterial(material), At: fromNS(at), Valid: true}}
 	}
 	t.note(map[string]any{"material": materialMap(material), "recipient": a.Recipient, "sender": a.Sender,
 		"destination": a.Destination, "digest": a.Digest, "owner": tk.Owner}, "")

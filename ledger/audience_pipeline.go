@@ -291,24 +291,29 @@ func (s *sendRun) stopped(ctx context.Context) error {
 	return s.failure
 }
 
-// preparedBatch is a batch whose recipients can be executed: proposed and
-// approved, or reconciled. Their consent is not read yet.
+// preparedBatch is a batch whose recipients can be executed: new ones
+// (fresh set), or ones an earlier run left approved or reconciled. Their
+// consent is not read yet.
 type preparedBatch struct {
 	reqs      []ExecuteRequest
 	customers []string
+	fresh     []*newRecipient // nil for a recipient an earlier run proposed
 }
 
-// prepare moves each recipient of a batch to where it can be executed: new
-// ones are proposed and approved together (one transaction), ones an
-// earlier run left open are reconciled; recipients already done are
-// counted and dropped.
+// prepare moves each recipient of a batch to where it can be executed:
+// ones an earlier run left open are reconciled; new ones get their
+// proposal, which the batch's deciding transaction records (see decide);
+// recipients already done are counted and dropped.
 func (s *sendRun) prepare(ctx context.Context, rows []AudienceRow) (preparedBatch, error) {
 	var pb preparedBatch
-	var fresh []AudienceRow
 	for _, r := range rows {
+		var fresh *newRecipient
 		ready := true
 		if r.State == "" {
-			fresh = append(fresh, r)
+			var err error
+			if fresh, err = s.newRecipient(r); err != nil {
+				return pb, err
+			}
 		} else {
 			var err error
 			if ready, err = s.l.prepareRecipient(ctx, s.req, s.rel, s.body, r, s.looker); err != nil {
@@ -321,17 +326,14 @@ func (s *sendRun) prepare(ctx context.Context, rows []AudienceRow) (preparedBatc
 		}
 		pb.reqs = append(pb.reqs, ExecuteRequest{Key: r.ActionKey, Executor: s.req.Actor, From: s.req.From, Endpoint: s.ep})
 		pb.customers = append(pb.customers, r.CustomerID)
-	}
-	if len(fresh) > 0 {
-		if err := s.l.proposeRecipients(ctx, s.req, s.rel, s.body, fresh); err != nil {
-			return pb, err
-		}
+		pb.fresh = append(pb.fresh, fresh)
 	}
 	return pb, nil
 }
 
 // decide decides a prepared batch, per recipient in this order: consent
-// re-read, intent made durable (one BeginAttempts for the batch). Its
+// re-read, then in one durable transaction for the batch (BeginAttempts)
+// a new recipient proposed and approved and each intent recorded. Its
 // messages may be handed over once it returns (handOverBatch).
 func (s *sendRun) decide(ctx context.Context, pb preparedBatch) ([]Begun, error) {
 	reqs, customers := pb.reqs, pb.customers
@@ -349,7 +351,7 @@ func (s *sendRun) decide(ctx context.Context, pb preparedBatch) ([]Begun, error)
 	for i := range reqs {
 		reqs[i].Endpoint.Epoch = ep.Epoch
 	}
-	return s.l.BeginAttempts(ctx, reqs)
+	return s.l.beginAttempts(ctx, reqs, pb.fresh)
 }
 
 // handOverBatch hands each decided message of a batch to a worker and

@@ -194,11 +194,11 @@ func (req AudienceSend) concurrency() int { return max(1, min(req.Concurrency, M
 //
 // The send is pipelined through the gate's shipped steps. Recipients are
 // read from the ledger a page at a time (never all at once) and taken in
-// batches of at most MaxBatch. New recipients of a batch are proposed and
-// approved together (one transaction, no consent read). Then, for each
-// batch in this order: every recipient's consent is re-read from dir,
-// BeginAttempts makes the batch's intents durable in one transaction (one
-// fsync), and the messages are handed to Concurrency workers, each calling
+// batches of at most MaxBatch. For each batch in this order: every
+// recipient's consent is re-read from dir, one transaction (one fsync)
+// proposes and approves the batch's new recipients, each just before its
+// own intent, and makes the batch's intents durable as BeginAttempts
+// does, and the messages are handed to Concurrency workers, each calling
 // Deliver; RecordDeliveries records the outcomes as they come in. While
 // one batch is handed over the next is decided (its consent reads and
 // BeginAttempts), so the workers do not wait for the ledger; a batch's
@@ -323,7 +323,8 @@ func (l *Ledger) releaseBody(ctx context.Context, releaseID string) (string, err
 
 // prepareRecipient moves one recipient's action that an earlier run
 // started to where it can be executed: reconciled when its outcome was left
-// open (new recipients are proposed and approved by proposeRecipients). It
+// open (new recipients are proposed and approved by the batch that starts
+// their attempts, see beginAttempts). It
 // reports whether the recipient is to be executed now. Refusals that
 // concern only this recipient are recorded and skipped; only an
 // infrastructure error is returned.
@@ -375,35 +376,21 @@ func recipientRefusal(err error) bool {
 	return false
 }
 
-// proposeRecipients proposes and approves the actions of recipients no
-// run has touched yet, all in one transaction: each as Propose and Approve
-// would, on the consent class recorded at reconciliation.
-func (l *Ledger) proposeRecipients(ctx context.Context, req AudienceSend, rel AudienceSummary, body string, rows []AudienceRow) error {
-	ps := make([]Proposal, len(rows))
-	for i, r := range rows {
-		ps[i] = Proposal{Task: TaskRef{ID: "release:" + req.ReleaseID}, Customer: r.CustomerID, Event: req.ReleaseID,
-			ActionType: rel.ActionType, Target: "audience", Recipient: r.Email, Subject: rel.Subject, Body: body, Actor: req.Actor,
-			Destination: rel.Destination, Lookup: rel.Lookup, Sender: rel.Sender}.withDefaults()
-		if err := ps[i].Validate(); err != nil {
-			return err
-		}
+// newRecipient is the proposal of a recipient no run has touched yet,
+// approved as Propose and Approve would, on the consent class recorded at
+// reconciliation.
+func (s *sendRun) newRecipient(r AudienceRow) (*newRecipient, error) {
+	p := Proposal{Task: TaskRef{ID: "release:" + s.req.ReleaseID}, Customer: r.CustomerID, Event: s.req.ReleaseID,
+		ActionType: s.rel.ActionType, Target: "audience", Recipient: r.Email, Subject: s.rel.Subject, Body: s.body, Actor: s.req.Actor,
+		Destination: s.rel.Destination, Lookup: s.rel.Lookup, Sender: s.rel.Sender}.withDefaults()
+	if err := p.Validate(); err != nil {
+		return nil, err
 	}
-	if err := validateApproval(rel.ApprovedBy, nil); err != nil {
-		return err
+	if err := validateApproval(s.rel.ApprovedBy, nil); err != nil {
+		return nil, err
 	}
-	return l.writeBatch(ctx, false, func(t *wtx) error {
-		for i, p := range ps {
-			material := []MaterialRead{{Source: "crm", Field: "consent", Value: rows[i].Consent.MaterialValue()}}
-			answer, err := t.savepoint(func() error { return t.proposeAndApprove(p, rel.ApprovedBy, material) })
-			if err != nil {
-				return err
-			}
-			if answer != nil {
-				return answer
-			}
-		}
-		return nil
-	})
+	return &newRecipient{proposal: p, approver: s.rel.ApprovedBy,
+		material: []MaterialRead{{Source: "crm", Field: "consent", Value: r.Consent.MaterialValue()}}}, nil
 }
 
 // proposeAndApprove is one new recipient: proposed (a recipient withdrawn

@@ -10,7 +10,7 @@ import (
 )
 
 // batchState is what a transaction that decides many recipients at once
-// (proposeRecipients, BeginAttempts, RecordDeliveries) keeps in memory to
+// (BeginAttempts with new recipients, RecordDeliveries) keeps in memory to
 // spare statements the single-action paths run one by one. It is nil
 // outside those transactions, so every other path runs exactly as before.
 type batchState struct {
@@ -41,6 +41,18 @@ type batchState struct {
 	// request's next statement (SQLite only): its approval's transition
 	// folds into the row instead of updating it right after.
 	pending *Action
+	// approved is an action this transaction inserted and approved just
+	// now, with its approval, as the rows say (see approvedFresh): the
+	// attempt that follows in the same transaction decides on them
+	// without reading back what was written a statement ago.
+	approved *freshApproval
+}
+
+// freshApproval is an action inserted and approved by this transaction,
+// as its rows now stand.
+type freshApproval struct {
+	action   Action
+	approval Approval // ID unknown: nothing that reads this one needs it
 }
 
 // bufferedEvent is one history line as wtx.event would have written it.
@@ -109,6 +121,7 @@ func (t *wtx) batchRollback(m batchMark) {
 		return
 	}
 	t.batch.pending = nil
+	t.batch.approved = nil
 	t.batch.events = t.batch.events[:m.events]
 	t.batch.counters = t.batch.counters[:m.counters]
 	// What a rolled-back request read or inserted is forgotten too.
@@ -260,4 +273,21 @@ func (t *wtx) flushPending() error {
 		return fmt.Errorf("record action %s: %w", a.Key, err)
 	}
 	return nil
+}
+
+// takeApproved is the action with this key that this transaction has just
+// inserted and approved, with its approval, if it is the last thing the
+// transaction did (see batchState.approved); it is handed out once. Only
+// an action with a bound destination qualifies: binding one later would
+// update the approval's row by an id the transaction never read.
+func (t *wtx) takeApproved(key string) *freshApproval {
+	if t.batch == nil || t.batch.approved == nil {
+		return nil
+	}
+	f := t.batch.approved
+	t.batch.approved = nil
+	if f.action.Key != key || t.batch.fresh != key || f.approval.Destination == "" {
+		return nil
+	}
+	return f
 }

@@ -33,6 +33,24 @@ type Begun struct {
 // handed over before BeginAttempts returns: only then are the intents
 // durable.
 func (l *Ledger) BeginAttempts(ctx context.Context, reqs []ExecuteRequest) ([]Begun, error) {
+	return l.beginAttempts(ctx, reqs, nil)
+}
+
+// newRecipient is a recipient no run has touched yet: its proposal, and
+// the approval to give it (the release's approver, on the consent class
+// recorded at reconciliation).
+type newRecipient struct {
+	proposal Proposal
+	approver string
+	material []MaterialRead
+}
+
+// beginAttempts is BeginAttempts where a request may be a new recipient
+// (fresh[i] set): it is proposed and approved, as Propose and Approve
+// would, in the same transaction and just before its request is decided,
+// which then reads neither back. A refusal of a proposal ends the batch,
+// as an infrastructure error does.
+func (l *Ledger) beginAttempts(ctx context.Context, reqs []ExecuteRequest, fresh []*newRecipient) ([]Begun, error) {
 	out := make([]Begun, len(reqs))
 	err := l.writeBatch(ctx, true, func(t *wtx) error {
 		// Every request reads the stop switch; nothing in the batch
@@ -45,6 +63,19 @@ func (l *Ledger) BeginAttempts(ctx context.Context, reqs []ExecuteRequest) ([]Be
 		t.batch.sw = &sw
 		var stopped error
 		for i, req := range reqs {
+			if fresh != nil && fresh[i] != nil {
+				// Proposed and approved even after a stop: such a
+				// recipient stays approved until execution resumes, as
+				// one approved by an earlier run does.
+				f := fresh[i]
+				answer, err := t.savepoint(func() error { return t.proposeAndApprove(f.proposal, f.approver, f.material) })
+				if err != nil {
+					return err
+				}
+				if answer != nil {
+					return answer
+				}
+			}
 			if err := req.validate(); err != nil {
 				out[i] = Begun{Err: err} // a caller's slip records nothing
 				continue

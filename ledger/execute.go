@@ -206,12 +206,18 @@ func (t *wtx) beginAttempt(req ExecuteRequest) (Attempt, Message, error) {
 	if t.batch == nil || t.batch.sw == nil {
 		t.readAhead(stopSwitchRead, nil, "")
 	}
-	t.readAhead(taskOfActionKey, []any{req.Key}, taskByID)
-	t.readAhead(currentApprovalRead, []any{req.Key}, "")
-	t.readAhead(lastAttemptRead, []any{req.Key}, "")
-	a, err := getAction(t, req.Key)
-	if err != nil {
-		return Attempt{}, Message{}, err
+	fresh := t.takeApproved(req.Key)
+	var a Action
+	if fresh != nil {
+		a = fresh.action
+	} else {
+		t.readAhead(taskOfActionKey, []any{req.Key}, taskByID)
+		t.readAhead(currentApprovalRead, []any{req.Key}, "")
+		t.readAhead(lastAttemptRead, []any{req.Key}, "")
+		var err error
+		if a, err = getAction(t, req.Key); err != nil {
+			return Attempt{}, Message{}, err
+		}
 	}
 	if err := t.refuseUnlessExecutable(&a, req.Executor); err != nil {
 		return Attempt{}, Message{}, err
@@ -225,7 +231,7 @@ func (t *wtx) beginAttempt(req ExecuteRequest) (Attempt, Message, error) {
 			&StateError{Key: a.Key, State: a.State, Err: ErrWrongState, Hint: "task " + tk.ID + " is completed"},
 			"%s tried to send %s, but task %s is completed.", req.Executor, a.Key, tk.ID)
 	}
-	ap, err := t.validApprovalOrRefuse(&a, req.Executor)
+	ap, err := t.validApprovalOrRefuse(&a, req.Executor, fresh)
 	if err != nil {
 		return Attempt{}, Message{}, err
 	}
@@ -243,7 +249,7 @@ func (t *wtx) beginAttempt(req ExecuteRequest) (Attempt, Message, error) {
 	if err != nil {
 		return Attempt{}, Message{}, err
 	}
-	att, err := t.startAttempt(&a, ap, req, checks)
+	att, err := t.startAttempt(&a, ap, req, checks, fresh != nil)
 	if err != nil {
 		return Attempt{}, Message{}, err
 	}
@@ -317,10 +323,16 @@ func (t *wtx) refuseUnlessExecutable(a *Action, executor string) error {
 
 // validApprovalOrRefuse returns the valid approval bound to the current
 // content, or sends the action back to awaiting approval and refuses.
-func (t *wtx) validApprovalOrRefuse(a *Action, executor string) (Approval, error) {
-	ap, ok, err := currentApproval(t, a.Key)
-	if err != nil {
-		return ap, err
+func (t *wtx) validApprovalOrRefuse(a *Action, executor string, fresh *freshApproval) (Approval, error) {
+	var ap Approval
+	ok := fresh != nil
+	if ok {
+		ap = fresh.approval
+	} else {
+		var err error
+		if ap, ok, err = currentApproval(t, a.Key); err != nil {
+			return ap, err
+		}
 	}
 	var why string
 	switch {
@@ -494,10 +506,12 @@ const lastAttemptRead = `SELECT COALESCE(max(number), 0) FROM attempts WHERE act
 // startAttempt records the attempt's intent: what goes where, under which
 // Message-ID. It is committed durably (the transaction is write's) before
 // anything is sent.
-func (t *wtx) startAttempt(a *Action, ap Approval, req ExecuteRequest, checks []MaterialCheck) (Attempt, error) {
-	var n int
-	if err := t.QueryRow(lastAttemptRead, a.Key).Scan(&n); err != nil {
-		return Attempt{}, err
+func (t *wtx) startAttempt(a *Action, ap Approval, req ExecuteRequest, checks []MaterialCheck, fresh bool) (Attempt, error) {
+	var n int // an action this transaction inserted has no attempts
+	if !fresh {
+		if err := t.QueryRow(lastAttemptRead, a.Key).Scan(&n); err != nil {
+			return Attempt{}, err
+		}
 	}
 	att := Attempt{ActionKey: a.Key, Number: n + 1, TransportID: TransportID(a.Key, n+1), Executor: req.Executor,
 		Holder: t.l.holder, StartedAt: t.now(), LeaseUntil: t.now().Add(t.l.lease),
