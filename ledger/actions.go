@@ -282,6 +282,9 @@ func (t *wtx) insertAction(p Proposal, key, digest, taskID, corrects string, st 
 	return a, nil
 }
 
+const insertApprovalSQL = `INSERT INTO approvals (action_key, approver, digest, recipient, target, destination, sender, owner, material, at)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
 const invalidateApprovalsSQL = `UPDATE approvals SET valid = 0, invalidated = ? WHERE action_key = ? AND valid = 1`
 
 func (t *wtx) invalidateApprovals(key, why string) (int64, error) {
@@ -378,9 +381,10 @@ func (t *wtx) approve(a *Action, approver string, material []MaterialRead) error
 		}
 	}
 	at := ns(t.now())
-	if err := t.later("record approval of "+key, `INSERT INTO approvals (action_key, approver, digest, recipient, target, destination, sender, owner, material, at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, key, approver, a.Digest, a.Recipient, a.Target, a.Destination, a.Sender,
-		tk.Owner, string(snapshot), at); err != nil {
+	args := []any{key, approver, a.Digest, a.Recipient, a.Target, a.Destination, a.Sender, tk.Owner, string(snapshot), at}
+	if pending {
+		t.batch.pendingApproval = args // inserted with the action's row (see batchState.pendingApproval)
+	} else if err := t.later("record approval of "+key, insertApprovalSQL, args...); err != nil {
 		return err
 	}
 	if !pending {

@@ -41,6 +41,11 @@ type batchState struct {
 	// request's next statement (SQLite only): its approval's transition
 	// folds into the row instead of updating it right after.
 	pending *Action
+	// pendingApproval is the approval of the pending action, waiting to
+	// be inserted right after it (its row references the action's), so
+	// that a transition after the approval (the attempt's) still folds
+	// into the action's row.
+	pendingApproval []any
 	// approved is an action this transaction inserted and approved just
 	// now, with its approval, as the rows say (see approvedFresh): the
 	// attempt that follows in the same transaction decides on them
@@ -120,7 +125,7 @@ func (t *wtx) batchRollback(m batchMark) {
 	if t.batch == nil {
 		return
 	}
-	t.batch.pending = nil
+	t.batch.pending, t.batch.pendingApproval = nil, nil
 	t.batch.approved = nil
 	t.batch.events = t.batch.events[:m.events]
 	t.batch.counters = t.batch.counters[:m.counters]
@@ -258,7 +263,8 @@ func (t *wtx) flushPending() error {
 		return nil
 	}
 	a := *t.batch.pending
-	t.batch.pending = nil
+	approval := t.batch.pendingApproval
+	t.batch.pending, t.batch.pendingApproval = nil, nil
 	var corr any
 	if a.Corrects != "" {
 		corr = a.Corrects
@@ -271,6 +277,11 @@ func (t *wtx) flushPending() error {
 		a.Recipient, a.RecipientName, a.Destination, a.Lookup, a.Sender, a.Subject, a.Body, a.Digest, string(a.State), a.Reason,
 		string(a.HoldCause), a.Version, a.ProposedBy, corr, ns(a.CreatedAt), ns(a.UpdatedAt)); err != nil {
 		return fmt.Errorf("record action %s: %w", a.Key, err)
+	}
+	if approval != nil {
+		if _, err := t.tx.Exec(insertApprovalSQL, approval...); err != nil {
+			return fmt.Errorf("record approval of %s: %w", a.Key, err)
+		}
 	}
 	return nil
 }

@@ -524,6 +524,16 @@ func (t *wtx) startAttempt(a *Action, ap Approval, req ExecuteRequest, checks []
 	args := []any{att.ActionKey, att.Number, att.TransportID, att.Executor, att.Holder,
 		ns(att.StartedAt), ns(att.LeaseUntil), att.Destination, att.Lookup, att.MessageID, att.Recipient, att.Sender, att.Epoch}
 	what := fmt.Sprintf("record attempt %d of %s", att.Number, a.Key)
+	moving := fmt.Sprintf("attempt %d in flight", att.Number)
+	moved := fresh && t.pg == nil
+	if moved {
+		// An action this transaction inserted moves first: on SQLite its
+		// row still waits to be inserted (see batchState.pending), and
+		// the move folds into it instead of updating it after.
+		if err := t.transition(a, StateExecuting, moving, ""); err != nil {
+			return Attempt{}, err
+		}
+	}
 	if t.pg != nil && t.attemptID != nil {
 		// Nothing in the transaction reads the new row's id: the INSERT
 		// travels with COMMIT, and the caller (BeginAttempt) reads the id
@@ -536,8 +546,10 @@ func (t *wtx) startAttempt(a *Action, ap Approval, req ExecuteRequest, checks []
 	if err := t.recordChecks(checks, att.Number); err != nil {
 		return Attempt{}, err
 	}
-	if err := t.transition(a, StateExecuting, fmt.Sprintf("attempt %d in flight", att.Number), ""); err != nil {
-		return Attempt{}, err
+	if !moved {
+		if err := t.transition(a, StateExecuting, moving, ""); err != nil {
+			return Attempt{}, err
+		}
 	}
 	// The epoch stays out of this line: it is in the attempt's record, and a
 	// hold it causes names it; here it would only be noise in every history.
