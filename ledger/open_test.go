@@ -115,3 +115,50 @@ func TestKey(t *testing.T) {
 		}
 	}
 }
+
+// TestPageSizeOfNewAndOlderLedgers: a new ledger is created with 4 KiB
+// pages; a ledger created with 1 KiB pages (as gatehouse did before) keeps
+// them, opens, decides and checks clean — the page size is fixed when a
+// file is created, and nothing converts it behind the operator's back.
+func TestPageSizeOfNewAndOlderLedgers(t *testing.T) {
+	sqliteOnly(t)
+	pageSize := func(path string) int {
+		t.Helper()
+		db, err := sql.Open("sqlite3", "file:"+path+"?mode=ro")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		var n int
+		if err := db.QueryRow(`PRAGMA page_size`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	w := newWorld(t)
+	if n := pageSize(w.path); n != 4096 {
+		t.Fatalf("a new ledger has %d-byte pages, want 4096", n)
+	}
+
+	older := filepath.Join(t.TempDir(), "older.db")
+	db, err := sql.Open("sqlite3", older)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`PRAGMA page_size = 1024; PRAGMA journal_mode = WAL; CREATE TABLE x (y); DROP TABLE x`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	w.path = older
+	w.open()
+	a := w.approved("wf")
+	if _, err := w.execute(a.Key, "wf", consentYes); err != nil {
+		t.Fatal(err)
+	}
+	if vs, err := w.l.Check(w.ctx); err != nil || len(vs) != 0 {
+		t.Fatalf("check: %v %v", vs, err)
+	}
+	if n := pageSize(older); n != 1024 {
+		t.Fatalf("the older ledger now has %d-byte pages, want its 1024", n)
+	}
+}

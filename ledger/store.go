@@ -30,14 +30,17 @@ const driverName = "sqlite3_gatehouse"
 
 func init() {
 	sql.Register(driverName, &sqlite3.SQLiteDriver{ConnectHook: func(c *sqlite3.SQLiteConn) error {
-		// A decision dirties about eight pages per transaction (a row, its
-		// index entries, a history line and its index entries), each written
-		// whole to the WAL; small pages keep those writes, and the intent's
-		// fsync, small. page_size only takes effect when a file is created.
-		// Checkpoint less often: the gate rewrites the same hot pages in
-		// every decision, and a checkpoint copies each distinct page once
-		// however often it changed.
-		_, err := c.Exec("PRAGMA page_size = 1024; PRAGMA wal_autocheckpoint = 10000", nil)
+		// 4 KiB pages (SQLite's default; before, ledgers were created
+		// with 1 KiB): WAL frames are written one system call per header
+		// and one per page, and a batch of recipients writes rows that
+		// fill whole pages, so larger pages mean far fewer calls per
+		// recipient (an audience send costs 17% less CPU); a single
+		// decision, which dirties a few scattered pages, costs about 5%
+		// more. page_size only takes effect when a file is created: an
+		// older ledger keeps its pages. Checkpoint less often: the gate
+		// rewrites the same hot pages in every decision, and a checkpoint
+		// copies each distinct page once however often it changed.
+		_, err := c.Exec("PRAGMA page_size = 4096; PRAGMA wal_autocheckpoint = 10000", nil)
 		return err
 	}})
 }
