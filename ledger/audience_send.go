@@ -405,10 +405,13 @@ func (t *wtx) proposeAndApprove(p Proposal, approver string, material []Material
 	switch {
 	case errors.Is(err, ErrCancelled):
 		return nil
-	case err != nil && !errors.Is(err, ErrDuplicate) && !errors.Is(err, ErrInFlight):
+	case err != nil && !errors.Is(err, ErrDuplicate) && !errors.Is(err, ErrInFlight) && !errors.Is(err, ErrUnknownOutcome):
 		return err
 	case err != nil:
-		// A refusal returns no action to go on with: read it.
+		// Another run got there first (sent, in flight, or its outcome
+		// left open): the attempt below is refused for this recipient
+		// alone, as it would be for one an earlier run started. A
+		// refusal returns no action to go on with: read it.
 		if a, err = getAction(t, p.Key()); err != nil {
 			return err
 		}
