@@ -1,8 +1,22 @@
 package ledger
 
+import "fmt"
+
 // CountRoundTrips makes l count the round trips its deciding transactions
 // make to PostgreSQL, and returns how many so far.
 func CountRoundTrips(l *Ledger) func() int64 {
 	l.trips = &countTrips{}
 	return func() int64 { return l.trips.n.Load() }
+}
+
+// LimitPages caps the ledger at n pages on its write connection, as a full
+// disk would: a write that needs more fails with SQLITE_FULL. It returns
+// the pages the ledger has now.
+func LimitPages(l *Ledger, n int) (int, error) {
+	var have int
+	if err := l.w.QueryRow(`PRAGMA page_count`).Scan(&have); err != nil {
+		return 0, err
+	}
+	_, err := l.w.Exec(fmt.Sprintf(`PRAGMA max_page_count = %d`, n))
+	return have, err
 }
