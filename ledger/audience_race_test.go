@@ -4,11 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"sync"
 	"testing"
-	"time"
 
 	"gatehouse/fakes"
 	"gatehouse/ledger"
@@ -53,14 +50,7 @@ func (d *lockedDir) withdraw(id string) {
 // settings come from a seed (GATEHOUSE_RACE_SEED repeats a run; the seed
 // is logged); the interleaving is the scheduler's.
 func TestConcurrentSendsOfOneReleaseSendEachOnce(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("GATEHOUSE_RACE_SEED"); s != "" {
-		var err error
-		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Logf("GATEHOUSE_RACE_SEED=%d", seed)
+	seed := raceSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	const n, rounds = 120, 3
 	for round := range rounds {
@@ -68,16 +58,7 @@ func TestConcurrentSendsOfOneReleaseSendEachOnce(t *testing.T) {
 		release := fmt.Sprintf("spring-%d", round)
 		dir := &lockedDir{c: bigRelease(t, w, release, n)}
 		fake := fakes.NewDestination()
-		for range n / 2 {
-			switch rng.IntN(8) {
-			case 0:
-				fake.Script(ledger.OutcomeUnknown)
-			case 1:
-				fake.Script(ledger.OutcomeRejectedTemporary)
-			default:
-				fake.Script(ledger.OutcomeAccepted)
-			}
-		}
+		scriptOutcomes(fake, rng, n/2, 8)
 		handles := 2 + rng.IntN(3)
 		withdrawn := map[string]bool{}
 		for range 1 + rng.IntN(6) {

@@ -25,31 +25,14 @@ import (
 // accepted twice or arrived twice, and ledger check (history leads to the
 // state, counters, kept counts, one attempt in flight, …) finds nothing.
 func TestHandlesRacingOnFewKeysKeepTheInvariants(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("GATEHOUSE_RACE_SEED"); s != "" {
-		var err error
-		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Logf("GATEHOUSE_RACE_SEED=%d", seed)
+	seed := raceSeed(t)
 	const handles, ops = 4, 80
 	path := ledgerLocation(t)
 	ctx := context.Background()
 	fake := fakes.NewDestination()
 	// Some sends end unknown (the message did arrive) or are rejected for
 	// now; each takes a moment, so executions overlap.
-	script := rand.New(rand.NewPCG(seed, 1<<32))
-	for range 200 {
-		switch script.IntN(10) {
-		case 0:
-			fake.Script(ledger.OutcomeUnknown)
-		case 1:
-			fake.Script(ledger.OutcomeRejectedTemporary)
-		default:
-			fake.Script(ledger.OutcomeAccepted)
-		}
-	}
+	scriptOutcomes(fake, rand.New(rand.NewPCG(seed, 1<<32)), 200, 10)
 	dest := slowDest{fake}
 	first, err := ledger.Open(path)
 	if err != nil {
@@ -230,4 +213,35 @@ type slowDest struct{ *fakes.Destination }
 func (d slowDest) Send(ctx context.Context, m ledger.Message) (ledger.Receipt, error) {
 	time.Sleep(3 * time.Millisecond)
 	return d.Destination.Send(ctx, m)
+}
+
+// raceSeed is the seed of a race test: GATEHOUSE_RACE_SEED repeats a run,
+// otherwise a new one is drawn; it is logged either way.
+func raceSeed(t *testing.T) uint64 {
+	t.Helper()
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("GATEHOUSE_RACE_SEED"); s != "" {
+		var err error
+		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("GATEHOUSE_RACE_SEED=%d", seed)
+	return seed
+}
+
+// scriptOutcomes scripts the destination's next n answers: of every
+// oneIn, on average one unknown (the message arrived) and one rejected for
+// now; accepted otherwise.
+func scriptOutcomes(fake *fakes.Destination, rng *rand.Rand, n, oneIn int) {
+	for range n {
+		switch rng.IntN(oneIn) {
+		case 0:
+			fake.Script(ledger.OutcomeUnknown)
+		case 1:
+			fake.Script(ledger.OutcomeRejectedTemporary)
+		default:
+			fake.Script(ledger.OutcomeAccepted)
+		}
+	}
 }
