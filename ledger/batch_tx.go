@@ -47,7 +47,7 @@ type batchState struct {
 	// into the action's row.
 	pendingApproval []any
 	// approved is an action this transaction inserted and approved just
-	// now, with its approval, as the rows say (see approvedFresh): the
+	// now, with its approval, as the rows say (see takeApproved): the
 	// attempt that follows in the same transaction decides on them
 	// without reading back what was written a statement ago.
 	approved *freshApproval
