@@ -248,11 +248,8 @@ func (t *wtx) foldTransition(a *Action, to State, reason string, cause HoldCause
 	if p == nil || to == StateHeld || p.Version != a.Version {
 		return false
 	}
-	a.State, a.Reason, a.HoldCause = to, reason, cause
-	a.Version++
-	a.UpdatedAt = t.now()
+	t.moved(a, to, reason, cause)
 	*p = *a
-	t.movedKey, t.movedTo = a.Key, stateCode(to, cause)
 	return true
 }
 

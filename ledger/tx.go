@@ -326,11 +326,17 @@ func (t *wtx) transition(a *Action, to State, reason string, cause HoldCause) er
 		string(to), reason, string(cause), string(to), heldFrom, ns(t.now()), a.Key, a.Version); err != nil {
 		return err
 	}
+	t.moved(a, to, reason, cause)
+	return nil
+}
+
+// moved is a transition as the action's row now has it, and as the next
+// history line of the action will name it.
+func (t *wtx) moved(a *Action, to State, reason string, cause HoldCause) {
 	a.State, a.Reason, a.HoldCause = to, reason, cause
 	a.Version++
 	a.UpdatedAt = t.now()
 	t.movedKey, t.movedTo = a.Key, stateCode(to, cause)
-	return nil
 }
 
 func (t *wtx) heldFrom(key string) (State, error) {
