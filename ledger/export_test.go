@@ -9,14 +9,14 @@ func CountRoundTrips(l *Ledger) func() int64 {
 	return func() int64 { return l.trips.n.Load() }
 }
 
-// LimitPages caps the ledger at n pages on its write connection, as a full
-// disk would: a write that needs more fails with SQLITE_FULL. It returns
-// the pages the ledger has now.
-func LimitPages(l *Ledger, n int) (int, error) {
+// LimitPages lets the ledger grow by at most n pages more on its write
+// connection, as a full disk would: a write that needs more fails with
+// SQLITE_FULL.
+func LimitPages(l *Ledger, n int) error {
 	var have int
 	if err := l.w.QueryRow(`PRAGMA page_count`).Scan(&have); err != nil {
-		return 0, err
+		return err
 	}
-	_, err := l.w.Exec(fmt.Sprintf(`PRAGMA max_page_count = %d`, n))
-	return have, err
+	_, err := l.w.Exec(fmt.Sprintf(`PRAGMA max_page_count = %d`, have+n))
+	return err
 }
