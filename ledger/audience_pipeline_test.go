@@ -18,6 +18,17 @@ import (
 // bigRelease imports and approves a release of n opted-in customers r1…rn.
 func bigRelease(t *testing.T, w *world, release string, n int) crm {
 	t.Helper()
+	dir, file := optedIn(n)
+	_, err := w.l.ImportAudience(w.ctx, ledger.AudienceImport{ReleaseID: release, SourceName: release + ".csv",
+		Source: strings.NewReader(file), ActionType: "notice", Subject: "Opening hours change",
+		Body: "Our opening hours change on 1 April.", Actor: "ops"}, dir)
+	w.must(err)
+	w.must(w.l.ApproveAudience(w.ctx, release, "lead", fakes.DefaultName, ""))
+	return dir
+}
+
+// optedIn is n opted-in customers r1…rn and an audience file naming them.
+func optedIn(n int) (crm, string) {
 	dir := crm{}
 	var b strings.Builder
 	b.WriteString("customer_id\n")
@@ -26,12 +37,7 @@ func bigRelease(t *testing.T, w *world, release string, n int) crm {
 		dir[id] = ledger.Customer{ID: id, Email: id + "@example.org", Consent: "yes"}
 		b.WriteString(id + "\n")
 	}
-	_, err := w.l.ImportAudience(w.ctx, ledger.AudienceImport{ReleaseID: release, SourceName: release + ".csv",
-		Source: strings.NewReader(b.String()), ActionType: "notice", Subject: "Opening hours change",
-		Body: "Our opening hours change on 1 April.", Actor: "ops"}, dir)
-	w.must(err)
-	w.must(w.l.ApproveAudience(w.ctx, release, "lead", fakes.DefaultName, ""))
-	return dir
+	return dir, b.String()
 }
 
 // sequence numbers the consent reads and hand-overs of one run in the
@@ -293,14 +299,8 @@ func TestBeginAttemptsDecidesEachOnItsOwn(t *testing.T) {
 	_, err := w.l.Claim(w.ctx, ledger.TaskRef{ID: "task-7"}, "wf-ack")
 	w.must(err)
 	var keys []string
-	for _, c := range []string{"c1", "c2", "c3"} {
-		p := ackProposal("wf-ack")
-		p.Customer, p.Recipient = c, c+"@example.org"
-		a, err := w.l.Propose(w.ctx, p)
-		w.must(err)
-		_, err = w.l.Approve(w.ctx, a.Key, "lead", consentYes)
-		w.must(err)
-		keys = append(keys, a.Key)
+	for _, r := range approvedRequests(w, "c1", "c2", "c3") {
+		keys = append(keys, r.Key)
 	}
 	ep := ledger.EndpointOf(w.dest)
 	consentNo := []ledger.MaterialRead{{Source: "crm", Field: "consent", Value: "no"}}

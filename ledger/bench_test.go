@@ -50,13 +50,7 @@ func BenchmarkRawInsertCommit(b *testing.B) {
 // BenchmarkGateDecision is one whole decision: propose, approve and execute
 // (attempt recorded, in-process destination, outcome recorded).
 func BenchmarkGateDecision(b *testing.B) {
-	l, err := ledger.Open(filepath.Join(b.TempDir(), "gate.db"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
-	ctx := context.Background()
-	dest := fakes.NewDestination()
+	l, ctx, dest := benchLedger(b)
 	if _, err := l.Claim(ctx, ledger.TaskRef{ID: "task-1"}, "wf"); err != nil {
 		b.Fatal(err)
 	}
@@ -87,13 +81,7 @@ func decide(b testing.TB, ctx context.Context, l *ledger.Ledger, dest ledger.Des
 func BenchmarkContendedExecute(b *testing.B) {
 	for _, g := range []int{8, 64} {
 		b.Run(fmt.Sprintf("goroutines=%d", g), func(b *testing.B) {
-			l, err := ledger.Open(filepath.Join(b.TempDir(), "gate.db"))
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer l.Close()
-			ctx := context.Background()
-			dest := fakes.NewDestination()
+			l, ctx, dest := benchLedger(b)
 			l.Claim(ctx, ledger.TaskRef{ID: "task-1"}, "wf")
 			var sent atomic.Int64
 			b.ResetTimer()
@@ -245,28 +233,15 @@ func benchSearches(b *testing.B, path string) {
 // shared machine.
 func BenchmarkAudienceSend(b *testing.B) {
 	const n = 1000
-	l, err := ledger.Open(filepath.Join(b.TempDir(), "gate.db"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
-	ctx := context.Background()
-	dest := fakes.NewDestination()
-	dir := crm{}
-	var ids strings.Builder
-	ids.WriteString("customer_id\n")
-	for i := 1; i <= n; i++ {
-		id := fmt.Sprintf("r%d", i)
-		dir[id] = ledger.Customer{ID: id, Email: id + "@example.org", Consent: "yes"}
-		ids.WriteString(id + "\n")
-	}
+	l, ctx, dest := benchLedger(b)
+	dir, ids := optedIn(n)
 	var cpu time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		release := fmt.Sprintf("spring-%d", i)
 		if _, err := l.ImportAudience(ctx, ledger.AudienceImport{ReleaseID: release, SourceName: release + ".csv",
-			Source: strings.NewReader(ids.String()), ActionType: "notice", Subject: "Opening hours change",
+			Source: strings.NewReader(ids), ActionType: "notice", Subject: "Opening hours change",
 			Body: "Our opening hours change on 1 April.", Actor: "ops"}, dir); err != nil {
 			b.Fatal(err)
 		}
@@ -283,4 +258,16 @@ func BenchmarkAudienceSend(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "recipients/s")
 	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N*n), "cpu-µs/recipient")
+}
+
+// benchLedger is a new ledger file for one benchmark, closed when it ends,
+// and an in-process destination.
+func benchLedger(b *testing.B) (*ledger.Ledger, context.Context, *fakes.Destination) {
+	b.Helper()
+	l, err := ledger.Open(filepath.Join(b.TempDir(), "gate.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { l.Close() })
+	return l, context.Background(), fakes.NewDestination()
 }
