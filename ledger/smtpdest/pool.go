@@ -1,7 +1,6 @@
 package smtpdest
 
 import (
-	"context"
 	"net"
 	"sync"
 	"time"
@@ -18,12 +17,13 @@ import (
 // classified exactly as on a fresh connection. A session is reused only
 // after a clean 250: one that saw an unknown outcome, a rejection, a
 // timeout or a cancelled send is closed, because a late reply may still be
-// in its pipe. Before reuse the session is probed with NOOP (the 250 that
-// pooled it ended its mail transaction, so there is nothing to reset; RSET
-// would also make the client greet again, with an EHLO after which some
-// servers forget the authentication); a server that refuses NOOP, or has
-// closed the session meanwhile, costs one fresh
-// connection and nothing else, since nothing of the message was sent yet.
+// in its pipe. The 250 that pooled a session ended its mail transaction, so
+// the next message starts with MAIL straight away: no RSET (which would
+// also make go-smtp's client greet again, with an EHLO after which some
+// servers forget the authentication) and no NOOP probe, which would cost a
+// round trip per message. A session the server has closed meanwhile, or
+// says it is closing (421), fails at MAIL, before anything of the message
+// was sent; that costs one fresh connection and nothing else (Send).
 const (
 	// DefaultPoolSize is how many idle sessions a Destination keeps.
 	DefaultPoolSize = 16
@@ -50,25 +50,6 @@ type pool struct {
 	mu   sync.Mutex
 	idle []*session
 	done bool
-}
-
-// reuse returns an idle session that answered NOOP, or nil when there is
-// none and the caller must connect. Sessions that fail NOOP or idled too
-// long are closed on the way.
-func (d *Destination) reuse(ctx context.Context) (net.Conn, *smtp.Client) {
-	for ctx.Err() == nil { // a cancelled send must not close the idle sessions one by one
-		s := d.pool.take(oswait.Now())
-		if s == nil {
-			return nil, nil
-		}
-		stop := context.AfterFunc(ctx, func() { s.conn.Close() })
-		err := s.c.Noop()
-		if stop() && err == nil {
-			return s.conn, s.c
-		}
-		s.c.Close()
-	}
-	return nil, nil
 }
 
 // release ends one send's use of a session: kept for the next message when

@@ -25,8 +25,12 @@ type countingServer struct {
 	mu        sync.Mutex
 	sessions  int
 	messages  int
+	mails     int
+	ended     int
 	data      func(n int) error
+	mail      func(n int) error // decides each MAIL's reply by its number (1-based)
 	dropAfter bool
+	idle      time.Duration // the server's read timeout: it closes idle sessions with a 421
 	target    string
 }
 
@@ -43,6 +47,7 @@ func startCounting(t *testing.T, cs *countingServer) *countingServer {
 		return &countingSession{cs: cs, conn: c}, nil
 	}))
 	s.ErrorLog = nopLogger{}
+	s.ReadTimeout = cs.idle
 	go s.Serve(l)
 	t.Cleanup(func() { s.Close() })
 	cs.target = "smtp://" + l.Addr().String()
@@ -61,7 +66,16 @@ type countingSession struct {
 	accepted bool
 }
 
-func (s *countingSession) Mail(string, *smtp.MailOptions) error { return nil }
+func (s *countingSession) Mail(string, *smtp.MailOptions) error {
+	s.cs.mu.Lock()
+	s.cs.mails++
+	n := s.cs.mails
+	s.cs.mu.Unlock()
+	if s.cs.mail != nil {
+		return s.cs.mail(n)
+	}
+	return nil
+}
 func (s *countingSession) Rcpt(string, *smtp.RcptOptions) error { return nil }
 func (s *countingSession) Data(r io.Reader) error {
 	if _, err := io.Copy(io.Discard, r); err != nil {
@@ -87,7 +101,19 @@ func (s *countingSession) Reset() {
 		s.conn.Conn().Close()
 	}
 }
-func (s *countingSession) Logout() error { return nil }
+func (s *countingSession) Logout() error {
+	s.cs.mu.Lock()
+	s.cs.ended++
+	s.cs.mu.Unlock()
+	return nil
+}
+
+// sessionsEnded is how many sessions the server has seen end.
+func (cs *countingServer) sessionsEnded() int {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return cs.ended
+}
 
 func sendN(t *testing.T, d ledger.Destination, event string, n int) []error {
 	t.Helper()
@@ -135,8 +161,8 @@ func TestPoolSizeZeroConnectsPerMessage(t *testing.T) {
 
 // TestDroppedIdleSessionCostsOnlyAReconnect: the server closes each
 // session right after its 250, before it reads another command, so the
-// next send's NOOP is never answered: it connects afresh, and no message is
-// lost or reported as not delivered.
+// next send's MAIL on the kept session is never answered: it connects
+// afresh, and no message is lost or reported as not delivered.
 func TestDroppedIdleSessionCostsOnlyAReconnect(t *testing.T) {
 	cs := startCounting(t, &countingServer{dropAfter: true})
 	d := newDest(t, cs.target)
@@ -215,8 +241,9 @@ func TestPooledSendsInParallel(t *testing.T) {
 }
 
 // TestPooledSessionOverSTARTTLSAndAuth: a reused session is the one that
-// negotiated TLS and authenticated; later messages travel inside it (a NOOP
-// probe, no second EHLO, STARTTLS or AUTH), and every one arrives once.
+// negotiated TLS and authenticated; later messages travel inside it (straight
+// to MAIL: no probe, no second EHLO, STARTTLS or AUTH), and every one
+// arrives once.
 func TestPooledSessionOverSTARTTLSAndAuth(t *testing.T) {
 	ctx := ctxT(t)
 	var transcript lockedBuffer
@@ -239,7 +266,7 @@ func TestPooledSessionOverSTARTTLSAndAuth(t *testing.T) {
 	for _, c := range []struct {
 		command string
 		want    int
-	}{{"STARTTLS\r\n220 ", 1}, {"AUTH PLAIN ", 1}, {"EHLO ", 2}, {"NOOP\r\n", 4}, {"RSET\r\n", 0}, {"MAIL FROM:", 5}} {
+	}{{"STARTTLS\r\n220 ", 1}, {"AUTH PLAIN ", 1}, {"EHLO ", 2}, {"NOOP\r\n", 0}, {"RSET\r\n", 0}, {"MAIL FROM:", 5}} {
 		if got := strings.Count(text, c.command); got != c.want {
 			t.Errorf("%q %d times in the server transcript, want %d", strings.TrimSpace(c.command), got, c.want)
 		}

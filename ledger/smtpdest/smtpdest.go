@@ -14,6 +14,10 @@
 //	timeout or lost connection after the final "."  → OutcomeUnknown
 //	250 after the final "."                         → nil error and a Receipt
 //
+// On a session kept from an earlier message (pool.go), a lost connection or
+// a 421 at MAIL means the server dropped the session, not the message: the
+// message goes over a new connection instead, once, and is classified there.
+//
 // A reply at MAIL or RCPT is reported as a rejection rather than as not
 // delivered: nothing was handed over in either case (both are safe), but a
 // 5xx there (e.g. unknown recipient) will not change by retrying, and the
@@ -336,78 +340,120 @@ func (d *Destination) Send(ctx context.Context, msg ledger.Message) (ledger.Rece
 	if err != nil {
 		return ledger.Receipt{}, err // permanent: the renderer decides that for every mail destination
 	}
-	from, to, raw := m.From, m.To, m.Raw
-	conn, c := d.reuse(ctx) // a session kept from an accepted message, reset (pool.go)
-	fresh := c == nil
-	if fresh {
-		dialer := net.Dialer{Timeout: d.cfg.connectTimeout}
-		if conn, err = dialer.DialContext(ctx, "tcp", d.addr); err != nil {
-			return ledger.Receipt{}, fail(ledger.OutcomeNotDelivered, "connect "+d.addr, err)
+	// A session kept from an accepted message (pool.go), else a new one.
+	// A kept session the server has dropped meanwhile shows it at MAIL,
+	// before anything of the message was sent: that costs one new
+	// connection, once.
+	if ctx.Err() != nil {
+		// Not even a kept session: cancelling must not close them one by one.
+		return ledger.Receipt{}, fail(ledger.OutcomeNotDelivered, "connect "+d.addr, context.Cause(ctx))
+	}
+	if s := d.pool.take(oswait.Now()); s != nil {
+		r, err, stale := d.transact(ctx, s.conn, s.c, m, msg.TransportID, true)
+		if !stale {
+			return r, err
 		}
+	}
+	conn, c, err := d.open(ctx)
+	if err != nil {
+		return ledger.Receipt{}, err
+	}
+	r, err, _ := d.transact(ctx, conn, c, m, msg.TransportID, false)
+	return r, err
+}
+
+// open connects, negotiates TLS as the target asks, greets and
+// authenticates: a session ready for MAIL. Every failure is
+// OutcomeNotDelivered, and the connection is closed.
+func (d *Destination) open(ctx context.Context) (net.Conn, *smtp.Client, error) {
+	dialer := net.Dialer{Timeout: d.cfg.connectTimeout}
+	conn, err := dialer.DialContext(ctx, "tcp", d.addr)
+	if err != nil {
+		return nil, nil, fail(ledger.OutcomeNotDelivered, "connect "+d.addr, err)
 	}
 	// Closing the socket is the one way to interrupt a blocked read.
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	session, err := d.negotiate(conn)
+	if err != nil {
+		conn.Close()
+		return nil, nil, fail(ledger.OutcomeNotDelivered, "session start", withCause(ctx, err))
+	}
+	// smtp.NewClient on our own connection, rather than smtp.Dial, so
+	// that the connect timeout and ctx apply to the dial too.
+	c := smtp.NewClient(session)
+	c.CommandTimeout = d.cfg.commandTimeout
+	if err := c.Hello(d.cfg.helloName); err != nil {
+		c.Close()
+		return nil, nil, fail(ledger.OutcomeNotDelivered, "greeting", withCause(ctx, err))
+	}
+	if d.user != "" {
+		if err := c.Auth(sasl.NewPlainClient("", d.user, d.pass)); err != nil {
+			c.Close()
+			return nil, nil, fail(ledger.OutcomeNotDelivered, "auth", withCause(ctx, err))
+		}
+	}
+	return conn, c, nil
+}
+
+// withCause adds why ctx ended to an error it caused.
+func withCause(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%w (%v)", err, context.Cause(ctx))
+	}
+	return err
+}
+
+// staleSession reports whether an error at MAIL on a kept session means the
+// server no longer holds that session: the connection is gone or silent,
+// or the server said it is closing it (421, as a server does that times out
+// an idle session). Any other reply is the server's verdict on this message.
+func staleSession(err error) bool {
+	var se *smtp.SMTPError
+	if errors.As(err, &se) {
+		return se.Code == 421
+	}
+	return true
+}
+
+// transact sends one message as one mail transaction (MAIL, RCPT, DATA) on
+// a session that has greeted the server, and then keeps the session for the
+// next message when the server accepted this one, or closes it. stale is
+// true when a kept session turned out gone at MAIL and ctx is still live:
+// nothing was sent, the session is closed, and the caller sends over a new
+// one instead.
+func (d *Destination) transact(ctx context.Context, conn net.Conn, c *smtp.Client, m mailrender.Mail, transportID string, kept bool) (r ledger.Receipt, err error, stale bool) {
+	from, to, raw := m.From, m.To, m.Raw
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	accepted := false
-	// A fresh socket is closed on every path that fails before an SMTP
-	// client owns it; afterwards only a session that ended in a clean 250,
-	// and was not closed by a cancel, may carry the next message.
-	var owned bool
-	defer func() {
-		if !owned {
-			stop()
-			conn.Close()
-			return
-		}
-		d.release(conn, c, accepted, stop() && accepted)
-	}()
-	withCtx := func(err error) error {
-		if ctx.Err() != nil {
-			return fmt.Errorf("%w (%v)", err, context.Cause(ctx))
-		}
-		return err
-	}
-	if fresh { // a reused session negotiated, greeted and authenticated when it was opened
-		session, err := d.negotiate(conn)
-		if err != nil {
-			return ledger.Receipt{}, fail(ledger.OutcomeNotDelivered, "session start", withCtx(err))
-		}
-		// smtp.NewClient on our own connection, rather than smtp.Dial, so
-		// that the connect timeout and ctx apply to the dial too.
-		c = smtp.NewClient(session)
-	}
-	owned = true
+	// Only a session that ended in a clean 250, and was not closed by a
+	// cancel, may carry the next message.
+	defer func() { d.release(conn, c, accepted, stop() && accepted) }()
 	c.CommandTimeout = d.cfg.commandTimeout
 	c.SubmissionTimeout = d.cfg.dataTimeout
-	if fresh {
-		if err := c.Hello(d.cfg.helloName); err != nil {
-			return ledger.Receipt{}, fail(ledger.OutcomeNotDelivered, "greeting", withCtx(err))
-		}
-		if d.user != "" {
-			if err := c.Auth(sasl.NewPlainClient("", d.user, d.pass)); err != nil {
-				return ledger.Receipt{}, fail(ledger.OutcomeNotDelivered, "auth", withCtx(err))
-			}
-		}
-	}
 	var mopts *smtp.MailOptions
 	if !mailrender.IsASCII(from) || !mailrender.IsASCII(to) {
 		mopts = &smtp.MailOptions{UTF8: true}
 	}
 	if err := c.Mail(from, mopts); err != nil {
-		return ledger.Receipt{}, fail(replyOutcome(err), "MAIL FROM", withCtx(err))
+		if kept && ctx.Err() == nil && staleSession(err) {
+			return ledger.Receipt{}, nil, true
+		}
+		return ledger.Receipt{}, fail(replyOutcome(err), "MAIL FROM", withCause(ctx, err)), false
 	}
 	if err := c.Rcpt(to, nil); err != nil {
-		return ledger.Receipt{}, fail(replyOutcome(err), "RCPT TO", withCtx(err))
+		return ledger.Receipt{}, fail(replyOutcome(err), "RCPT TO", withCause(ctx, err)), false
 	}
 	w, err := c.Data()
 	if err != nil {
-		return ledger.Receipt{}, fail(replyOutcome(err), "DATA", withCtx(err))
+		return ledger.Receipt{}, fail(replyOutcome(err), "DATA", withCause(ctx, err)), false
 	}
 	// The body write has no deadline of its own in go-smtp; bound it here.
 	conn.SetWriteDeadline(oswait.Deadline(d.cfg.commandTimeout))
 	if _, err := w.Write(raw); err != nil {
 		// The terminating "." is only written by Close, so the server
 		// cannot have taken the message.
-		return ledger.Receipt{}, fail(ledger.OutcomeNotDelivered, "message body", withCtx(err))
+		return ledger.Receipt{}, fail(ledger.OutcomeNotDelivered, "message body", withCause(ctx, err)), false
 	}
 	// The write deadline stays on for the final flush of the body's tail and
 	// "." (go-smtp writes them before it sets its own deadline for the
@@ -416,13 +462,13 @@ func (d *Destination) Send(ctx context.Context, msg ledger.Message) (ledger.Rece
 	if err != nil {
 		var se *smtp.SMTPError
 		if errors.As(err, &se) && (se.Code/100 == 4 || se.Code/100 == 5) {
-			return ledger.Receipt{}, fail(replyOutcome(err), "end of data", err)
+			return ledger.Receipt{}, fail(replyOutcome(err), "end of data", err), false
 		}
 		// Lost or silent after the final ".": the server may have the
 		// message. Only its records can tell.
-		return ledger.Receipt{}, fail(ledger.OutcomeUnknown, "end of data", withCtx(err))
+		return ledger.Receipt{}, fail(ledger.OutcomeUnknown, "end of data", withCause(ctx, err)), false
 	}
 	at := d.cfg.clock.Now()
 	accepted = true
-	return ledger.Receipt{TransportID: msg.TransportID, Response: "250 " + resp.StatusText, At: at}, nil
+	return ledger.Receipt{TransportID: transportID, Response: "250 " + resp.StatusText, At: at}, nil, false
 }
