@@ -535,17 +535,13 @@ func (l *Ledger) tryWrite(ctx context.Context, durable bool, fn func(*wtx) error
 		if err := l.setDurability(ctx, conn, durable); err != nil {
 			return err
 		}
-		// The transaction runs without ctx's cancellation: with a
-		// cancellable context database/sql watches every query of the
-		// transaction from a goroutine of its own, which costs a decision
-		// more than its statements do. A decision is a few milliseconds of
-		// statements that commit or roll back whole; ctx still bounds the
-		// wait for the write turn and the connection above, and is
-		// checked once more here.
+		// The transaction runs without ctx's cancellation (sqliteTx); ctx
+		// still bounds the wait for the write turn and the connection
+		// above, and is checked once more here.
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if t.tx, err = conn.BeginTx(context.WithoutCancel(ctx), nil); err != nil {
+		if t.tx, err = beginSQLite(conn); err != nil {
 			return err
 		}
 	}

@@ -11,8 +11,8 @@ import (
 
 // wtx is one deciding write transaction with the time it decides at.
 type wtx struct {
-	tx *sql.Tx // SQLite
-	pg *pgTx   // PostgreSQL
+	tx *sqliteTx // SQLite
+	pg *pgTx     // PostgreSQL
 	l  *Ledger
 	// at is the time the transaction decides at; on PostgreSQL the server's
 	// clock, which arrives with the first round trip (see now); atFromLock
