@@ -91,7 +91,7 @@ func (s *sendRun) dispatch(ctx context.Context, jobs chan<- handOver) error {
 			if err != nil {
 				return err
 			}
-			begun, err := s.decide(ctx, pb)
+			begun, err := s.decide(ctx, pb, s.readEpoch(ctx, pb))
 			if err != nil {
 				return err
 			}
@@ -162,6 +162,7 @@ func (s *sendRun) dispatch(ctx context.Context, jobs chan<- handOver) error {
 func (s *sendRun) decideAll(ctx context.Context, prepared <-chan preparedBatch, decided chan<- []Begun, tokens <-chan struct{},
 	halt <-chan struct{}, afterBegin func()) error {
 	for pb := range prepared {
+		epoch := s.readEpoch(ctx, pb) // meanwhile: the wait for a token, the consent reads
 		select {
 		case <-tokens:
 		case <-halt:
@@ -174,7 +175,7 @@ func (s *sendRun) decideAll(ctx context.Context, prepared <-chan preparedBatch, 
 			return nil
 		default:
 		}
-		begun, err := s.decide(ctx, pb)
+		begun, err := s.decide(ctx, pb, epoch)
 		afterBegin()
 		if err != nil {
 			return err
@@ -334,8 +335,9 @@ func (s *sendRun) prepare(ctx context.Context, rows []AudienceRow) (preparedBatc
 // decide decides a prepared batch, per recipient in this order: consent
 // re-read, then in one durable transaction for the batch (BeginAttempts)
 // a new recipient proposed and approved and each intent recorded. Its
-// messages may be handed over once it returns (handOverBatch).
-func (s *sendRun) decide(ctx context.Context, pb preparedBatch) ([]Begun, error) {
+// messages may be handed over once it returns (handOverBatch). epoch is
+// the batch's read of the destination's epoch (readEpoch).
+func (s *sendRun) decide(ctx context.Context, pb preparedBatch, epoch <-chan string) ([]Begun, error) {
 	reqs, customers := pb.reqs, pb.customers
 	if len(reqs) == 0 {
 		return nil, nil
@@ -343,15 +345,28 @@ func (s *sendRun) decide(ctx context.Context, pb preparedBatch) ([]Begun, error)
 	for i := range reqs {
 		reqs[i].Reread = rereadConsent(ctx, s.dir, customers[i])
 	}
-	// The epoch of the destination's records, read once per batch just
-	// before its intents are recorded (see EndpointAt): should the records
-	// be cleared while the batch is handed over, reconciliation meets
-	// another epoch and holds instead of concluding absence.
-	ep := EndpointAt(ctx, s.dest)
+	e := <-epoch
 	for i := range reqs {
-		reqs[i].Endpoint.Epoch = ep.Epoch
+		reqs[i].Endpoint.Epoch = e
 	}
 	return s.l.beginAttempts(ctx, reqs, pb.fresh)
+}
+
+// readEpoch reads, once per batch and in the background, the epoch of the
+// destination's records (see EndpointAt) that the batch's attempts record:
+// should the records be cleared while the batch is handed over,
+// reconciliation meets another epoch and holds instead of concluding
+// absence. Any read before the intents are recorded serves (a clear after
+// it, and before the hand-over, still shows); this one starts before the
+// batch waits for its turn, so that its round trip to the records' API
+// overlaps that wait and the consent reads instead of adding to them.
+func (s *sendRun) readEpoch(ctx context.Context, pb preparedBatch) <-chan string {
+	epoch := make(chan string, 1)
+	if len(pb.reqs) == 0 {
+		return epoch // decide reads nothing from it
+	}
+	go func() { epoch <- EndpointAt(ctx, s.dest).Epoch }()
+	return epoch
 }
 
 // handOverBatch hands each decided message of a batch to a worker and

@@ -204,7 +204,14 @@ type readPool struct {
 	d  *dialect
 }
 
-// QueryRowContext is sql.DB.QueryRowContext in the store's dialect.
+// QueryRowContext is sql.DB.QueryRowContext in the store's dialect. On
+// SQLite a one-row read is microseconds of local work and is not watched
+// for cancellation once it has started: database/sql and the driver would
+// each start a goroutine to watch ctx, for every read (a send re-reads
+// each recipient's consent here). A ctx already done still ends it.
 func (p readPool) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	if !p.d.isPostgres() && ctx.Err() == nil {
+		ctx = context.WithoutCancel(ctx)
+	}
 	return p.db.QueryRowContext(ctx, p.d.rebind(q), args...)
 }
