@@ -36,22 +36,30 @@ type countingServer struct {
 
 func startCounting(t *testing.T, cs *countingServer) *countingServer {
 	t.Helper()
+	cs.target = serveSMTP(t, cs.idle, func(c *smtp.Conn) smtp.Session {
+		cs.mu.Lock()
+		cs.sessions++
+		cs.mu.Unlock()
+		return &countingSession{cs: cs, conn: c}
+	})
+	return cs
+}
+
+// serveSMTP runs a go-smtp server on a loopback port until the test ends,
+// with a session from newSession for each connection and the given read
+// timeout (0: none), and returns its target.
+func serveSMTP(t *testing.T, readTimeout time.Duration, newSession func(*smtp.Conn) smtp.Session) string {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := smtp.NewServer(smtp.BackendFunc(func(c *smtp.Conn) (smtp.Session, error) {
-		cs.mu.Lock()
-		cs.sessions++
-		cs.mu.Unlock()
-		return &countingSession{cs: cs, conn: c}, nil
-	}))
+	s := smtp.NewServer(smtp.BackendFunc(func(c *smtp.Conn) (smtp.Session, error) { return newSession(c), nil }))
 	s.ErrorLog = nopLogger{}
-	s.ReadTimeout = cs.idle
+	s.ReadTimeout = readTimeout
 	go s.Serve(l)
 	t.Cleanup(func() { s.Close() })
-	cs.target = "smtp://" + l.Addr().String()
-	return cs
+	return "smtp://" + l.Addr().String()
 }
 
 func (cs *countingServer) counts() (sessions, messages int) {

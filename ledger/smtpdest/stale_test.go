@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -203,20 +202,12 @@ func (f *faultyServer) draw() int {
 
 func (f *faultyServer) start(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := smtp.NewServer(smtp.BackendFunc(func(c *smtp.Conn) (smtp.Session, error) {
+	return serveSMTP(t, 0, func(c *smtp.Conn) smtp.Session {
 		f.mu.Lock()
 		f.sessions++
 		f.mu.Unlock()
-		return &faultySession{f: f, conn: c}, nil
-	}))
-	s.ErrorLog = nopLogger{}
-	go s.Serve(l)
-	t.Cleanup(func() { s.Close() })
-	return "smtp://" + l.Addr().String()
+		return &faultySession{f: f, conn: c}
+	})
 }
 
 type faultySession struct {
