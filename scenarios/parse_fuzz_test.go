@@ -42,8 +42,10 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("refusal is %T, not Problems: %v", err, err)
 		}
 		// A position may point just past the last line (an unexpected end
-		// of file), never further.
-		lines := bytes.Count(src, []byte("\n")) + 2
+		// of file), never further. Lines as YAML counts them, and editors
+		// show them: LF, CRLF and a lone CR each end one.
+		unix := bytes.ReplaceAll(bytes.ReplaceAll(src, []byte("\r\n"), []byte("\n")), []byte("\r"), []byte("\n"))
+		lines := bytes.Count(unix, []byte("\n")) + 2
 		for _, p := range ps {
 			if p.File != "fuzz.yaml" || p.Msg == "" || p.Pos.Line < 1 || p.Pos.Col < 1 || p.Pos.Line > lines {
 				t.Fatalf("problem without a usable position in a %d-line file: %+v", lines-1, p)
