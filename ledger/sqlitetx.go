@@ -8,8 +8,8 @@ import (
 // sqliteTx is a write transaction on SQLite, begun with BEGIN IMMEDIATE on
 // the write connection itself rather than through database/sql's Tx. A Tx
 // keeps a cancellable context of its own, and database/sql watches it from
-// a new goroutine for every query the transaction runs: a goroutine per
-// row read, about 8% of the CPU of an audience send. Here statements run
+// a new goroutine for every query the transaction runs, about 8% of the
+// CPU of an audience send. Here statements run
 // with no context to watch; the transaction is a few milliseconds of
 // statements that commit or roll back whole, and the caller's context
 // bounds the wait for the write turn before it begins (tryWrite).

@@ -349,7 +349,7 @@ func (d *Destination) Send(ctx context.Context, msg ledger.Message) (ledger.Rece
 		return ledger.Receipt{}, fail(ledger.OutcomeNotDelivered, "connect "+d.addr, context.Cause(ctx))
 	}
 	if s := d.pool.take(oswait.Now()); s != nil {
-		r, err, stale := d.transact(ctx, s.conn, s.c, m, msg.TransportID, true)
+		r, stale, err := d.transact(ctx, s.conn, s.c, m, msg.TransportID, true)
 		if !stale {
 			return r, err
 		}
@@ -358,7 +358,7 @@ func (d *Destination) Send(ctx context.Context, msg ledger.Message) (ledger.Rece
 	if err != nil {
 		return ledger.Receipt{}, err
 	}
-	r, err, _ := d.transact(ctx, conn, c, m, msg.TransportID, false)
+	r, _, err := d.transact(ctx, conn, c, m, msg.TransportID, false)
 	return r, err
 }
 
@@ -422,7 +422,7 @@ func staleSession(err error) bool {
 // true when a kept session turned out gone at MAIL and ctx is still live:
 // nothing was sent, the session is closed, and the caller sends over a new
 // one instead.
-func (d *Destination) transact(ctx context.Context, conn net.Conn, c *smtp.Client, m mailrender.Mail, transportID string, kept bool) (r ledger.Receipt, err error, stale bool) {
+func (d *Destination) transact(ctx context.Context, conn net.Conn, c *smtp.Client, m mailrender.Mail, transportID string, kept bool) (r ledger.Receipt, stale bool, err error) {
 	from, to, raw := m.From, m.To, m.Raw
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	accepted := false
@@ -437,23 +437,23 @@ func (d *Destination) transact(ctx context.Context, conn net.Conn, c *smtp.Clien
 	}
 	if err := c.Mail(from, mopts); err != nil {
 		if kept && ctx.Err() == nil && staleSession(err) {
-			return ledger.Receipt{}, nil, true
+			return ledger.Receipt{}, true, nil
 		}
-		return ledger.Receipt{}, fail(replyOutcome(err), "MAIL FROM", withCause(ctx, err)), false
+		return ledger.Receipt{}, false, fail(replyOutcome(err), "MAIL FROM", withCause(ctx, err))
 	}
 	if err := c.Rcpt(to, nil); err != nil {
-		return ledger.Receipt{}, fail(replyOutcome(err), "RCPT TO", withCause(ctx, err)), false
+		return ledger.Receipt{}, false, fail(replyOutcome(err), "RCPT TO", withCause(ctx, err))
 	}
 	w, err := c.Data()
 	if err != nil {
-		return ledger.Receipt{}, fail(replyOutcome(err), "DATA", withCause(ctx, err)), false
+		return ledger.Receipt{}, false, fail(replyOutcome(err), "DATA", withCause(ctx, err))
 	}
 	// The body write has no deadline of its own in go-smtp; bound it here.
 	conn.SetWriteDeadline(oswait.Deadline(d.cfg.commandTimeout))
 	if _, err := w.Write(raw); err != nil {
 		// The terminating "." is only written by Close, so the server
 		// cannot have taken the message.
-		return ledger.Receipt{}, fail(ledger.OutcomeNotDelivered, "message body", withCause(ctx, err)), false
+		return ledger.Receipt{}, false, fail(ledger.OutcomeNotDelivered, "message body", withCause(ctx, err))
 	}
 	// The write deadline stays on for the final flush of the body's tail and
 	// "." (go-smtp writes them before it sets its own deadline for the
@@ -462,13 +462,13 @@ func (d *Destination) transact(ctx context.Context, conn net.Conn, c *smtp.Clien
 	if err != nil {
 		var se *smtp.SMTPError
 		if errors.As(err, &se) && (se.Code/100 == 4 || se.Code/100 == 5) {
-			return ledger.Receipt{}, fail(replyOutcome(err), "end of data", err), false
+			return ledger.Receipt{}, false, fail(replyOutcome(err), "end of data", err)
 		}
 		// Lost or silent after the final ".": the server may have the
 		// message. Only its records can tell.
-		return ledger.Receipt{}, fail(ledger.OutcomeUnknown, "end of data", withCause(ctx, err)), false
+		return ledger.Receipt{}, false, fail(ledger.OutcomeUnknown, "end of data", withCause(ctx, err))
 	}
 	at := d.cfg.clock.Now()
 	accepted = true
-	return ledger.Receipt{TransportID: transportID, Response: "250 " + resp.StatusText, At: at}, nil, false
+	return ledger.Receipt{TransportID: transportID, Response: "250 " + resp.StatusText, At: at}, false, nil
 }
