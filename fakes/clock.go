@@ -6,14 +6,13 @@ package fakes
 import (
 	"context"
 	"fmt"
+	"gatehouse/internal/clock"
 	"sort"
 	"sync"
 	"time"
-
-	"gatehouse/ledger"
 )
 
-// Clock is a controllable ledger.Clock. It only moves when told to, so
+// Clock is a controllable clock.Clock. It only moves when told to, so
 // leases, presence TTLs, timed faults and scenario steps never depend on
 // the wall clock; its timers fire when Advance or Set moves it past them.
 type Clock struct {
@@ -23,7 +22,7 @@ type Clock struct {
 	started chan struct{} // closed and replaced whenever a timer starts
 }
 
-var _ ledger.Clock = (*Clock)(nil)
+var _ clock.Clock = (*Clock)(nil)
 
 // NewClock starts a clock at t (UTC).
 func NewClock(t time.Time) *Clock { return &Clock{now: t.UTC()} }
@@ -81,17 +80,17 @@ func (c *Clock) BlockUntil(ctx context.Context, n int) error {
 	}
 }
 
-// NewTimer implements ledger.Clock.
-func (c *Clock) NewTimer(d time.Duration) (ledger.Timer, <-chan time.Time) {
+// NewTimer implements clock.Clock.
+func (c *Clock) NewTimer(d time.Duration) (clock.Timer, <-chan time.Time) {
 	ch := make(chan time.Time, 1)
 	t := c.add(d, func(now time.Time) { ch <- now })
 	return t, ch
 }
 
-// AfterFunc implements ledger.Clock: f runs in the goroutine that moves
+// AfterFunc implements clock.Clock: f runs in the goroutine that moves
 // the clock past it (see Advance); one due at once (d <= 0) runs in its
 // own goroutine, as f may take locks its caller holds.
-func (c *Clock) AfterFunc(d time.Duration, f func()) ledger.Timer {
+func (c *Clock) AfterFunc(d time.Duration, f func()) clock.Timer {
 	if d <= 0 {
 		go f()
 		return &fakeTimer{c: c}
@@ -151,7 +150,7 @@ type fakeTimer struct {
 	fn   func(time.Time)
 }
 
-// Stop implements ledger.Timer.
+// Stop implements clock.Timer.
 func (t *fakeTimer) Stop() bool {
 	t.c.mu.Lock()
 	defer t.c.mu.Unlock()

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"gatehouse/destination"
 	"strings"
 )
 
@@ -25,7 +26,7 @@ type Proposal struct {
 	// (Destination.Identity); the approval binds it.
 	Destination string
 	// Lookup is where the destination's records are consulted, if anywhere
-	// (Looker.LookupEndpoint); approved with the destination.
+	// (Records.LookupEndpoint); approved with the destination.
 	Lookup string
 	// Sender is the From address; DefaultSender when empty.
 	Sender  string
@@ -80,7 +81,7 @@ func (p Proposal) Validate() error {
 // withDefaults fills the sender.
 func (p Proposal) withDefaults() Proposal {
 	if p.Sender == "" {
-		p.Sender = DefaultSender
+		p.Sender = destination.DefaultSender
 	}
 	// Space around an address is formatting; inside it, it is an error
 	// Validate reports.
@@ -205,7 +206,7 @@ func describeChange(a Action, p Proposal) string {
 	if !strings.EqualFold(strings.TrimSpace(a.Recipient), strings.TrimSpace(p.Recipient)) {
 		parts = append(parts, fmt.Sprintf("recipient %s → %s", a.Recipient, p.Recipient))
 	}
-	if normalizeText(a.RecipientName) != normalizeText(p.RecipientName) {
+	if destination.NormalizeText(a.RecipientName) != destination.NormalizeText(p.RecipientName) {
 		parts = append(parts, "recipient name changed")
 	}
 	if !strings.EqualFold(a.Sender, p.Sender) {
@@ -217,10 +218,10 @@ func describeChange(a Action, p Proposal) string {
 	if a.Lookup != p.Lookup {
 		parts = append(parts, fmt.Sprintf("records %s → %s", orDash(a.Lookup), orDash(p.Lookup)))
 	}
-	if normalizeText(a.Subject) != normalizeText(p.Subject) {
+	if destination.NormalizeText(a.Subject) != destination.NormalizeText(p.Subject) {
 		parts = append(parts, "subject changed")
 	}
-	if normalizeText(a.Body) != normalizeText(p.Body) {
+	if destination.NormalizeText(a.Body) != destination.NormalizeText(p.Body) {
 		parts = append(parts, "body changed")
 	}
 	if len(parts) == 0 {

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"gatehouse/destination"
 	"io"
 	"strings"
 
@@ -404,27 +405,27 @@ func (t *wtx) withdrawRecipient(releaseID, customerID, key, actor, reason string
 
 // ApproveAudience binds the send approval of a release to its content and
 // source file, the destination it goes to and the sender it comes from.
-func (l *Ledger) ApproveAudience(ctx context.Context, releaseID, approver, destination, sender string) error {
-	return l.ApproveAudienceAt(ctx, releaseID, approver, Endpoint{Destination: destination}, sender)
+func (l *Ledger) ApproveAudience(ctx context.Context, releaseID, approver, dest, sender string) error {
+	return l.ApproveAudienceAt(ctx, releaseID, approver, destination.Endpoint{Destination: dest}, sender)
 }
 
 // ApproveAudienceAt is ApproveAudience for a destination whose records are
 // consulted at ep.Lookup: the approval binds that endpoint too.
-func (l *Ledger) ApproveAudienceAt(ctx context.Context, releaseID, approver string, ep Endpoint, sender string) error {
-	destination := ep.Destination
+func (l *Ledger) ApproveAudienceAt(ctx context.Context, releaseID, approver string, ep destination.Endpoint, sender string) error {
+	dest := ep.Destination
 	if approver == "" {
 		return invalidf("approve release %s: approver is empty", releaseID)
 	}
-	if destination == "" {
+	if dest == "" {
 		return invalidf("approve release %s: name the destination it goes to", releaseID)
 	}
 	if sender == "" {
-		sender = DefaultSender
+		sender = destination.DefaultSender
 	}
 	if err := ValidateAddress("sender", sender); err != nil {
 		return err
 	}
-	if err := ValidateHeaderText("destination", destination); err != nil {
+	if err := ValidateHeaderText("destination", dest); err != nil {
 		return err
 	}
 	return l.write(ctx, func(t *wtx) error {
@@ -437,7 +438,7 @@ func (l *Ledger) ApproveAudienceAt(ctx context.Context, releaseID, approver stri
 			return err
 		}
 		if _, err := t.Exec(`UPDATE audience_releases SET approved_by = ?, approved_at = ?, approved_digest = ?, destination = ?, lookup = ?, sender = ? WHERE id = ?`,
-			approver, ns(t.now()), content, destination, ep.Lookup, sender, releaseID); err != nil {
+			approver, ns(t.now()), content, dest, ep.Lookup, sender, releaseID); err != nil {
 			return err
 		}
 		return t.event(approver, "", "", EvApproved, "", "%s approved sending release %s from %s via %s (content %s).",

@@ -2,11 +2,12 @@ package ledger_test
 
 import (
 	"context"
+	"gatehouse/destination"
 	"sync"
 	"testing"
 	"time"
 
-	"gatehouse/fakes"
+	"gatehouse/destination/fake"
 	"gatehouse/ledger"
 )
 
@@ -15,14 +16,14 @@ import (
 // in advance, deliveries not yet recorded, withdrawals that cannot be
 // recorded.
 type crashingDest struct {
-	*fakes.Destination
+	*fake.Destination
 	l    *ledger.Ledger
 	at   int
 	mu   sync.Mutex
 	sent int
 }
 
-func (d *crashingDest) Send(ctx context.Context, m ledger.Message) (ledger.Receipt, error) {
+func (d *crashingDest) Send(ctx context.Context, m destination.Message) (destination.Receipt, error) {
 	d.mu.Lock()
 	d.sent++
 	if d.sent == d.at {

@@ -3,13 +3,14 @@ package ledger_test
 import (
 	"context"
 	"fmt"
+	"gatehouse/destination"
 	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
-	"gatehouse/fakes"
+	"gatehouse/destination/fake"
 	"gatehouse/ledger"
 )
 
@@ -17,7 +18,7 @@ import (
 // seeded moments, each right after a message was stored; it remembers the
 // epoch each message was handed over in.
 type clearing struct {
-	*fakes.Destination
+	*fake.Destination
 	mu     sync.Mutex
 	rng    *rand.Rand
 	epoch  int
@@ -25,7 +26,7 @@ type clearing struct {
 	sentIn map[string]int // transport ID → epoch it was handed over in
 }
 
-var _ ledger.EpochReporter = (*clearing)(nil)
+var _ destination.EpochReporter = (*clearing)(nil)
 
 func (c *clearing) Epoch(context.Context) (string, error) {
 	c.mu.Lock()
@@ -33,7 +34,7 @@ func (c *clearing) Epoch(context.Context) (string, error) {
 	return "e" + strconv.Itoa(c.epoch), nil
 }
 
-func (c *clearing) Send(ctx context.Context, msg ledger.Message) (ledger.Receipt, error) {
+func (c *clearing) Send(ctx context.Context, msg destination.Message) (destination.Receipt, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	r, err := c.Destination.Send(ctx, msg)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"gatehouse/destination"
 	"sync"
 	"time"
 )
@@ -15,10 +16,10 @@ type sendRun struct {
 	req    AudienceSend
 	rel    AudienceSummary
 	body   string
-	dest   Destination
+	dest   destination.Destination
 	dir    Directory
-	looker LookerOpener
-	ep     Endpoint
+	looker destination.RecordsOpener
+	ep     destination.Endpoint
 	start  time.Time
 
 	mu       sync.Mutex
@@ -26,8 +27,8 @@ type sendRun struct {
 	failure  error // the first error that ends the run
 }
 
-func newSendRun(l *Ledger, req AudienceSend, rel AudienceSummary, body string, dest Destination, dir Directory) *sendRun {
-	return &sendRun{l: l, req: req, rel: rel, body: body, dest: dest, dir: dir, looker: ownRecords(dest), ep: EndpointOf(dest),
+func newSendRun(l *Ledger, req AudienceSend, rel AudienceSummary, body string, dest destination.Destination, dir Directory) *sendRun {
+	return &sendRun{l: l, req: req, rel: rel, body: body, dest: dest, dir: dir, looker: ownRecords(dest), ep: destination.EndpointOf(dest),
 		progress: SendProgress{Eligible: rel.Eligible}}
 }
 
@@ -365,7 +366,7 @@ func (s *sendRun) readEpoch(ctx context.Context, pb preparedBatch) <-chan string
 	if len(pb.reqs) == 0 {
 		return epoch // decide reads nothing from it
 	}
-	go func() { epoch <- EndpointAt(ctx, s.dest).Epoch }()
+	go func() { epoch <- destination.EndpointAt(ctx, s.dest).Epoch }()
 	return epoch
 }
 
@@ -413,8 +414,8 @@ func (s *sendRun) withdraw(ctx context.Context, begun []Begun, why error) {
 			s.refused(b.Err)
 		}
 		if b.Err == nil {
-			err := &DeliveryError{Outcome: OutcomeNotDelivered, Err: fmt.Errorf("the run ended before it was handed over (%w); nothing was sent", why)}
-			atts, ds = append(atts, b.Attempt), append(ds, Delivery{Outcome: OutcomeNotDelivered, Err: err})
+			err := &destination.DeliveryError{Outcome: destination.OutcomeNotDelivered, Err: fmt.Errorf("the run ended before it was handed over (%w); nothing was sent", why)}
+			atts, ds = append(atts, b.Attempt), append(ds, Delivery{Outcome: destination.OutcomeNotDelivered, Err: err})
 		}
 	}
 	if len(atts) > 0 {

@@ -5,13 +5,14 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"gatehouse/destination"
 	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"gatehouse/fakes"
+	"gatehouse/destination/fake"
 	"gatehouse/ledger"
 )
 
@@ -23,7 +24,7 @@ func bigRelease(t *testing.T, w *world, release string, n int) crm {
 		Source: strings.NewReader(file), ActionType: "notice", Subject: "Opening hours change",
 		Body: "Our opening hours change on 1 April.", Actor: "ops"}, dir)
 	w.must(err)
-	w.must(w.l.ApproveAudience(w.ctx, release, "lead", fakes.DefaultName, ""))
+	w.must(w.l.ApproveAudience(w.ctx, release, "lead", fake.DefaultName, ""))
 	return dir
 }
 
@@ -72,11 +73,11 @@ func (d seqDir) CustomerByID(ctx context.Context, id string) (ledger.Customer, b
 }
 
 type seqDest struct {
-	*fakes.Destination
+	*fake.Destination
 	s *sequence
 }
 
-func (d seqDest) Send(ctx context.Context, m ledger.Message) (ledger.Receipt, error) {
+func (d seqDest) Send(ctx context.Context, m destination.Message) (destination.Receipt, error) {
 	d.s.mu.Lock()
 	d.s.n++
 	d.s.handedAt[strings.TrimSuffix(m.To, "@example.org")] = d.s.n
@@ -302,7 +303,7 @@ func TestBeginAttemptsDecidesEachOnItsOwn(t *testing.T) {
 	for _, r := range approvedRequests(w, "c1", "c2", "c3") {
 		keys = append(keys, r.Key)
 	}
-	ep := ledger.EndpointOf(w.dest)
+	ep := destination.EndpointOf(w.dest)
 	consentNo := []ledger.MaterialRead{{Source: "crm", Field: "consent", Value: "no"}}
 	begun, err := w.l.BeginAttempts(w.ctx, []ledger.ExecuteRequest{
 		{Key: keys[0], Executor: "wf-ack", Reread: consentYes, Endpoint: ep},
@@ -428,12 +429,12 @@ func cancelledSend(t *testing.T, at string) {
 // closingDest closes the ledger while its first message is being handed
 // over, as a ledger whose storage failed mid-run.
 type closingDest struct {
-	*fakes.Destination
+	*fake.Destination
 	l    *ledger.Ledger
 	once sync.Once
 }
 
-func (d *closingDest) Send(ctx context.Context, m ledger.Message) (ledger.Receipt, error) {
+func (d *closingDest) Send(ctx context.Context, m destination.Message) (destination.Receipt, error) {
 	d.once.Do(func() { d.l.Close() })
 	return d.Destination.Send(ctx, m)
 }
@@ -467,9 +468,9 @@ func TestRecordDeliveriesAnswersAsRecordDelivery(t *testing.T) {
 	reqs := approvedRequests(w, "c1", "c2", "c3")
 	begun, err := w.l.BeginAttempts(w.ctx, reqs)
 	w.must(err)
-	unknown := &ledger.DeliveryError{Outcome: ledger.OutcomeUnknown, Err: errors.New("connection lost after the final dot")}
-	ds := []ledger.Delivery{{Outcome: ledger.OutcomeAccepted, Receipt: ledger.Receipt{Response: "250 ok"}},
-		{Outcome: ledger.OutcomeUnknown, Err: unknown}}
+	unknown := &destination.DeliveryError{Outcome: destination.OutcomeUnknown, Err: errors.New("connection lost after the final dot")}
+	ds := []ledger.Delivery{{Outcome: destination.OutcomeAccepted, Receipt: destination.Receipt{Response: "250 ok"}},
+		{Outcome: destination.OutcomeUnknown, Err: unknown}}
 	res, errs := w.l.RecordDeliveries(w.ctx, []ledger.Attempt{begun[0].Attempt, begun[1].Attempt}, ds)
 	if errs[0] != nil || res[0].Action.State != ledger.StateSent {
 		t.Fatalf("accepted: %v, %s", errs[0], res[0].Action.State)
@@ -502,12 +503,12 @@ func TestDeliverCountsTheLeaseFromTheAttemptsBeginning(t *testing.T) {
 
 	w.clock.Advance(lease / 2)
 	first := w.l.Deliver(w.ctx, begun[0].Attempt, begun[0].Message, w.dest)
-	if first.Outcome != ledger.OutcomeAccepted || w.dest.Calls() != 1 {
+	if first.Outcome != destination.OutcomeAccepted || w.dest.Calls() != 1 {
 		t.Fatalf("handed over at half its lease: %s (%v), %d calls", first.Outcome, first.Err, w.dest.Calls())
 	}
 	w.clock.Advance(lease/4 + time.Second)
 	late := w.l.Deliver(w.ctx, begun[1].Attempt, begun[1].Message, w.dest)
-	if late.Outcome != ledger.OutcomeNotDelivered || w.dest.Calls() != 1 {
+	if late.Outcome != destination.OutcomeNotDelivered || w.dest.Calls() != 1 {
 		t.Fatalf("handed over past three quarters of its lease: %s (%v), %d calls; want not delivered, never sent", late.Outcome, late.Err, w.dest.Calls())
 	}
 	if _, err := w.l.RecordDelivery(w.ctx, begun[1].Attempt, late); !errors.Is(err, ledger.ErrNotDelivered) {
@@ -535,7 +536,7 @@ func TestFirstSendsOfALegacyReleaseBindOneDestination(t *testing.T) {
 		// As a release approved before approvals named a destination.
 		_, err = raw.Exec(`UPDATE audience_releases SET destination = '', lookup = '', sender = '' WHERE id = '` + release + `'`)
 		w.must(err)
-		dests := []*fakes.Destination{{Name: "smtp://mail-a.test:25"}, {Name: "smtp://mail-b.test:25"}}
+		dests := []*fake.Destination{{Name: "smtp://mail-a.test:25"}, {Name: "smtp://mail-b.test:25"}}
 		errs := make([]error, 2)
 		var wg sync.WaitGroup
 		for i, d := range dests {
@@ -581,7 +582,7 @@ func approvedRequests(w *world, customers ...string) []ledger.ExecuteRequest {
 		w.must(err)
 		_, err = w.l.Approve(w.ctx, a.Key, "lead", consentYes)
 		w.must(err)
-		reqs = append(reqs, ledger.ExecuteRequest{Key: a.Key, Executor: "wf-ack", Reread: consentYes, Endpoint: ledger.EndpointOf(w.dest)})
+		reqs = append(reqs, ledger.ExecuteRequest{Key: a.Key, Executor: "wf-ack", Reread: consentYes, Endpoint: destination.EndpointOf(w.dest)})
 	}
 	return reqs
 }

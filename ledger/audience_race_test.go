@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"gatehouse/fakes"
+	"gatehouse/destination/fake"
 	"gatehouse/ledger"
 )
 
@@ -57,8 +57,8 @@ func TestConcurrentSendsOfOneReleaseSendEachOnce(t *testing.T) {
 		w := newWorld(t)
 		release := fmt.Sprintf("spring-%d", round)
 		dir := &lockedDir{c: bigRelease(t, w, release, n)}
-		fake := fakes.NewDestination()
-		scriptOutcomes(fake, rng, n/2, 8)
+		dest := fake.New()
+		scriptOutcomes(dest, rng, n/2, 8)
 		handles := 2 + rng.IntN(3)
 		withdrawn := map[string]bool{}
 		for range 1 + rng.IntN(6) {
@@ -76,7 +76,7 @@ func TestConcurrentSendsOfOneReleaseSendEachOnce(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				_, err := l.SendAudience(w.ctx, req, fake, dir)
+				_, err := l.SendAudience(w.ctx, req, dest, dir)
 				if err != nil {
 					errs <- fmt.Errorf("handle %d (%+v): %w", h, req, err)
 				}
@@ -96,14 +96,14 @@ func TestConcurrentSendsOfOneReleaseSendEachOnce(t *testing.T) {
 		}
 		// Another run finishes the release: reconciles the unknown
 		// outcomes, sends what was rejected for now.
-		if _, err := w.l.SendAudience(w.ctx, ledger.AudienceSend{ReleaseID: release, Actor: "notice-bot", Concurrency: 4}, fake, dir); err != nil {
+		if _, err := w.l.SendAudience(w.ctx, ledger.AudienceSend{ReleaseID: release, Actor: "notice-bot", Concurrency: 4}, dest, dir); err != nil {
 			t.Fatalf("round %d: finishing run: %v", round, err)
 		}
 		rows, err := w.l.AudienceRows(w.ctx, release, ledger.RowEligible, 2*n, 0)
 		w.must(err)
 		sent := 0
 		for _, r := range rows {
-			arrived := fake.Arrivals(r.ActionKey)
+			arrived := dest.Arrivals(r.ActionKey)
 			switch {
 			case arrived > 1:
 				t.Errorf("round %d: %s arrived %d times", round, r.ActionKey, arrived)
@@ -121,6 +121,6 @@ func TestConcurrentSendsOfOneReleaseSendEachOnce(t *testing.T) {
 		if len(vs) != 0 {
 			t.Fatalf("round %d: check: %v", round, vs)
 		}
-		t.Logf("round %d: %d handles, %d recipients, %d withdrawn, %d sent, %d destination calls", round, handles, n, len(withdrawn), sent, fake.Calls())
+		t.Logf("round %d: %d handles, %d recipients, %d withdrawn, %d sent, %d destination calls", round, handles, n, len(withdrawn), sent, dest.Calls())
 	}
 }

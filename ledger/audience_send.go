@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"gatehouse/destination"
 	"strings"
 	"time"
 )
@@ -221,7 +222,7 @@ func (req AudienceSend) concurrency() int { return max(1, min(req.Concurrency, M
 // error wrapping ErrStopped. A
 // crash at any point leaves each recipient sent, in flight (recovery makes
 // it unknown, and the next run reconciles it), or not started.
-func (l *Ledger) SendAudience(ctx context.Context, req AudienceSend, dest Destination, dir Directory) (AudienceSummary, error) {
+func (l *Ledger) SendAudience(ctx context.Context, req AudienceSend, dest destination.Destination, dir Directory) (AudienceSummary, error) {
 	rel, err := l.AudienceSummary(ctx, req.ReleaseID)
 	if err != nil {
 		return rel, err
@@ -229,7 +230,7 @@ func (l *Ledger) SendAudience(ctx context.Context, req AudienceSend, dest Destin
 	if rel.ApprovedBy == "" {
 		return rel, fmt.Errorf("send release %s: %w: the release has no send approval", req.ReleaseID, ErrApprovalStale)
 	}
-	if rel, err = l.bindRelease(ctx, rel, req, EndpointOf(dest)); err != nil {
+	if rel, err = l.bindRelease(ctx, rel, req, destination.EndpointOf(dest)); err != nil {
 		return rel, err
 	}
 	task := TaskRef{ID: "release:" + req.ReleaseID, Subject: rel.Subject}
@@ -254,7 +255,7 @@ func (l *Ledger) SendAudience(ctx context.Context, req AudienceSend, dest Destin
 // refused before any recipient is touched. What it compares with is read in
 // the deciding transaction: of two first sends at once, the second is
 // judged against the binding the first recorded.
-func (l *Ledger) bindRelease(ctx context.Context, rel AudienceSummary, req AudienceSend, ep Endpoint) (AudienceSummary, error) {
+func (l *Ledger) bindRelease(ctx context.Context, rel AudienceSummary, req AudienceSend, ep destination.Endpoint) (AudienceSummary, error) {
 	if rel.Destination == ep.Destination && (ep.Lookup == "" || ep.Lookup == rel.Lookup) && (req.From == "" || strings.EqualFold(req.From, rel.Sender)) {
 		return rel, nil // bound already, and to this send's endpoint: nothing to write
 	}
@@ -285,7 +286,7 @@ func (l *Ledger) bindRelease(ctx context.Context, rel AudienceSummary, req Audie
 			}
 			return refuse(de)
 		}
-		sender := firstNonEmpty(req.From, DefaultSender)
+		sender := firstNonEmpty(req.From, destination.DefaultSender)
 		if _, err := t.Exec(`UPDATE audience_releases SET destination = ?, lookup = ?, sender = ? WHERE id = ? AND destination = ''`,
 			dest, ep.Lookup, sender, rel.ReleaseID); err != nil {
 			return err
@@ -300,10 +301,10 @@ func (l *Ledger) bindRelease(ctx context.Context, rel AudienceSummary, req Audie
 
 // ownRecords reaches the records of dest and of nothing else: an audience
 // run reconciles its recipients only where it sends.
-func ownRecords(dest Destination) LookerOpener {
-	return LookerOpenerFunc(func(ep Endpoint) (Looker, error) {
-		lk, ok := dest.(Looker)
-		if !ok || !sameEndpoint(ep, EndpointOf(dest)) {
+func ownRecords(dest destination.Destination) destination.RecordsOpener {
+	return destination.RecordsOpenerFunc(func(ep destination.Endpoint) (destination.Records, error) {
+		lk, ok := dest.(destination.Records)
+		if !ok || !sameEndpoint(ep, destination.EndpointOf(dest)) {
 			return nil, nil
 		}
 		return lk, nil
@@ -329,7 +330,7 @@ func (l *Ledger) releaseBody(ctx context.Context, releaseID string) (string, err
 // concern only this recipient are recorded and skipped; only an
 // infrastructure error is returned.
 func (l *Ledger) prepareRecipient(ctx context.Context, req AudienceSend, rel AudienceSummary, body string, r AudienceRow,
-	looker LookerOpener) (bool, error) {
+	looker destination.RecordsOpener) (bool, error) {
 	key := r.ActionKey
 	switch r.State {
 	case StateSent, StateExecuting, StateFailed, StateDenied, StateCancelled:

@@ -3,11 +3,12 @@ package ledger_test
 import (
 	"context"
 	"errors"
+	"gatehouse/destination"
 	"strings"
 	"testing"
 	"time"
 
-	"gatehouse/fakes"
+	"gatehouse/destination/fake"
 	"gatehouse/ledger"
 )
 
@@ -135,7 +136,7 @@ func TestAudienceSendOncePerEligibleRecipient(t *testing.T) {
 	if _, err := w.l.SendAudience(w.ctx, send, w.dest, testCRM()); !errors.Is(err, ledger.ErrApprovalStale) {
 		t.Fatalf("unapproved send: %v", err)
 	}
-	w.must(w.l.ApproveAudience(w.ctx, "rel-1", "lead", fakes.DefaultName, ""))
+	w.must(w.l.ApproveAudience(w.ctx, "rel-1", "lead", fake.DefaultName, ""))
 	s, err := w.l.SendAudience(w.ctx, send, w.dest, testCRM())
 	w.must(err)
 	if s.Confirmed != 3 || s.Attempted != 3 || len(w.dest.Arrived()) != 3 {
@@ -155,7 +156,7 @@ func TestAudienceSendOncePerEligibleRecipient(t *testing.T) {
 	w.must(s.Check())
 	// A new release may send again.
 	importMessy(t, w, "rel-2")
-	w.must(w.l.ApproveAudience(w.ctx, "rel-2", "lead", fakes.DefaultName, ""))
+	w.must(w.l.ApproveAudience(w.ctx, "rel-2", "lead", fake.DefaultName, ""))
 	_, err = w.l.SendAudience(w.ctx, ledger.AudienceSend{ReleaseID: "rel-2", Actor: "notice-bot"}, w.dest, testCRM())
 	w.must(err)
 	if w.dest.Calls() != 6 {
@@ -166,7 +167,7 @@ func TestAudienceSendOncePerEligibleRecipient(t *testing.T) {
 func TestAudienceConsentReReadBeforeEachSend(t *testing.T) {
 	w := newWorld(t)
 	importMessy(t, w, "rel-1")
-	w.must(w.l.ApproveAudience(w.ctx, "rel-1", "lead", fakes.DefaultName, ""))
+	w.must(w.l.ApproveAudience(w.ctx, "rel-1", "lead", fake.DefaultName, ""))
 	dir := testCRM()
 	c := dir["c2"]
 	c.Consent = "withdrawn"
@@ -181,7 +182,7 @@ func TestAudienceConsentReReadBeforeEachSend(t *testing.T) {
 func TestAudienceSendResumesAfterCrashWithoutDuplicate(t *testing.T) {
 	w := newWorld(t)
 	importMessy(t, w, "rel-1")
-	w.must(w.l.ApproveAudience(w.ctx, "rel-1", "lead", fakes.DefaultName, ""))
+	w.must(w.l.ApproveAudience(w.ctx, "rel-1", "lead", fake.DefaultName, ""))
 	// The first run dies mid-send: recipient 1 was accepted but not recorded,
 	// recipient 2 had its attempt recorded but nothing was handed over.
 	w.dest.Gate = nil
@@ -192,13 +193,13 @@ func TestAudienceSendResumesAfterCrashWithoutDuplicate(t *testing.T) {
 	for i, r := range rows[:2] {
 		p := ledger.Proposal{Task: ledger.TaskRef{ID: "release:rel-1"}, Customer: r.CustomerID, Event: "rel-1", ActionType: "notice",
 			Target: "audience", Recipient: r.Email, Subject: "Opening hours change", Body: "Our opening hours change on 1 April.", Actor: "notice-bot",
-			Destination: fakes.DefaultName}
+			Destination: fake.DefaultName}
 		_, err := w.l.Propose(w.ctx, p)
 		w.must(err)
 		_, err = w.l.Approve(w.ctx, p.Key(), "lead", []ledger.MaterialRead{{Source: "crm", Field: "consent", Value: "yes"}})
 		w.must(err)
 		_, msg, err := w.l.BeginAttempt(w.ctx, ledger.ExecuteRequest{Key: p.Key(), Executor: "notice-bot",
-			Reread: []ledger.MaterialRead{{Source: "crm", Field: "consent", Value: "yes"}}, Endpoint: ledger.EndpointOf(w.dest)})
+			Reread: []ledger.MaterialRead{{Source: "crm", Field: "consent", Value: "yes"}}, Endpoint: destination.EndpointOf(w.dest)})
 		w.must(err)
 		if i == 0 {
 			w.dest.Send(w.ctx, msg)
@@ -244,7 +245,7 @@ func TestCustomerMirrorAsDirectory(t *testing.T) {
 func TestBatchedSendRecordsWhatSingleCallsRecord(t *testing.T) {
 	w := newWorld(t)
 	importMessy(t, w, "rel-1")
-	w.must(w.l.ApproveAudience(w.ctx, "rel-1", "lead", fakes.DefaultName, ""))
+	w.must(w.l.ApproveAudience(w.ctx, "rel-1", "lead", fake.DefaultName, ""))
 	s, err := w.l.SendAudience(w.ctx, ledger.AudienceSend{ReleaseID: "rel-1", Actor: "notice-bot", Concurrency: 2, Batch: 3},
 		w.dest, testCRM())
 	w.must(err)

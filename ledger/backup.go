@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"gatehouse/internal/clock"
 	"io"
 	"io/fs"
 	"os"
@@ -437,7 +438,7 @@ func Migrate(ctx context.Context, path string) (from, to int, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	l := &Ledger{path: path, w: w, clock: SystemClock{}, holder: processHolder()}
+	l := &Ledger{path: path, w: w, clock: clock.System{}, holder: processHolder()}
 	defer l.Close()
 	id, err := readIdentity(w)
 	if err != nil {

@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"gatehouse/destination"
 )
 
 // Begun is what BeginAttempts decided for one request: the recorded attempt
 // and the message to hand over, or the refusal (Err) that recorded none.
 type Begun struct {
 	Attempt Attempt
-	Message Message
+	Message destination.Message
 	Err     error
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"gatehouse/destination"
 	"net/url"
 	"path/filepath"
 	"strings"
@@ -12,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"gatehouse/fakes"
+	"gatehouse/destination/fake"
 	"gatehouse/ledger"
 )
 
@@ -61,7 +62,7 @@ func BenchmarkGateDecision(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
 }
 
-func decide(b testing.TB, ctx context.Context, l *ledger.Ledger, dest ledger.Destination, event string) {
+func decide(b testing.TB, ctx context.Context, l *ledger.Ledger, dest destination.Destination, event string) {
 	p := ledger.Proposal{Task: ledger.TaskRef{ID: "task-1"}, Customer: "c1", Event: event, ActionType: "reply",
 		Target: "task-1", Recipient: "a@example.org", Subject: "Hello", Body: benchBody, Actor: "wf", Destination: dest.Identity()}
 	a, err := l.Propose(ctx, p)
@@ -263,12 +264,12 @@ func BenchmarkAudienceSend(b *testing.B) {
 
 // benchLedger is a new ledger file for one benchmark, closed when it ends,
 // and an in-process destination.
-func benchLedger(b *testing.B) (*ledger.Ledger, context.Context, *fakes.Destination) {
+func benchLedger(b *testing.B) (*ledger.Ledger, context.Context, *fake.Destination) {
 	b.Helper()
 	l, err := ledger.Open(filepath.Join(b.TempDir(), "gate.db"))
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { l.Close() })
-	return l, context.Background(), fakes.NewDestination()
+	return l, context.Background(), fake.New()
 }

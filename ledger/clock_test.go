@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"gatehouse/internal/clock"
 	"gatehouse/ledger"
 )
 
@@ -46,14 +47,14 @@ func TestSendBoundIsOnTheLedgerClock(t *testing.T) {
 
 func TestWithClockTimeout(t *testing.T) {
 	w := newWorld(t)
-	ctx, cancel := ledger.WithClockTimeout(context.Background(), w.clock, time.Second)
+	ctx, cancel := clock.WithTimeout(context.Background(), w.clock, time.Second)
 	w.clock.Advance(time.Second)
 	<-ctx.Done()
 	if !errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
 		t.Errorf("cause %v; want context.DeadlineExceeded", context.Cause(ctx))
 	}
 	cancel()
-	ctx, cancel = ledger.WithClockTimeout(context.Background(), w.clock, time.Second)
+	ctx, cancel = clock.WithTimeout(context.Background(), w.clock, time.Second)
 	cancel()
 	if w.clock.Pending() != 0 || !errors.Is(context.Cause(ctx), context.Canceled) {
 		t.Errorf("cancel left %d timers, cause %v", w.clock.Pending(), context.Cause(ctx))

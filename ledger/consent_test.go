@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"gatehouse/destination/fake"
 	"gatehouse/fakes"
 	"gatehouse/ledger"
 )
@@ -21,7 +22,7 @@ import (
 // approval still sends, once.
 func TestOpenUpgradesVersion3Ledger(t *testing.T) {
 	w := &world{t: t, path: filepath.Join(t.TempDir(), "ledger.db"), clock: fakes.NewClock(t0.AddDate(1, 0, 0)),
-		dest: fakes.NewDestination(), ctx: context.Background()}
+		dest: fake.New(), ctx: context.Background()}
 	old, err := os.ReadFile("testdata/ledger-v3.db")
 	w.must(err)
 	w.must(os.WriteFile(w.path, old, 0o644))

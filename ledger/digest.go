@@ -3,6 +3,7 @@ package ledger
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"gatehouse/destination"
 	"strings"
 )
 
@@ -13,7 +14,7 @@ import (
 // paragraph keeps its approval, while any changed word, recipient or target
 // does not.
 func Digest(recipient, subject, body, target string) string {
-	return digestOf(strings.ToLower(strings.TrimSpace(recipient)), normalizeText(subject), normalizeText(body),
+	return digestOf(strings.ToLower(strings.TrimSpace(recipient)), destination.NormalizeText(subject), destination.NormalizeText(body),
 		strings.TrimSpace(target))
 }
 
@@ -42,9 +43,9 @@ func (c Content) Digest() string {
 		return Digest(c.Recipient, c.Subject, c.Body, c.Target)
 	}
 	d := digestOf("v2",
-		strings.ToLower(strings.TrimSpace(c.Recipient)), normalizeText(c.RecipientName),
+		strings.ToLower(strings.TrimSpace(c.Recipient)), destination.NormalizeText(c.RecipientName),
 		strings.ToLower(strings.TrimSpace(c.Sender)), strings.TrimSpace(c.Destination), strings.TrimSpace(c.Lookup),
-		normalizeText(c.Subject), normalizeText(c.Body), strings.TrimSpace(c.Target))
+		destination.NormalizeText(c.Subject), destination.NormalizeText(c.Body), strings.TrimSpace(c.Target))
 	return "sha256:v2:" + strings.TrimPrefix(d, "sha256:")
 }
 
@@ -55,8 +56,4 @@ func digestOf(parts ...string) string {
 		h.Write([]byte{0})
 	}
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))
-}
-
-func normalizeText(s string) string {
-	return strings.Join(strings.Fields(s), " ")
 }

@@ -3,25 +3,26 @@ package ledger_test
 import (
 	"context"
 	"errors"
+	"gatehouse/destination"
 	"strings"
 	"sync"
 	"testing"
 
-	"gatehouse/fakes"
+	"gatehouse/destination/fake"
 	"gatehouse/ledger"
 )
 
 // forgetful is a fake destination whose records have epochs: forget starts
 // a new one and drops what was stored, as clearing a test mailbox does.
 type forgetful struct {
-	*fakes.Destination
+	*fake.Destination
 	mu       sync.Mutex
 	epoch    string
 	epochErr error
 	gone     bool // messages stored before the current epoch are lost
 }
 
-var _ ledger.EpochReporter = (*forgetful)(nil)
+var _ destination.EpochReporter = (*forgetful)(nil)
 
 func (f *forgetful) Epoch(context.Context) (string, error) {
 	f.mu.Lock()
@@ -35,7 +36,7 @@ func (f *forgetful) forget(epoch string) {
 	f.epoch, f.gone = epoch, true
 }
 
-func (f *forgetful) Lookup(ctx context.Context, q ledger.LookupQuery) (ledger.LookupResult, error) {
+func (f *forgetful) Lookup(ctx context.Context, q destination.LookupQuery) (destination.LookupResult, error) {
 	res, err := f.Destination.Lookup(ctx, q)
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -72,12 +73,12 @@ func TestReconcileTakesAbsenceOnlyFromTheSameEpoch(t *testing.T) {
 			dest := &forgetful{Destination: w.dest, epoch: "e1", epochErr: tc.EpochErr}
 			a := w.approved("wf-ack")
 			if tc.Arrived {
-				w.dest.Script(ledger.OutcomeUnknown) // stored, sender cannot know
+				w.dest.Script(destination.OutcomeUnknown) // stored, sender cannot know
 			} else {
-				w.dest.Script(ledger.OutcomeRejectedTemporary)
+				w.dest.Script(destination.OutcomeRejectedTemporary)
 			}
 			att, msg, err := w.l.BeginAttempt(w.ctx, ledger.ExecuteRequest{Key: a.Key, Executor: "wf-ack", Reread: consentYes,
-				Endpoint: ledger.EndpointAt(w.ctx, dest)})
+				Endpoint: destination.EndpointAt(w.ctx, dest)})
 			w.must(err)
 			wantEpoch := "e1"
 			if tc.EpochErr != nil {
@@ -87,7 +88,7 @@ func TestReconcileTakesAbsenceOnlyFromTheSameEpoch(t *testing.T) {
 				t.Fatalf("attempt recorded epoch %q, want %q", att.Epoch, wantEpoch)
 			}
 			dest.Send(w.ctx, msg)
-			_, err = w.l.RecordOutcome(w.ctx, msg.TransportID, ledger.OutcomeUnknown, "timeout after data")
+			_, err = w.l.RecordOutcome(w.ctx, msg.TransportID, destination.OutcomeUnknown, "timeout after data")
 			w.must(err)
 			dest.epochErr = nil
 			if tc.Later != "" {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"gatehouse/destination"
+	"gatehouse/internal/clock"
 	"strings"
 	"unicode/utf8"
 )
@@ -20,15 +22,15 @@ type ExecuteRequest struct {
 	From string
 	// Endpoint is where the attempt will be handed over. Execute fills it
 	// from the destination itself; callers of BeginAttempt use EndpointOf.
-	Endpoint Endpoint
+	Endpoint destination.Endpoint
 }
 
 // Result is what one execution produced.
 type Result struct {
 	Action  Action
 	Attempt Attempt
-	Outcome Outcome
-	Receipt Receipt
+	Outcome destination.Outcome
+	Receipt destination.Receipt
 }
 
 // Execute runs the whole gate for one action through its three shipped
@@ -37,8 +39,8 @@ type Result struct {
 // records what dest did. A nil error means the destination confirmed
 // acceptance. Every refusal is a typed error (see errors.go); an unknown
 // outcome returns ErrUnknownOutcome and is never retried here.
-func (l *Ledger) Execute(ctx context.Context, req ExecuteRequest, dest Destination) (Result, error) {
-	req.Endpoint = EndpointAt(ctx, dest)
+func (l *Ledger) Execute(ctx context.Context, req ExecuteRequest, dest destination.Destination) (Result, error) {
+	req.Endpoint = destination.EndpointAt(ctx, dest)
 	att, msg, err := l.BeginAttempt(ctx, req)
 	if err != nil {
 		return Result{Attempt: att}, err
@@ -46,30 +48,10 @@ func (l *Ledger) Execute(ctx context.Context, req ExecuteRequest, dest Destinati
 	return l.RecordDelivery(ctx, att, l.Deliver(ctx, att, msg, dest))
 }
 
-// EndpointOf is the endpoint a destination is reached and searched through:
-// its identity and, when it is a Looker, its lookup endpoint.
-func EndpointOf(d Destination) Endpoint { return endpointOf(d) }
-
-// EndpointAt is EndpointOf plus the epoch the destination's records report
-// right now, when they report one (an EpochReporter). Read just before the
-// attempt's intent is recorded, it is the epoch the message is handed to:
-// should the records be cleared in between, reconciliation finds another
-// epoch and holds rather than concluding absence. An epoch that cannot be
-// read is left empty, with the same effect.
-func EndpointAt(ctx context.Context, d Destination) Endpoint {
-	ep := endpointOf(d)
-	if er, ok := d.(EpochReporter); ok {
-		if e, err := er.Epoch(ctx); err == nil {
-			ep.Epoch = e
-		}
-	}
-	return ep
-}
-
 // Delivery is what one hand-over to a destination produced.
 type Delivery struct {
-	Outcome Outcome
-	Receipt Receipt
+	Outcome destination.Outcome
+	Receipt destination.Receipt
 	Err     error // the destination's error; nil when it accepted
 }
 
@@ -84,25 +66,25 @@ type Delivery struct {
 // still lands. An attempt whose budget is spent before it is handed over is
 // not sent at all (not delivered), nor is one for a destination other than
 // the one the attempt recorded.
-func (l *Ledger) Deliver(ctx context.Context, att Attempt, msg Message, dest Destination) Delivery {
+func (l *Ledger) Deliver(ctx context.Context, att Attempt, msg destination.Message, dest destination.Destination) Delivery {
 	if id := dest.Identity(); id != att.Destination {
-		err := &DeliveryError{Outcome: OutcomeNotDelivered,
+		err := &destination.DeliveryError{Outcome: destination.OutcomeNotDelivered,
 			Err: fmt.Errorf("attempt %d of %s was recorded for %s, not %s; nothing was sent", att.Number, att.ActionKey, att.Destination, id)}
-		return Delivery{Outcome: OutcomeNotDelivered, Err: err}
+		return Delivery{Outcome: destination.OutcomeNotDelivered, Err: err}
 	}
 	budget := l.lease * 3 / 4
 	if !att.begun.IsZero() {
 		budget -= l.clock.Now().Sub(att.begun)
 	}
 	if budget <= 0 {
-		err := &DeliveryError{Outcome: OutcomeNotDelivered,
+		err := &destination.DeliveryError{Outcome: destination.OutcomeNotDelivered,
 			Err: fmt.Errorf("attempt %d of %s waited past three quarters of its lease before it could be handed over; nothing was sent", att.Number, att.ActionKey)}
-		return Delivery{Outcome: OutcomeNotDelivered, Err: err}
+		return Delivery{Outcome: destination.OutcomeNotDelivered, Err: err}
 	}
-	sendCtx, cancel := WithClockTimeout(ctx, l.clock, budget)
+	sendCtx, cancel := clock.WithTimeout(ctx, l.clock, budget)
 	defer cancel()
 	rcpt, err := dest.Send(sendCtx, msg)
-	return Delivery{Outcome: ClassifyDelivery(err), Receipt: rcpt, Err: err}
+	return Delivery{Outcome: destination.ClassifyDelivery(err), Receipt: rcpt, Err: err}
 }
 
 // response is the destination's words for the history.
@@ -137,14 +119,14 @@ func deliveryResult(att Attempt, d Delivery, a Action, recErr error) (Result, er
 	return res, outcomeError(a, d.Outcome, d.Err)
 }
 
-func outcomeError(a Action, o Outcome, sendErr error) error {
+func outcomeError(a Action, o destination.Outcome, sendErr error) error {
 	switch o {
-	case OutcomeAccepted:
+	case destination.OutcomeAccepted:
 		return nil
-	case OutcomeUnknown:
+	case destination.OutcomeUnknown:
 		return &StateError{Key: a.Key, State: a.State, Err: ErrUnknownOutcome,
 			Hint: fmt.Sprintf("the destination may have accepted it (%v); reconcile, do not resend", sendErr)}
-	case OutcomeRejectedPermanent:
+	case destination.OutcomeRejectedPermanent:
 		return &StateError{Key: a.Key, State: a.State, Err: ErrFailed, Hint: sendErr.Error()}
 	default:
 		return &StateError{Key: a.Key, State: a.State, Err: ErrNotDelivered,
@@ -164,12 +146,12 @@ func outcomeError(a Action, o Outcome, sendErr error) error {
 // A caller's slip (a forgotten material field, an empty executor) is a
 // usage error that records nothing; a wrong destination or sender is
 // refused with a history line and no change of state.
-func (l *Ledger) BeginAttempt(ctx context.Context, req ExecuteRequest) (Attempt, Message, error) {
+func (l *Ledger) BeginAttempt(ctx context.Context, req ExecuteRequest) (Attempt, destination.Message, error) {
 	if err := req.validate(); err != nil {
-		return Attempt{}, Message{}, err
+		return Attempt{}, destination.Message{}, err
 	}
 	var att Attempt
-	var msg Message
+	var msg destination.Message
 	var id int64
 	err := l.write(ctx, func(t *wtx) (err error) {
 		id = 0
@@ -200,7 +182,7 @@ func (req ExecuteRequest) validate() error {
 // check of one action and, when all hold, its recorded attempt. It runs
 // inside the caller's durable transaction; a refusal it returns through
 // refuse must be committed with its history line.
-func (t *wtx) beginAttempt(req ExecuteRequest) (Attempt, Message, error) {
+func (t *wtx) beginAttempt(req ExecuteRequest) (Attempt, destination.Message, error) {
 	// Every read of the decision, sent with the action's (on PostgreSQL);
 	// a batch that read the stop switch once has no use for it again.
 	if t.batch == nil || t.batch.sw == nil {
@@ -216,44 +198,44 @@ func (t *wtx) beginAttempt(req ExecuteRequest) (Attempt, Message, error) {
 		t.readAhead(lastAttemptRead, []any{req.Key}, "")
 		var err error
 		if a, err = getAction(t, req.Key); err != nil {
-			return Attempt{}, Message{}, err
+			return Attempt{}, destination.Message{}, err
 		}
 	}
 	if err := t.refuseUnlessExecutable(&a, req.Executor); err != nil {
-		return Attempt{}, Message{}, err
+		return Attempt{}, destination.Message{}, err
 	}
 	tk, err := t.task(a.TaskID)
 	if err != nil {
-		return Attempt{}, Message{}, err
+		return Attempt{}, destination.Message{}, err
 	}
 	if tk.Status == "completed" {
-		return Attempt{}, Message{}, t.refuseWith(&a, "", "", req.Executor, EvRefused,
+		return Attempt{}, destination.Message{}, t.refuseWith(&a, "", "", req.Executor, EvRefused,
 			&StateError{Key: a.Key, State: a.State, Err: ErrWrongState, Hint: "task " + tk.ID + " is completed"},
 			"%s tried to send %s, but task %s is completed.", req.Executor, a.Key, tk.ID)
 	}
 	ap, err := t.validApprovalOrRefuse(&a, req.Executor, fresh)
 	if err != nil {
-		return Attempt{}, Message{}, err
+		return Attempt{}, destination.Message{}, err
 	}
 	if missing := missingMaterial(ap, req.Reread); len(missing) > 0 {
-		return Attempt{}, Message{}, invalidf("send %s: the approval rests on %s; re-read and pass every one (--material), nothing was recorded",
+		return Attempt{}, destination.Message{}, invalidf("send %s: the approval rests on %s; re-read and pass every one (--material), nothing was recorded",
 			a.Key, strings.Join(missing, ", "))
 	}
 	if err := t.bindDestination(&a, &ap, req); err != nil {
-		return Attempt{}, Message{}, err
+		return Attempt{}, destination.Message{}, err
 	}
 	if err := t.refuseUnlessOwner(&a, tk, ap, req.Executor); err != nil {
-		return Attempt{}, Message{}, err
+		return Attempt{}, destination.Message{}, err
 	}
 	checks, err := t.compareMaterialOrRefuse(&a, ap, req)
 	if err != nil {
-		return Attempt{}, Message{}, err
+		return Attempt{}, destination.Message{}, err
 	}
 	att, err := t.startAttempt(&a, ap, req, checks, fresh != nil)
 	if err != nil {
-		return Attempt{}, Message{}, err
+		return Attempt{}, destination.Message{}, err
 	}
-	msg := Message{ActionKey: a.Key, Attempt: att.Number, TransportID: att.TransportID,
+	msg := destination.Message{ActionKey: a.Key, Attempt: att.Number, TransportID: att.TransportID,
 		From: att.Sender, To: att.Recipient, ToName: a.RecipientName, Subject: a.Subject, Body: a.Body, Target: a.Target}
 	return att, msg, nil
 }
@@ -375,7 +357,7 @@ func missingMaterial(ap Approval, reread []MaterialRead) []string {
 func (t *wtx) bindDestination(a *Action, ap *Approval, req ExecuteRequest) error {
 	dest := req.Endpoint.Destination
 	if ap.Destination == "" {
-		sender := firstNonEmpty(ap.Sender, a.Sender, req.From, DefaultSender)
+		sender := firstNonEmpty(ap.Sender, a.Sender, req.From, destination.DefaultSender)
 		if _, err := t.Exec(`UPDATE approvals SET destination = ?, sender = ? WHERE id = ?`, dest, sender, ap.ID); err != nil {
 			return fmt.Errorf("bind approval of %s: %w", a.Key, err)
 		}
@@ -386,7 +368,7 @@ func (t *wtx) bindDestination(a *Action, ap *Approval, req ExecuteRequest) error
 		ap.Destination, ap.Sender, a.Destination, a.Lookup, a.Sender = dest, sender, dest, req.Endpoint.Lookup, sender
 		return t.event(req.Executor, a.TaskID, a.Key, EvDestinationBound, "",
 			"The approval of %s was recorded before approvals named a destination; it is bound now to the destination of its first send, %s, from %s.",
-			a.Key, Endpoint{Destination: dest, Lookup: req.Endpoint.Lookup}, sender)
+			a.Key, destination.Endpoint{Destination: dest, Lookup: req.Endpoint.Lookup}, sender)
 	}
 	var de *DestinationError
 	switch {
@@ -516,7 +498,7 @@ func (t *wtx) startAttempt(a *Action, ap Approval, req ExecuteRequest, checks []
 	att := Attempt{ActionKey: a.Key, Number: n + 1, TransportID: TransportID(a.Key, n+1), Executor: req.Executor,
 		Holder: t.l.holder, StartedAt: t.now(), LeaseUntil: t.now().Add(t.l.lease),
 		Destination: ap.Destination, Lookup: a.Lookup, Epoch: req.Endpoint.Epoch, Recipient: a.Recipient,
-		Sender: firstNonEmpty(ap.Sender, DefaultSender)}
+		Sender: firstNonEmpty(ap.Sender, destination.DefaultSender)}
 	att.MessageID = att.TransportID
 	const insert = `INSERT INTO attempts (action_key, number, transport_id, executor, holder, started_at, lease_until,
 		destination, lookup, message_id, recipient, sender, epoch)
@@ -561,8 +543,8 @@ func (t *wtx) startAttempt(a *Action, ap Approval, req ExecuteRequest, checks []
 }
 
 // Endpoint is where the attempt recorded it went.
-func (at Attempt) Endpoint() Endpoint {
-	return Endpoint{Destination: at.Destination, Lookup: at.Lookup, Epoch: at.Epoch}
+func (at Attempt) Endpoint() destination.Endpoint {
+	return destination.Endpoint{Destination: at.Destination, Lookup: at.Lookup, Epoch: at.Epoch}
 }
 
 // RecordOutcome is the recording half of Execute: it stores what the
@@ -572,7 +554,7 @@ func (at Attempt) Endpoint() Endpoint {
 //
 // If recovery already declared the attempt unknown (the lease ran out), only
 // a confirmed acceptance still changes it.
-func (l *Ledger) RecordOutcome(ctx context.Context, transportID string, o Outcome, response string) (Action, error) {
+func (l *Ledger) RecordOutcome(ctx context.Context, transportID string, o destination.Outcome, response string) (Action, error) {
 	var out Action
 	err := l.writeRelaxed(ctx, func(t *wtx) (err error) {
 		out, err = t.recordOutcome(transportID, o, response)
@@ -582,7 +564,7 @@ func (l *Ledger) RecordOutcome(ctx context.Context, transportID string, o Outcom
 }
 
 // recordOutcome is RecordOutcome inside t.
-func (t *wtx) recordOutcome(transportID string, o Outcome, response string) (Action, error) {
+func (t *wtx) recordOutcome(transportID string, o destination.Outcome, response string) (Action, error) {
 	t.readAhead(actionOfTransportID, []any{transportID}, actionByKey)
 	att, err := getAttemptByTransport(t, transportID)
 	if err != nil {
@@ -594,8 +576,8 @@ func (t *wtx) recordOutcome(transportID string, o Outcome, response string) (Act
 	}
 	switch {
 	case att.Outcome == "":
-	case att.Outcome == OutcomeUnknown && o == OutcomeAccepted && !att.Reconciled:
-	case o == OutcomeAccepted && att.Outcome != OutcomeAccepted:
+	case att.Outcome == destination.OutcomeUnknown && o == destination.OutcomeAccepted && !att.Reconciled:
+	case o == destination.OutcomeAccepted && att.Outcome != destination.OutcomeAccepted:
 		// Settled otherwise (reconciled as absent, say) and then confirmed
 		// after all: a second message may be on its way. Say so loudly.
 		return out, t.event(att.Executor, out.TaskID, out.Key, EvLateOutcome, "",
@@ -612,12 +594,12 @@ func (t *wtx) recordOutcome(transportID string, o Outcome, response string) (Act
 }
 
 // applyOutcome moves the action according to an attempt's outcome.
-func (t *wtx) applyOutcome(a *Action, att Attempt, o Outcome, response string, reconciled bool) error {
+func (t *wtx) applyOutcome(a *Action, att Attempt, o destination.Outcome, response string, reconciled bool) error {
 	actor := att.Executor
 	t.note(map[string]any{"attempt": att.Number, "outcome": string(o), "destination": att.Destination,
 		"message_id": att.MessageID, "reconciled": reconciled}, "")
 	switch o {
-	case OutcomeAccepted:
+	case destination.OutcomeAccepted:
 		if reconciled {
 			// response says who established it: reconciliation or a person.
 			if err := t.transition(a, StateSent, fmt.Sprintf("sent by attempt %d: %s", att.Number, truncate(response, 200)), ""); err != nil {
@@ -631,14 +613,14 @@ func (t *wtx) applyOutcome(a *Action, att Attempt, o Outcome, response string, r
 		}
 		return t.event(actor, a.TaskID, a.Key, EvSent, "", "Attempt %d of %s was accepted by %s: %s (%s).", att.Number, a.Key,
 			orDash(att.Destination), how, truncate(response, 200))
-	case OutcomeUnknown:
+	case destination.OutcomeUnknown:
 		if err := t.transition(a, StateUnknown, fmt.Sprintf("attempt %d outcome unknown: %s", att.Number, truncate(response, 200)), ""); err != nil {
 			return err
 		}
 		return t.event(actor, a.TaskID, a.Key, EvUnknown, "",
 			"Attempt %d of %s to %s has an unknown outcome (%s): the message may have arrived, so it will not be re-sent; reconcile it.",
 			att.Number, a.Key, orDash(att.Destination), truncate(response, 200))
-	case OutcomeRejectedPermanent:
+	case destination.OutcomeRejectedPermanent:
 		if err := t.transition(a, StateFailed, "rejected permanently: "+truncate(response, 200), ""); err != nil {
 			return err
 		}
@@ -663,7 +645,7 @@ func scanAttempt(s interface{ Scan(...any) error }) (Attempt, error) {
 	err := s.Scan(&at.ID, &at.ActionKey, &at.Number, &at.TransportID, &at.Executor, &at.Holder, &st, &lu, &o, &oa, &at.Response, &rec,
 		&at.Destination, &at.Lookup, &at.MessageID, &at.Recipient, &at.Sender, &at.Epoch)
 	at.StartedAt, at.LeaseUntil, at.OutcomeAt = fromNS(st), fromNS(lu), fromNS(oa)
-	at.Outcome, at.Reconciled = Outcome(o), rec == 1
+	at.Outcome, at.Reconciled = destination.Outcome(o), rec == 1
 	if at.MessageID == "" {
 		// Attempts recorded before Message-IDs were stored carried their
 		// transport id as Message-ID.

@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"gatehouse/destination"
 	"strings"
 	"sync"
 	"testing"
 
-	"gatehouse/fakes"
+	"gatehouse/destination/fake"
 	"gatehouse/ledger"
 )
 
@@ -381,14 +382,14 @@ func TestStopSwitch(t *testing.T) {
 func TestOutcomes(t *testing.T) {
 	tests := []struct {
 		Name    string
-		Outcome ledger.Outcome
+		Outcome destination.Outcome
 		State   ledger.State
 		Err     error
 	}{
-		{"Temporary", ledger.OutcomeRejectedTemporary, ledger.StateApproved, ledger.ErrNotDelivered},
-		{"NotDelivered", ledger.OutcomeNotDelivered, ledger.StateApproved, ledger.ErrNotDelivered},
-		{"Permanent", ledger.OutcomeRejectedPermanent, ledger.StateFailed, ledger.ErrFailed},
-		{"Unknown", ledger.OutcomeUnknown, ledger.StateUnknown, ledger.ErrUnknownOutcome},
+		{"Temporary", destination.OutcomeRejectedTemporary, ledger.StateApproved, ledger.ErrNotDelivered},
+		{"NotDelivered", destination.OutcomeNotDelivered, ledger.StateApproved, ledger.ErrNotDelivered},
+		{"Permanent", destination.OutcomeRejectedPermanent, ledger.StateFailed, ledger.ErrFailed},
+		{"Unknown", destination.OutcomeUnknown, ledger.StateUnknown, ledger.ErrUnknownOutcome},
 	}
 	for _, tc := range tests {
 		t.Run(tc.Name, func(t *testing.T) {
@@ -421,31 +422,31 @@ func TestReconcile(t *testing.T) {
 	tests := []struct {
 		Name      string
 		Arrived   bool
-		Looker    func(d *fakes.Destination) ledger.LookerOpener
+		Records   func(d *fake.Destination) destination.RecordsOpener
 		State     ledger.State
 		Cause     ledger.HoldCause
 		ReleaseOK bool
 	}{
-		{"FoundAtDestination", true, func(d *fakes.Destination) ledger.LookerOpener { return records(d) }, ledger.StateSent, "", false},
-		{"ProvablyAbsent", false, func(d *fakes.Destination) ledger.LookerOpener { return records(d) }, ledger.StateHeld, ledger.HoldSafeToRetry, true},
-		{"NoLookup", true, func(*fakes.Destination) ledger.LookerOpener { return nil }, ledger.StateHeld, ledger.HoldUnknownOutcome, false},
-		{"LookupDown", true, func(d *fakes.Destination) ledger.LookerOpener { d.SetLookupDown(true); return records(d) }, ledger.StateHeld, ledger.HoldUnknownOutcome, false},
+		{"FoundAtDestination", true, func(d *fake.Destination) destination.RecordsOpener { return records(d) }, ledger.StateSent, "", false},
+		{"ProvablyAbsent", false, func(d *fake.Destination) destination.RecordsOpener { return records(d) }, ledger.StateHeld, ledger.HoldSafeToRetry, true},
+		{"NoLookup", true, func(*fake.Destination) destination.RecordsOpener { return nil }, ledger.StateHeld, ledger.HoldUnknownOutcome, false},
+		{"LookupDown", true, func(d *fake.Destination) destination.RecordsOpener { d.SetLookupDown(true); return records(d) }, ledger.StateHeld, ledger.HoldUnknownOutcome, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.Name, func(t *testing.T) {
 			w := newWorld(t)
 			a := w.approved("wf-ack")
 			if tc.Arrived {
-				w.dest.Script(ledger.OutcomeUnknown) // stored, sender cannot know
+				w.dest.Script(destination.OutcomeUnknown) // stored, sender cannot know
 			} else {
-				w.dest.Script(ledger.OutcomeRejectedTemporary)
+				w.dest.Script(destination.OutcomeRejectedTemporary)
 			}
-			_, msg, err := w.l.BeginAttempt(w.ctx, ledger.ExecuteRequest{Key: a.Key, Executor: "wf-ack", Reread: consentYes, Endpoint: ledger.EndpointOf(w.dest)})
+			_, msg, err := w.l.BeginAttempt(w.ctx, ledger.ExecuteRequest{Key: a.Key, Executor: "wf-ack", Reread: consentYes, Endpoint: destination.EndpointOf(w.dest)})
 			w.must(err)
 			w.dest.Send(w.ctx, msg)
-			_, err = w.l.RecordOutcome(w.ctx, msg.TransportID, ledger.OutcomeUnknown, "timeout after data")
+			_, err = w.l.RecordOutcome(w.ctx, msg.TransportID, destination.OutcomeUnknown, "timeout after data")
 			w.must(err)
-			got, err := w.l.Reconcile(w.ctx, ledger.ReconcileRequest{Key: a.Key, Actor: "ops", Open: tc.Looker(w.dest)})
+			got, err := w.l.Reconcile(w.ctx, ledger.ReconcileRequest{Key: a.Key, Actor: "ops", Open: tc.Records(w.dest)})
 			if tc.State == ledger.StateSent && err != nil {
 				t.Fatal(err)
 			}
@@ -475,7 +476,7 @@ func TestReconcile(t *testing.T) {
 func TestResolveUnknownByPerson(t *testing.T) {
 	w := newWorld(t)
 	a := w.approved("wf-ack")
-	w.dest.Script(ledger.OutcomeUnknown)
+	w.dest.Script(destination.OutcomeUnknown)
 	_, err := w.execute(a.Key, "wf-ack", consentYes)
 	if !errors.Is(err, ledger.ErrUnknownOutcome) {
 		t.Fatal(err)
@@ -573,13 +574,13 @@ func TestListActionsPagesFromBothEnds(t *testing.T) {
 // for its own recipient proves delivery; anything else carrying the key is
 // a contradiction for a person, never proof of delivery or of absence.
 func TestReconcileCountsOnlyItsOwnMessage(t *testing.T) {
-	foreign := func(key string) ledger.Message {
-		return ledger.Message{ActionKey: key, TransportID: "foreign-1@elsewhere.example", To: "ada@example.com"}
+	foreign := func(key string) destination.Message {
+		return destination.Message{ActionKey: key, TransportID: "foreign-1@elsewhere.example", To: "ada@example.com"}
 	}
 	tests := []struct {
 		Name      string
 		Delivered bool
-		Arrange   func(d *fakes.Destination, key string, own ledger.Message)
+		Arrange   func(d *fake.Destination, key string, own destination.Message)
 		State     ledger.State
 		Cause     ledger.HoldCause
 		Reason    string
@@ -587,19 +588,19 @@ func TestReconcileCountsOnlyItsOwnMessage(t *testing.T) {
 		{Name: "OwnMessageIsSent", Delivered: true, State: ledger.StateSent},
 		{Name: "NothingIsSafeToRetry", State: ledger.StateHeld, Cause: ledger.HoldSafeToRetry},
 		{Name: "ForeignMessageAloneIsAContradiction",
-			Arrange: func(d *fakes.Destination, key string, _ ledger.Message) { d.Inject(foreign(key)) },
+			Arrange: func(d *fake.Destination, key string, _ destination.Message) { d.Inject(foreign(key)) },
 			State:   ledger.StateHeld, Cause: ledger.HoldContradiction, Reason: "foreign-1@elsewhere.example"},
 		{Name: "OwnAndForeignIsAContradiction", Delivered: true,
-			Arrange: func(d *fakes.Destination, key string, _ ledger.Message) { d.Inject(foreign(key)) },
+			Arrange: func(d *fake.Destination, key string, _ destination.Message) { d.Inject(foreign(key)) },
 			State:   ledger.StateHeld, Cause: ledger.HoldContradiction, Reason: "its own message was found too"},
 		{Name: "OwnMessageIDForAnotherRecipient",
-			Arrange: func(d *fakes.Destination, _ string, own ledger.Message) {
+			Arrange: func(d *fake.Destination, _ string, own destination.Message) {
 				own.To = "eve@example.com"
 				d.Inject(own)
 			},
 			State: ledger.StateHeld, Cause: ledger.HoldContradiction, Reason: "arrived for eve@example.com, not for ada@example.com"},
 		{Name: "ForeignWithoutKeyButOurMessageIDForUs",
-			Arrange: func(d *fakes.Destination, _ string, own ledger.Message) {
+			Arrange: func(d *fake.Destination, _ string, own destination.Message) {
 				own.ActionKey = "" // a copy without our header still names our Message-ID
 				d.Inject(own)
 			},
@@ -610,12 +611,12 @@ func TestReconcileCountsOnlyItsOwnMessage(t *testing.T) {
 			w := newWorld(t)
 			a := w.approved("wf-ack")
 			att, msg, err := w.l.BeginAttempt(w.ctx, ledger.ExecuteRequest{Key: a.Key, Executor: "wf-ack", Reread: consentYes,
-				Endpoint: ledger.EndpointOf(w.dest)})
+				Endpoint: destination.EndpointOf(w.dest)})
 			w.must(err)
 			if tc.Delivered {
 				w.l.Deliver(w.ctx, att, msg, w.dest)
 			}
-			_, err = w.l.RecordOutcome(w.ctx, msg.TransportID, ledger.OutcomeUnknown, "timeout after data")
+			_, err = w.l.RecordOutcome(w.ctx, msg.TransportID, destination.OutcomeUnknown, "timeout after data")
 			w.must(err)
 			if tc.Arrange != nil {
 				tc.Arrange(w.dest, a.Key, msg)
@@ -646,14 +647,14 @@ func TestReconcileCountsOnlyItsOwnMessage(t *testing.T) {
 func TestReconcileAsksOnlyTheRecordedDestination(t *testing.T) {
 	w := newWorld(t)
 	a := w.approved("wf-ack")
-	w.dest.Script(ledger.OutcomeUnknown)
+	w.dest.Script(destination.OutcomeUnknown)
 	_, err := w.execute(a.Key, "wf-ack", consentYes)
 	if !errors.Is(err, ledger.ErrUnknownOutcome) {
 		t.Fatal(err)
 	}
-	elsewhere := fakes.NewDestination()
+	elsewhere := fake.New()
 	elsewhere.Name = "fake://elsewhere" // empty: would prove absence if asked
-	named := ledger.EndpointOf(elsewhere)
+	named := destination.EndpointOf(elsewhere)
 	req := ledger.ReconcileRequest{Key: a.Key, Actor: "ops", Open: records(w.dest, elsewhere), Named: &named}
 	if _, err := w.l.Reconcile(w.ctx, req); !errors.Is(err, ledger.ErrWrongDestination) {
 		t.Fatalf("reconcile elsewhere: %v, want ErrWrongDestination", err)
@@ -692,7 +693,7 @@ func TestReconcileAsksOnlyTheRecordedDestination(t *testing.T) {
 func TestSendUsesOnlyTheApprovedDestination(t *testing.T) {
 	w := newWorld(t)
 	a := w.approved("wf-ack")
-	other := fakes.NewDestination()
+	other := fake.New()
 	other.Name = "fake://other"
 	_, err := w.l.Execute(w.ctx, ledger.ExecuteRequest{Key: a.Key, Executor: "wf-ack", Reread: consentYes}, other)
 	var de *ledger.DestinationError
@@ -708,9 +709,9 @@ func TestSendUsesOnlyTheApprovedDestination(t *testing.T) {
 	}
 	// Deliver itself refuses a destination the attempt did not record.
 	att, msg, err := w.l.BeginAttempt(w.ctx, ledger.ExecuteRequest{Key: a.Key, Executor: "wf-ack", Reread: consentYes,
-		Endpoint: ledger.EndpointOf(w.dest)})
+		Endpoint: destination.EndpointOf(w.dest)})
 	w.must(err)
-	if d := w.l.Deliver(w.ctx, att, msg, other); d.Outcome != ledger.OutcomeNotDelivered || other.Calls() != 0 {
+	if d := w.l.Deliver(w.ctx, att, msg, other); d.Outcome != destination.OutcomeNotDelivered || other.Calls() != 0 {
 		t.Fatalf("deliver elsewhere: %+v (calls %d)", d, other.Calls())
 	}
 }

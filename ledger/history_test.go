@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"gatehouse/destination"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +18,7 @@ import (
 func TestHistoryCarriesWhatAFoldNeeds(t *testing.T) {
 	w := newWorld(t)
 	a := w.approved("wf-ack")
-	w.dest.Script(ledger.OutcomeUnknown)
+	w.dest.Script(destination.OutcomeUnknown)
 	if _, err := w.execute(a.Key, "wf-ack", consentYes); !errors.Is(err, ledger.ErrUnknownOutcome) {
 		t.Fatalf("execute: %v", err)
 	}
@@ -61,7 +62,7 @@ func TestReviewMetricsCountedByHand(t *testing.T) {
 	w.must(err)
 	_, err = w.l.ReleaseHold(w.ctx, a.Key, "ops", "cleared")
 	w.must(err)
-	w.dest.Script(ledger.OutcomeUnknown)
+	w.dest.Script(destination.OutcomeUnknown)
 	w.execute(a.Key, "wf-ack", consentYes)
 	_, err = w.l.ResolveUnknown(w.ctx, a.Key, "ops", true, "seen in the mailbox")
 	w.must(err)

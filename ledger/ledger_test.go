@@ -3,11 +3,13 @@ package ledger_test
 import (
 	"context"
 	"errors"
+	"gatehouse/destination"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"gatehouse/destination/fake"
 	"gatehouse/fakes"
 	"gatehouse/internal/pgtest"
 	"gatehouse/ledger"
@@ -21,7 +23,7 @@ type world struct {
 	path  string
 	l     *ledger.Ledger
 	clock *fakes.Clock
-	dest  *fakes.Destination
+	dest  *fake.Destination
 	ctx   context.Context
 }
 
@@ -53,7 +55,7 @@ func sqliteOnly(t testing.TB) {
 func newWorld(t *testing.T) *world {
 	t.Helper()
 	w := &world{t: t, path: ledgerLocation(t), clock: fakes.NewClock(t0),
-		dest: fakes.NewDestination(), ctx: context.Background()}
+		dest: fake.New(), ctx: context.Background()}
 	w.open()
 	return w
 }
@@ -79,18 +81,18 @@ func ackProposal(actor string) ledger.Proposal {
 	return ledger.Proposal{
 		Task:     ledger.TaskRef{ID: "task-7", Customer: "cust-42", Subject: "Where is my order?"},
 		Customer: "cust-42", Event: "enquiry-1001", ActionType: "reply_ack", Target: "task-7",
-		Recipient: "ada@example.com", Subject: "We received your enquiry", Destination: fakes.DefaultName,
+		Recipient: "ada@example.com", Subject: "We received your enquiry", Destination: fake.DefaultName,
 		Body: "Hello Ada,\n\nthank you for writing. We will answer within a day.", Actor: actor,
 	}
 }
 
 // records reaches the given destinations' records by their identity, as a
 // workflow's configuration would.
-func records(dests ...ledger.Destination) ledger.LookerOpener {
-	return ledger.LookerOpenerFunc(func(ep ledger.Endpoint) (ledger.Looker, error) {
+func records(dests ...destination.Destination) destination.RecordsOpener {
+	return destination.RecordsOpenerFunc(func(ep destination.Endpoint) (destination.Records, error) {
 		for _, d := range dests {
 			if d.Identity() == ep.Destination {
-				lk, _ := d.(ledger.Looker)
+				lk, _ := d.(destination.Records)
 				return lk, nil
 			}
 		}
@@ -138,7 +140,7 @@ func TestHappyPathSendsOnce(t *testing.T) {
 	if err != nil {
 		t.Fatalf("execute: %v", err)
 	}
-	if res.Action.State != ledger.StateSent || res.Outcome != ledger.OutcomeAccepted {
+	if res.Action.State != ledger.StateSent || res.Outcome != destination.OutcomeAccepted {
 		t.Fatalf("got %s/%s", res.Action.State, res.Outcome)
 	}
 	_, err = w.execute(a.Key, "wf-ack", consentYes)

@@ -6,6 +6,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"gatehouse/internal/clock"
 	"io/fs"
 	"net"
 	"net/url"
@@ -244,7 +245,7 @@ func (t *wtx) lockForDecision() {
 	if t.pg == nil {
 		return
 	}
-	_, system := t.l.clock.(SystemClock)
+	_, system := t.l.clock.(clock.System)
 	t.atFromLock = system
 	// The notification is delivered only if the transaction commits: it
 	// wakes followers (WaitForChange) on every host, who then re-read. A
@@ -299,7 +300,7 @@ func pgStorageFailure(err error) bool {
 // migratePostgresAt is Migrate for a PostgreSQL ledger: it never creates
 // one (an empty database is refused) and never runs the recovery pass.
 func migratePostgresAt(ctx context.Context, loc string) (from, to int, err error) {
-	l, err := openPostgres(loc, options{clock: SystemClock{}, olderSchema: true}, true)
+	l, err := openPostgres(loc, options{clock: clock.System{}, olderSchema: true}, true)
 	if err != nil {
 		return 0, 0, err
 	}

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"gatehouse/fakes"
+	"gatehouse/destination/fake"
 	"gatehouse/internal/pgtest"
 	"gatehouse/ledger"
 )
@@ -58,7 +58,7 @@ func BenchmarkPostgresGateDecision(b *testing.B) {
 				defer l.Close()
 				ls = append(ls, l)
 			}
-			dest := fakes.NewDestination()
+			dest := fake.New()
 			if _, err := ls[0].Claim(ctx, ledger.TaskRef{ID: "task-1"}, "wf"); err != nil {
 				b.Fatal(err)
 			}

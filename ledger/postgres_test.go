@@ -14,6 +14,7 @@ import (
 
 	_ "github.com/jackc/pgx/v5/stdlib"
 
+	"gatehouse/destination/fake"
 	"gatehouse/fakes"
 	"gatehouse/internal/pgtest"
 	"gatehouse/ledger"
@@ -308,7 +309,7 @@ func TestPostgresSearchIndexIsOptional(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			loc := tc.loc()
-			w := &world{t: t, path: loc, clock: fakes.NewClock(t0), dest: fakes.NewDestination(), ctx: context.Background()}
+			w := &world{t: t, path: loc, clock: fakes.NewClock(t0), dest: fake.New(), ctx: context.Background()}
 			w.open()
 			var n int
 			db, err := sql.Open("pgx", loc)
@@ -354,7 +355,7 @@ func TestPostgresDecisionRoundTrips(t *testing.T) {
 	}
 	defer l.Close()
 	ctx := context.Background()
-	dest := fakes.NewDestination()
+	dest := fake.New()
 	if _, err := l.Claim(ctx, ledger.TaskRef{ID: "task-1"}, "wf"); err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"gatehouse/destination"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,7 +15,7 @@ import (
 	"syscall"
 	"testing"
 
-	"gatehouse/fakes"
+	"gatehouse/destination/fake"
 	"gatehouse/internal/pgtest"
 	"gatehouse/ledger"
 )
@@ -33,19 +34,19 @@ func TestMain(m *testing.M) {
 type appendDestination struct{ path string }
 
 // Identity is the one the test proposals name.
-func (appendDestination) Identity() string { return fakes.DefaultName }
+func (appendDestination) Identity() string { return fake.DefaultName }
 
-func (d appendDestination) Send(_ context.Context, m ledger.Message) (ledger.Receipt, error) {
+func (d appendDestination) Send(_ context.Context, m destination.Message) (destination.Receipt, error) {
 	f, err := os.OpenFile(d.path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
-		return ledger.Receipt{}, &ledger.DeliveryError{Outcome: ledger.OutcomeNotDelivered, Err: err}
+		return destination.Receipt{}, &destination.DeliveryError{Outcome: destination.OutcomeNotDelivered, Err: err}
 	}
 	defer f.Close()
 	_, err = fmt.Fprintf(f, "%s %s\n", m.ActionKey, m.TransportID)
 	if err != nil {
-		return ledger.Receipt{}, &ledger.DeliveryError{Outcome: ledger.OutcomeUnknown, Err: err}
+		return destination.Receipt{}, &destination.DeliveryError{Outcome: destination.OutcomeUnknown, Err: err}
 	}
-	return ledger.Receipt{TransportID: m.TransportID, Response: "appended"}, f.Sync()
+	return destination.Receipt{TransportID: m.TransportID, Response: "appended"}, f.Sync()
 }
 
 func playRole(role, path, key, out string) int {
@@ -71,7 +72,7 @@ func playRole(role, path, key, out string) int {
 			return 1
 		}
 	case "crash-after-begin":
-		req.Endpoint = ledger.EndpointOf(appendDestination{out})
+		req.Endpoint = destination.EndpointOf(appendDestination{out})
 		_, _, err := l.BeginAttempt(context.Background(), req)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -193,7 +194,7 @@ func TestKilledExecutorLeavesUnknownUntilReconciled(t *testing.T) {
 func TestLeaseExpiryMarksUnknown(t *testing.T) {
 	w := newWorld(t)
 	a := w.approved("wf-ack")
-	_, _, err := w.l.BeginAttempt(w.ctx, ledger.ExecuteRequest{Key: a.Key, Executor: "wf-ack", Reread: consentYes, Endpoint: ledger.EndpointOf(w.dest)})
+	_, _, err := w.l.BeginAttempt(w.ctx, ledger.ExecuteRequest{Key: a.Key, Executor: "wf-ack", Reread: consentYes, Endpoint: destination.EndpointOf(w.dest)})
 	w.must(err)
 	marked, err := w.l.Recover(w.ctx)
 	w.must(err)

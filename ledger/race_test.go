@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"gatehouse/destination"
 	"math/rand/v2"
 	"os"
 	"strconv"
@@ -11,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"gatehouse/fakes"
+	"gatehouse/destination/fake"
 	"gatehouse/ledger"
 )
 
@@ -29,11 +30,11 @@ func TestHandlesRacingOnFewKeysKeepTheInvariants(t *testing.T) {
 	const handles, ops = 4, 80
 	path := ledgerLocation(t)
 	ctx := context.Background()
-	fake := fakes.NewDestination()
+	inner := fake.New()
 	// Some sends end unknown (the message did arrive) or are rejected for
 	// now; each takes a moment, so executions overlap.
-	scriptOutcomes(fake, rand.New(rand.NewPCG(seed, 1<<32)), 200, 10)
-	dest := slowDest{fake}
+	scriptOutcomes(inner, rand.New(rand.NewPCG(seed, 1<<32)), 200, 10)
+	dest := slowDest{inner}
 	first, err := ledger.Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -119,7 +120,7 @@ func TestHandlesRacingOnFewKeysKeepTheInvariants(t *testing.T) {
 					var a ledger.Action
 					a, err = l.Propose(ctx, ledger.Proposal{Task: ledger.TaskRef{ID: "task-7"}, Customer: "cust-42",
 						Event: event, ActionType: "reply_ack", Target: "task-7", Recipient: "ada@example.com",
-						Subject: "Hello", Body: fmt.Sprintf("Body %d", r.IntN(2)), Actor: "wf", Destination: fakes.DefaultName})
+						Subject: "Hello", Body: fmt.Sprintf("Body %d", r.IntN(2)), Actor: "wf", Destination: fake.DefaultName})
 					if err == nil {
 						mu.Lock()
 						keys[a.Key] = true
@@ -146,7 +147,7 @@ func TestHandlesRacingOnFewKeysKeepTheInvariants(t *testing.T) {
 					_, err = l.ReleaseHold(ctx, key, "lead", "looked")
 				case op < 93:
 					what = "reconcile " + key
-					_, err = l.Reconcile(ctx, ledger.ReconcileRequest{Key: key, Actor: "lead", Open: records(fake)})
+					_, err = l.Reconcile(ctx, ledger.ReconcileRequest{Key: key, Actor: "lead", Open: records(inner)})
 				case op < 97:
 					what = "stop"
 					err = l.Stop(ctx, "ops", fmt.Sprintf("drill %d.%d", h, i))
@@ -196,21 +197,21 @@ func TestHandlesRacingOnFewKeysKeepTheInvariants(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, a := range atts {
-			if a.Outcome == ledger.OutcomeAccepted {
+			if a.Outcome == destination.OutcomeAccepted {
 				accepted[k]++
 			}
 		}
-		if accepted[k] > 1 || fake.Arrivals(k) > 1 {
-			t.Errorf("%s: %d attempts accepted, arrived %d times", k, accepted[k], fake.Arrivals(k))
+		if accepted[k] > 1 || inner.Arrivals(k) > 1 {
+			t.Errorf("%s: %d attempts accepted, arrived %d times", k, accepted[k], inner.Arrivals(k))
 		}
 	}
-	t.Logf("%d keys, accepted %v, %d sends; answers %v", len(keys), accepted, fake.Calls(), answers)
+	t.Logf("%d keys, accepted %v, %d sends; answers %v", len(keys), accepted, inner.Calls(), answers)
 }
 
 // slowDest takes a moment over every send.
-type slowDest struct{ *fakes.Destination }
+type slowDest struct{ *fake.Destination }
 
-func (d slowDest) Send(ctx context.Context, m ledger.Message) (ledger.Receipt, error) {
+func (d slowDest) Send(ctx context.Context, m destination.Message) (destination.Receipt, error) {
 	time.Sleep(3 * time.Millisecond)
 	return d.Destination.Send(ctx, m)
 }
@@ -233,15 +234,15 @@ func raceSeed(t *testing.T) uint64 {
 // scriptOutcomes scripts the destination's next n answers: of every
 // oneIn, on average one unknown (the message arrived) and one rejected for
 // now; accepted otherwise.
-func scriptOutcomes(fake *fakes.Destination, rng *rand.Rand, n, oneIn int) {
+func scriptOutcomes(dest *fake.Destination, rng *rand.Rand, n, oneIn int) {
 	for range n {
 		switch rng.IntN(oneIn) {
 		case 0:
-			fake.Script(ledger.OutcomeUnknown)
+			dest.Script(destination.OutcomeUnknown)
 		case 1:
-			fake.Script(ledger.OutcomeRejectedTemporary)
+			dest.Script(destination.OutcomeRejectedTemporary)
 		default:
-			fake.Script(ledger.OutcomeAccepted)
+			dest.Script(destination.OutcomeAccepted)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"gatehouse/internal/clock"
 	"io/fs"
 	"net/url"
 	"os"
@@ -67,7 +68,7 @@ func WithOlderSchema() Option { return func(o *options) { o.olderSchema = true }
 // gatehouse (ErrNotLedger, ErrTooNew); an older schema (ErrNeedsMigration,
 // unless WithOlderSchema).
 func OpenReadOnly(path string, opts ...Option) (*Ledger, error) {
-	o := options{clock: SystemClock{}, lease: 2 * time.Minute}
+	o := options{clock: clock.System{}, lease: 2 * time.Minute}
 	for _, opt := range opts {
 		opt(&o)
 	}

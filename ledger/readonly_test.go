@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"gatehouse/destination"
 	"os"
 	"path/filepath"
 	"strings"
@@ -277,7 +278,7 @@ func TestRecoveryDueOnlyReads(t *testing.T) {
 	w := newWorld(t)
 	a := w.approved("wf-ack")
 	_, _, err := w.l.BeginAttempt(w.ctx, ledger.ExecuteRequest{Key: a.Key, Executor: "wf-ack", Reread: consentYes,
-		Endpoint: ledger.EndpointOf(w.dest)})
+		Endpoint: destination.EndpointOf(w.dest)})
 	w.must(err)
 	w.must(w.l.Close())
 	before := readFiles(t, filepath.Dir(w.path))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"gatehouse/destination"
 	"strings"
 )
 
@@ -13,10 +14,10 @@ type ReconcileRequest struct {
 	Actor string
 	// Open reaches the records of the attempt's recorded destination; nil
 	// means no records can be consulted (the action is then held).
-	Open LookerOpener
+	Open destination.RecordsOpener
 	// Named is the destination the caller named, if any. It must be the
 	// attempt's own (a named lookup endpoint must match too) unless Moved.
-	Named *Endpoint
+	Named *destination.Endpoint
 	// Moved says the attempt's destination now answers at Named (a test
 	// mailbox restarted on another port, say): a person's recorded
 	// override, which needs a Reason.
@@ -72,7 +73,7 @@ func (l *Ledger) Reconcile(ctx context.Context, req ReconcileRequest) (Action, e
 	if refusal != nil {
 		return l.refuseReconcile(ctx, a, actor, refusal)
 	}
-	res, lookErr := lookUp(ctx, req.Open, ep, LookupQuery{ActionKey: key, MessageID: asked.MessageID})
+	res, lookErr := lookUp(ctx, req.Open, ep, destination.LookupQuery{ActionKey: key, MessageID: asked.MessageID})
 	var out Action
 	err = l.writeRelaxed(ctx, func(t *wtx) error {
 		cur, err := getAction(t, key)
@@ -113,12 +114,12 @@ func (l *Ledger) Reconcile(ctx context.Context, req ReconcileRequest) (Action, e
 			return t.holdContradiction(&out, att, actor, ep, v)
 		case v.own > 0:
 			// Its own Message-ID is proof of delivery whatever the epoch.
-			return t.settleReconciled(&out, att, actor, OutcomeAccepted, "",
+			return t.settleReconciled(&out, att, actor, destination.OutcomeAccepted, "",
 				fmt.Sprintf("reconciliation found its message %s for %s at %s", att.MessageID, asked.Recipient, ep.Destination))
 		case res.Epoch != att.Epoch:
 			return t.holdForgotten(&out, att, actor, ep, res.Epoch)
 		default:
-			return t.settleReconciled(&out, att, actor, OutcomeNotDelivered, "",
+			return t.settleReconciled(&out, att, actor, destination.OutcomeNotDelivered, "",
 				fmt.Sprintf("reconciliation found no message %s and nothing else for the key at %s", att.MessageID, ep.Destination))
 		}
 	})
@@ -128,7 +129,7 @@ func (l *Ledger) Reconcile(ctx context.Context, req ReconcileRequest) (Action, e
 // reconcileEndpoint decides which records to ask: the attempt's own, or
 // the ones a person said it moved to. It returns a history note for an
 // override, or the refusal of a wrong destination.
-func reconcileEndpoint(asked Attempt, req ReconcileRequest) (Endpoint, string, *DestinationError) {
+func reconcileEndpoint(asked Attempt, req ReconcileRequest) (destination.Endpoint, string, *DestinationError) {
 	rec := asked.Endpoint()
 	named := req.Named
 	switch {
@@ -146,7 +147,7 @@ func reconcileEndpoint(asked Attempt, req ReconcileRequest) (Endpoint, string, *
 
 // sameEndpoint: a named endpoint matches the recorded one when it names the
 // same destination and, if it names a lookup endpoint, the same one.
-func sameEndpoint(rec, named Endpoint) bool {
+func sameEndpoint(rec, named destination.Endpoint) bool {
 	return rec.Destination == named.Destination && (named.Lookup == "" || named.Lookup == rec.Lookup)
 }
 
@@ -162,22 +163,22 @@ func (l *Ledger) refuseReconcile(ctx context.Context, a Action, actor string, de
 
 // lookUp asks the endpoint's records, checking that the opener reached the
 // destination it was asked for.
-func lookUp(ctx context.Context, open LookerOpener, ep Endpoint, q LookupQuery) (LookupResult, error) {
+func lookUp(ctx context.Context, open destination.RecordsOpener, ep destination.Endpoint, q destination.LookupQuery) (destination.LookupResult, error) {
 	if ep.Destination == "" {
-		return LookupResult{}, errors.New("the attempt was recorded before attempts stored their destination; name the destination it was sent to")
+		return destination.LookupResult{}, errors.New("the attempt was recorded before attempts stored their destination; name the destination it was sent to")
 	}
 	if open == nil {
-		return LookupResult{}, fmt.Errorf("no way to reach the records of %s was given", ep)
+		return destination.LookupResult{}, fmt.Errorf("no way to reach the records of %s was given", ep)
 	}
-	lk, err := open.OpenLooker(ep)
+	lk, err := open.OpenRecords(ep)
 	if err != nil {
-		return LookupResult{}, fmt.Errorf("open the records of %s: %w", ep, err)
+		return destination.LookupResult{}, fmt.Errorf("open the records of %s: %w", ep, err)
 	}
 	if lk == nil {
-		return LookupResult{}, fmt.Errorf("%s keeps no records the gate can consult", ep)
+		return destination.LookupResult{}, fmt.Errorf("%s keeps no records the gate can consult", ep)
 	}
 	if lk.Identity() != ep.Destination {
-		return LookupResult{}, fmt.Errorf("asked for the records of %s but reached %s", ep.Destination, lk.Identity())
+		return destination.LookupResult{}, fmt.Errorf("asked for the records of %s but reached %s", ep.Destination, lk.Identity())
 	}
 	return lk.Lookup(ctx, q)
 }
@@ -190,7 +191,7 @@ type verdict struct {
 
 // judge counts the attempt's own message (its Message-ID, its recipient)
 // and names everything else as a contradiction.
-func judge(att Attempt, res LookupResult) verdict {
+func judge(att Attempt, res destination.LookupResult) verdict {
 	var v verdict
 	for _, m := range res.Messages {
 		switch {
@@ -219,7 +220,7 @@ func containsFold(list []string, s string) bool {
 // holdForgotten parks the action for a person: the records answered, but
 // they are not the records the attempt was handed to (cleared, or a store
 // that lives in memory restarted), so finding nothing proves nothing.
-func (t *wtx) holdForgotten(a *Action, att Attempt, actor string, ep Endpoint, now string) error {
+func (t *wtx) holdForgotten(a *Action, att Attempt, actor string, ep destination.Endpoint, now string) error {
 	then := att.Epoch
 	if then == "" {
 		then = "none recorded"
@@ -239,7 +240,7 @@ func (t *wtx) holdForgotten(a *Action, att Attempt, actor string, ep Endpoint, n
 
 // holdContradiction parks the action for a person: the records hold
 // something that is neither this attempt's message nor its absence.
-func (t *wtx) holdContradiction(a *Action, att Attempt, actor string, ep Endpoint, v verdict) error {
+func (t *wtx) holdContradiction(a *Action, att Attempt, actor string, ep destination.Endpoint, v verdict) error {
 	found := "its own message was not found"
 	if v.own > 0 {
 		found = "its own message was found too"
@@ -268,9 +269,9 @@ func (l *Ledger) ResolveUnknown(ctx context.Context, key, actor string, delivere
 		if err != nil {
 			return err
 		}
-		o := OutcomeNotDelivered
+		o := destination.OutcomeNotDelivered
 		if delivered {
-			o = OutcomeAccepted
+			o = destination.OutcomeAccepted
 		}
 		return t.settleReconciled(a, att, actor, o, reason, actor+" checked the destination by hand: "+reason)
 	})
@@ -283,7 +284,7 @@ func needsReconcile(a Action) bool {
 // settleReconciled records an established outcome; a reason says a person
 // established it by hand (a manual override, counted as such, the reason
 // recorded with its history line), none that reconciliation did.
-func (t *wtx) settleReconciled(a *Action, att Attempt, actor string, o Outcome, byPersonBecause, note string) error {
+func (t *wtx) settleReconciled(a *Action, att Attempt, actor string, o destination.Outcome, byPersonBecause, note string) error {
 	if _, err := t.Exec(`UPDATE attempts SET outcome = ?, outcome_at = ?, response = ?, reconciled = 1 WHERE id = ?`,
 		string(o), ns(t.now()), note, att.ID); err != nil {
 		return fmt.Errorf("record reconciliation of %s: %w", a.Key, err)
@@ -297,7 +298,7 @@ func (t *wtx) settleReconciled(a *Action, att Attempt, actor string, o Outcome, 
 	if err := t.event(actor, a.TaskID, a.Key, EvReconciled, byPersonBecause, "%s reconciled %s: %s.", actor, a.Key, note); err != nil {
 		return err
 	}
-	if o == OutcomeAccepted {
+	if o == destination.OutcomeAccepted {
 		att.Executor = actor
 		return t.applyOutcome(a, att, o, note, true)
 	}

@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"gatehouse/destination"
 	"strings"
 	"testing"
 
-	"gatehouse/fakes"
+	"gatehouse/destination/fake"
 	"gatehouse/ledger"
 )
 
@@ -19,8 +20,8 @@ func TestRemovedRecipientIsNeverSent(t *testing.T) {
 	t.Run("ApprovedBeforeRemoval", func(t *testing.T) {
 		w := newWorld(t)
 		importMessy(t, w, "rel-1")
-		w.must(w.l.ApproveAudience(w.ctx, "rel-1", "lead", fakes.DefaultName, ""))
-		w.dest.Script(ledger.OutcomeRejectedTemporary, ledger.OutcomeRejectedTemporary, ledger.OutcomeRejectedTemporary)
+		w.must(w.l.ApproveAudience(w.ctx, "rel-1", "lead", fake.DefaultName, ""))
+		w.dest.Script(destination.OutcomeRejectedTemporary, destination.OutcomeRejectedTemporary, destination.OutcomeRejectedTemporary)
 		_, err := w.l.SendAudience(w.ctx, ledger.AudienceSend{ReleaseID: "rel-1", Actor: "notice-bot"}, w.dest, testCRM())
 		w.must(err)
 		key := ledger.Key("c1", "rel-1", "notice", "audience", 0)
@@ -35,7 +36,7 @@ func TestRemovedRecipientIsNeverSent(t *testing.T) {
 	t.Run("RemovedWhileASendReadsItsPage", func(t *testing.T) {
 		w := newWorld(t)
 		importMessy(t, w, "rel-1")
-		w.must(w.l.ApproveAudience(w.ctx, "rel-1", "lead", fakes.DefaultName, ""))
+		w.must(w.l.ApproveAudience(w.ctx, "rel-1", "lead", fake.DefaultName, ""))
 		w.must(w.l.RemoveRecipient(w.ctx, "rel-1", "c1", "ops", "asked not to be contacted"))
 		// What a run that read c1 as eligible before the removal does next.
 		key := ledger.Key("c1", "rel-1", "notice", "audience", 0)
@@ -43,7 +44,7 @@ func TestRemovedRecipientIsNeverSent(t *testing.T) {
 		w.must(err)
 		_, err = w.l.Propose(w.ctx, ledger.Proposal{Task: ledger.TaskRef{ID: "release:rel-1"}, Customer: "c1", Event: "rel-1",
 			ActionType: "notice", Target: "audience", Recipient: "ada@example.org", Subject: "Opening hours change",
-			Body: "Our opening hours change on 1 April.", Actor: "notice-bot", Destination: fakes.DefaultName})
+			Body: "Our opening hours change on 1 April.", Actor: "notice-bot", Destination: fake.DefaultName})
 		w.must(err)
 		w.l.Approve(w.ctx, key, "lead", []ledger.MaterialRead{{Source: "crm", Field: "consent", Value: "yes"}})
 		if err := send(w, key); !errors.Is(err, ledger.ErrCancelled) {
@@ -107,16 +108,16 @@ func TestCompletedTaskTakesNoNewWork(t *testing.T) {
 func TestLateAcceptanceAfterSettlingIsFlagged(t *testing.T) {
 	w := newWorld(t)
 	a := w.approved("wf-ack")
-	_, msg, err := w.l.BeginAttempt(w.ctx, ledger.ExecuteRequest{Key: a.Key, Executor: "wf-ack", Reread: consentYes, Endpoint: ledger.EndpointOf(w.dest)})
+	_, msg, err := w.l.BeginAttempt(w.ctx, ledger.ExecuteRequest{Key: a.Key, Executor: "wf-ack", Reread: consentYes, Endpoint: destination.EndpointOf(w.dest)})
 	w.must(err)
-	_, err = w.l.RecordOutcome(w.ctx, msg.TransportID, ledger.OutcomeUnknown, "timeout")
+	_, err = w.l.RecordOutcome(w.ctx, msg.TransportID, destination.OutcomeUnknown, "timeout")
 	w.must(err)
 	got, err := w.reconcile(a.Key, "ops") // nothing there yet
 	w.must(err)
 	if got.HoldCause != ledger.HoldSafeToRetry {
 		t.Fatalf("hold cause %s", got.HoldCause)
 	}
-	_, err = w.l.RecordOutcome(w.ctx, msg.TransportID, ledger.OutcomeAccepted, "250 at last")
+	_, err = w.l.RecordOutcome(w.ctx, msg.TransportID, destination.OutcomeAccepted, "250 at last")
 	w.must(err)
 	if h := historyText(t, w, a.Key); !strings.Contains(h, "may receive it twice") {
 		t.Fatalf("a late acceptance went unremarked:\n%s", h)
@@ -156,7 +157,7 @@ func TestRemovalDuringASendSkipsNobodyElse(t *testing.T) {
 	_, err := w.l.ImportAudience(w.ctx, ledger.AudienceImport{ReleaseID: "big", Source: strings.NewReader(file.String()),
 		ActionType: "notice", Subject: "Notice", Body: "Hello.", Actor: "ops"}, dir)
 	w.must(err)
-	w.must(w.l.ApproveAudience(w.ctx, "big", "lead", fakes.DefaultName, ""))
+	w.must(w.l.ApproveAudience(w.ctx, "big", "lead", fake.DefaultName, ""))
 	d := &removingDirectory{crm: dir, remove: func() {
 		w.must(w.l.RemoveRecipient(w.ctx, "big", "c005", "ops", "asked not to be contacted"))
 	}}

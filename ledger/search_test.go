@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"gatehouse/fakes"
+	"gatehouse/destination/fake"
 	"gatehouse/ledger"
 )
 
@@ -18,7 +18,7 @@ func (w *world) proposeFor(customer, event, recipient, subject string) ledger.Ac
 	task := "task-" + event
 	a, err := w.l.Propose(w.ctx, ledger.Proposal{Task: ledger.TaskRef{ID: task, Customer: customer, Subject: "Enquiry"},
 		Customer: customer, Event: event, ActionType: "reply_ack", Target: task,
-		Recipient: recipient, Subject: subject, Body: "Hello", Actor: "wf-ack", Destination: fakes.DefaultName})
+		Recipient: recipient, Subject: subject, Body: "Hello", Actor: "wf-ack", Destination: fake.DefaultName})
 	w.must(err)
 	return a
 }

@@ -7,6 +7,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"gatehouse/internal/clock"
 	"io"
 	"io/fs"
 	"net/url"
@@ -55,7 +56,7 @@ type Ledger struct {
 	path    string
 	dialect *dialect // the SQL the store speaks (nil: SQLite's)
 	r       *sql.DB  // read pool (query_only)
-	clock   Clock
+	clock   clock.Clock
 	lease   time.Duration
 	holder  string
 
@@ -85,7 +86,7 @@ type Ledger struct {
 type Option func(*options)
 
 type options struct {
-	clock       Clock
+	clock       clock.Clock
 	lease       time.Duration
 	noRecover   bool
 	onDemand    bool
@@ -94,7 +95,7 @@ type options struct {
 }
 
 // WithClock makes the ledger read time from c.
-func WithClock(c Clock) Option { return func(o *options) { o.clock = c } }
+func WithClock(c clock.Clock) Option { return func(o *options) { o.clock = c } }
 
 // WithLease sets how long an attempt may stay in flight before recovery may
 // declare its outcome unknown (default 2 minutes). It must exceed the
@@ -121,7 +122,7 @@ var ErrTooNew = errors.New("ledger schema is newer than this gatehouse")
 // gatehouse is refused and left untouched. Tools that only read use
 // OpenReadOnly.
 func Open(path string, opts ...Option) (*Ledger, error) {
-	o := options{clock: SystemClock{}, lease: 2 * time.Minute}
+	o := options{clock: clock.System{}, lease: 2 * time.Minute}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -221,7 +222,7 @@ func (l *Ledger) writer() (*sql.DB, error) {
 func (l *Ledger) Path() string { return l.path }
 
 // Clock is the ledger's clock.
-func (l *Ledger) Clock() Clock { return l.clock }
+func (l *Ledger) Clock() clock.Clock { return l.clock }
 
 // Close releases the file.
 func (l *Ledger) Close() error {

@@ -1,5 +1,7 @@
 package ledger
 
+import "gatehouse/destination"
+
 import "time"
 
 // State is where a business action stands (see DESIGN.md, "Action states").
@@ -157,7 +159,7 @@ type Attempt struct {
 	Sender      string
 	StartedAt   time.Time
 	LeaseUntil  time.Time
-	Outcome     Outcome // "" while in flight
+	Outcome     destination.Outcome // "" while in flight
 	OutcomeAt   time.Time
 	Response    string
 	Reconciled  bool // the outcome was established by reconciliation

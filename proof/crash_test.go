@@ -3,14 +3,15 @@ package proof_test
 import (
 	"context"
 	"fmt"
+	"gatehouse/destination"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	smtpdest "gatehouse/destination/smtp"
 	"gatehouse/ledger"
-	"gatehouse/ledger/smtpdest"
 	"gatehouse/proof"
 	"gatehouse/testmailbox"
 )
@@ -41,10 +42,10 @@ func (w *world) env(extra ...string) []string {
 }
 
 // destination is the endpoint of the mailbox every send goes to.
-func (w *world) destination() ledger.Endpoint {
+func (w *world) destination() destination.Endpoint {
 	d, err := smtpdest.New(w.mb.Target())
 	must(w.t, err)
-	return ledger.EndpointOf(d.Gate())
+	return destination.EndpointOf(d.Gate())
 }
 
 func (w *world) open() *ledger.Ledger {

@@ -3,6 +3,7 @@ package proof
 import (
 	"context"
 	"fmt"
+	"gatehouse/destination"
 	"sort"
 	"strings"
 
@@ -64,8 +65,8 @@ func CheckByMessageID(ctx context.Context, l *ledger.Ledger, mb *testmailbox.Mai
 			owned[at.MessageID] = true
 			n := stored[at.MessageID]
 			arrived += n
-			if n > 0 && (at.Outcome == ledger.OutcomeNotDelivered || at.Outcome == ledger.OutcomeRejectedTemporary ||
-				at.Outcome == ledger.OutcomeRejectedPermanent) {
+			if n > 0 && (at.Outcome == destination.OutcomeNotDelivered || at.Outcome == destination.OutcomeRejectedTemporary ||
+				at.Outcome == destination.OutcomeRejectedPermanent) {
 				how := "recorded"
 				if at.Reconciled {
 					how = "reconciled"

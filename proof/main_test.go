@@ -18,9 +18,9 @@ import (
 	"testing"
 	"time"
 
+	smtpdest "gatehouse/destination/smtp"
 	"gatehouse/internal/pgtest"
 	"gatehouse/ledger"
-	"gatehouse/ledger/smtpdest"
 	"gatehouse/testmailbox"
 )
 

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"gatehouse/destination"
 	"io"
 	"net"
 	"os"
@@ -19,9 +20,9 @@ import (
 	"testing"
 	"time"
 
+	smtpdest "gatehouse/destination/smtp"
 	"gatehouse/internal/pgtest"
 	"gatehouse/ledger"
-	"gatehouse/ledger/smtpdest"
 	"gatehouse/proof"
 	"gatehouse/testmailbox"
 )
@@ -173,7 +174,7 @@ func TestMultiHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	approve := func(event string) string {
-		ep := ledger.EndpointOf(dest)
+		ep := destination.EndpointOf(dest)
 		p := ledger.Proposal{Task: ledger.TaskRef{ID: "task-1"}, Customer: "c", Event: event, ActionType: "reply_ack",
 			Target: "task-1", Recipient: event + "@example.org", Subject: "Hello", Body: "We are on it.", Actor: "wf",
 			Destination: ep.Destination, Lookup: ep.Lookup}
@@ -320,7 +321,7 @@ func killAtStepBoundaries(t *testing.T, ctx context.Context, loc string, mb *tes
 	if err != nil {
 		t.Fatal(err)
 	}
-	ep := ledger.EndpointOf(sd.Gate())
+	ep := destination.EndpointOf(sd.Gate())
 	send := []string{"send", "--as", "wf", "--material", "crm.consent=yes", "--key"}
 	var done []string
 	for _, boundary := range []string{"before the intent", "intent recorded"} {

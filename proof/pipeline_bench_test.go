@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"gatehouse/destination"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,8 +18,8 @@ import (
 	"testing"
 	"time"
 
+	smtpdest "gatehouse/destination/smtp"
 	"gatehouse/ledger"
-	"gatehouse/ledger/smtpdest"
 )
 
 var benchSend = flag.Bool("proof.bench", false, "run the send benchmarks at full size (5,000 gated vs blind, 100,000 recipients end to end); also PROOF_BENCH=1")
@@ -225,7 +226,7 @@ func playBlast(ctx context.Context, target string) error {
 			defer wg.Done()
 			for i := range next {
 				key := ledger.Key(fmt.Sprintf("%s-%d", tag, i), "blast", "notice", "audience", 0)
-				_, err := d.Send(ctx, ledger.Message{ActionKey: key, Attempt: 1, TransportID: ledger.TransportID(key, 1),
+				_, err := d.Send(ctx, destination.Message{ActionKey: key, Attempt: 1, TransportID: ledger.TransportID(key, 1),
 					To: fmt.Sprintf("%s-%d@example.org", tag, i), Subject: "Opening hours change", Body: "Our opening hours change on 1 April."})
 				mu.Lock()
 				if err == nil {
@@ -247,7 +248,7 @@ func playBlast(ctx context.Context, target string) error {
 
 // playBenchSend sends the approved release with PROOF_CONCURRENCY, then
 // once more (which must send nothing).
-func playBenchSend(ctx context.Context, l *ledger.Ledger, dest ledger.Destination, actor, release string) error {
+func playBenchSend(ctx context.Context, l *ledger.Ledger, dest destination.Destination, actor, release string) error {
 	req := ledger.AudienceSend{ReleaseID: release, Actor: actor, Concurrency: concurrency()}
 	start := time.Now()
 	s, err := l.SendAudience(ctx, req, dest, l.Customers())
@@ -263,7 +264,7 @@ func playBenchSend(ctx context.Context, l *ledger.Ledger, dest ledger.Destinatio
 // playEndToEnd is a release from nothing: PROOF_N customers mirrored a
 // thousand at a time (every 50th without consent), PROOF_FILE reconciled,
 // approved, sent, and sent again.
-func playEndToEnd(ctx context.Context, l *ledger.Ledger, dest ledger.Destination, actor, release string) error {
+func playEndToEnd(ctx context.Context, l *ledger.Ledger, dest destination.Destination, actor, release string) error {
 	n, _ := strconv.Atoi(os.Getenv("PROOF_N"))
 	start := time.Now()
 	cs := make([]ledger.Customer, 0, 1000)
@@ -291,7 +292,7 @@ func playEndToEnd(ctx context.Context, l *ledger.Ledger, dest ledger.Destination
 	if err != nil {
 		return err
 	}
-	if err := l.ApproveAudienceAt(ctx, release, "lead", ledger.EndpointOf(dest), ""); err != nil {
+	if err := l.ApproveAudienceAt(ctx, release, "lead", destination.EndpointOf(dest), ""); err != nil {
 		return err
 	}
 	rep := sendReport{ReconcileS: time.Since(start).Seconds(), Eligible: sum.Eligible}

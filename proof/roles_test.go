@@ -5,15 +5,16 @@ import (
 	"errors"
 	"fmt"
 
+	"gatehouse/destination"
+	"gatehouse/destination/registry"
 	"gatehouse/ledger"
-	"gatehouse/ledger/destinations"
 )
 
 // playSend executes keys one by one through the gate's own steps, which
 // ledger.Execute composes (BeginAttempt, Deliver, RecordDelivery), with a
 // boundary mark between them so the crash matrix can kill the process
 // between any two.
-func playSend(ctx context.Context, l *ledger.Ledger, dest ledger.Destination, actor string, keys []string, mk *marker) error {
+func playSend(ctx context.Context, l *ledger.Ledger, dest destination.Destination, actor string, keys []string, mk *marker) error {
 	for i, k := range keys {
 		if err := sendSteps(ctx, l, dest, actor, fmt.Sprintf("a%d", i+1), k, mk); err != nil {
 			return err
@@ -22,9 +23,9 @@ func playSend(ctx context.Context, l *ledger.Ledger, dest ledger.Destination, ac
 	return nil
 }
 
-func sendSteps(ctx context.Context, l *ledger.Ledger, dest ledger.Destination, actor, tag, key string, mk *marker) error {
+func sendSteps(ctx context.Context, l *ledger.Ledger, dest destination.Destination, actor, tag, key string, mk *marker) error {
 	att, msg, err := l.BeginAttempt(ctx, ledger.ExecuteRequest{Key: key, Executor: actor, Reread: consentYes,
-		Endpoint: ledger.EndpointAt(ctx, dest)})
+		Endpoint: destination.EndpointAt(ctx, dest)})
 	if err != nil {
 		return fmt.Errorf("begin %s: %w", key, err)
 	}
@@ -43,7 +44,7 @@ func sendSteps(ctx context.Context, l *ledger.Ledger, dest ledger.Destination, a
 // unknown; the new owner takes over, reconciles it from the mailbox's own
 // records, re-approves the rest under their ownership (the old approvals were
 // bound to the old owner) and sends them.
-func playTakeover(ctx context.Context, l *ledger.Ledger, dest ledger.Destination, actor, task string, keys []string, mk *marker) error {
+func playTakeover(ctx context.Context, l *ledger.Ledger, dest destination.Destination, actor, task string, keys []string, mk *marker) error {
 	mk.mark("opened-and-recovered")
 	if _, err := l.TakeOver(ctx, ledger.TaskRef{ID: task}, actor, "the workflow's executor died mid-send"); err != nil {
 		return err
@@ -56,7 +57,7 @@ func playTakeover(ctx context.Context, l *ledger.Ledger, dest ledger.Destination
 			return err
 		}
 		if needsReconcile(a) {
-			if a, err = l.Reconcile(ctx, ledger.ReconcileRequest{Key: k, Actor: actor, Open: destinations.Records()}); err != nil {
+			if a, err = l.Reconcile(ctx, ledger.ReconcileRequest{Key: k, Actor: actor, Open: registry.Records()}); err != nil {
 				return err
 			}
 			mk.mark(tag + "/reconciled:" + string(a.State))
@@ -79,7 +80,7 @@ func playTakeover(ctx context.Context, l *ledger.Ledger, dest ledger.Destination
 // boundaries from inside: the consent re-read before each recipient's attempt
 // (after the previous outcome was recorded), the attempt recorded, the
 // mailbox's answer, and the end of the run.
-func playAudience(ctx context.Context, l *ledger.Ledger, dest ledger.Destination, actor, release string, concurrency int, mk *marker) error {
+func playAudience(ctx context.Context, l *ledger.Ledger, dest destination.Destination, actor, release string, concurrency int, mk *marker) error {
 	md := markingDest{dest: dest, mk: mk}
 	dir := markingDir{Directory: l.Customers(), mk: mk}
 	if _, err := l.SendAudience(ctx, ledger.AudienceSend{ReleaseID: release, Actor: actor, Concurrency: concurrency}, md, dir); err != nil {
@@ -94,7 +95,7 @@ func playAudience(ctx context.Context, l *ledger.Ledger, dest ledger.Destination
 // is not the owner, reconciles unknown outcomes from the mailbox's records,
 // releases holds that reconciliation proved safe, re-approves what a change
 // of owner made stale, and executes the rest. Every loop is bounded.
-func playFinish(ctx context.Context, l *ledger.Ledger, dest ledger.Destination, actor string, keys []string) error {
+func playFinish(ctx context.Context, l *ledger.Ledger, dest destination.Destination, actor string, keys []string) error {
 	for _, k := range keys {
 		a, err := l.Action(ctx, k)
 		if err != nil {
@@ -116,7 +117,7 @@ func playFinish(ctx context.Context, l *ledger.Ledger, dest ledger.Destination, 
 	return nil
 }
 
-func finishOne(ctx context.Context, l *ledger.Ledger, dest ledger.Destination, actor, key string) error {
+func finishOne(ctx context.Context, l *ledger.Ledger, dest destination.Destination, actor, key string) error {
 	for range 8 {
 		a, err := l.Action(ctx, key)
 		if err != nil {
@@ -124,7 +125,7 @@ func finishOne(ctx context.Context, l *ledger.Ledger, dest ledger.Destination, a
 		}
 		switch {
 		case needsReconcile(a):
-			_, err = l.Reconcile(ctx, ledger.ReconcileRequest{Key: key, Actor: actor, Open: destinations.Records()})
+			_, err = l.Reconcile(ctx, ledger.ReconcileRequest{Key: key, Actor: actor, Open: registry.Records()})
 		case a.State == ledger.StateHeld && a.HoldCause == ledger.HoldSafeToRetry:
 			_, err = l.ReleaseHold(ctx, key, actor, "reconciliation proved nothing arrived")
 		case a.State == ledger.StateApproved:
@@ -163,18 +164,18 @@ func expectedRefusal(err error) bool {
 }
 
 // markingDest marks the boundaries around the hand-over to the mailbox and
-// keeps the wrapped destination's Looker, which SendAudience uses to
+// keeps the wrapped destination's Records, which SendAudience uses to
 // reconcile.
 type markingDest struct {
-	dest ledger.Destination
+	dest destination.Destination
 	mk   *marker
 }
 
-func (d markingDest) Send(ctx context.Context, m ledger.Message) (ledger.Receipt, error) {
+func (d markingDest) Send(ctx context.Context, m destination.Message) (destination.Receipt, error) {
 	c := customerOf(m.ActionKey)
 	d.mk.mark(c + "/attempt-recorded")
 	r, err := d.dest.Send(ctx, m)
-	d.mk.mark(c + "/handed-over:" + string(ledger.ClassifyDelivery(err)))
+	d.mk.mark(c + "/handed-over:" + string(destination.ClassifyDelivery(err)))
 	return r, err
 }
 
@@ -184,7 +185,7 @@ func (d markingDest) Identity() string { return d.dest.Identity() }
 
 // LookupEndpoint is the wrapped destination's.
 func (d markingDest) LookupEndpoint() string {
-	if lk, ok := d.dest.(ledger.Looker); ok {
+	if lk, ok := d.dest.(destination.Records); ok {
 		return lk.LookupEndpoint()
 	}
 	return ""
@@ -193,17 +194,17 @@ func (d markingDest) LookupEndpoint() string {
 // Epoch is the wrapped destination's, so that attempts through the marks
 // record the epoch of the records as any other attempt does.
 func (d markingDest) Epoch(ctx context.Context) (string, error) {
-	if er, ok := d.dest.(ledger.EpochReporter); ok {
+	if er, ok := d.dest.(destination.EpochReporter); ok {
 		return er.Epoch(ctx)
 	}
 	return "", nil
 }
 
-func (d markingDest) Lookup(ctx context.Context, q ledger.LookupQuery) (ledger.LookupResult, error) {
-	if lk, ok := d.dest.(ledger.Looker); ok {
+func (d markingDest) Lookup(ctx context.Context, q destination.LookupQuery) (destination.LookupResult, error) {
+	if lk, ok := d.dest.(destination.Records); ok {
 		return lk.Lookup(ctx, q)
 	}
-	return ledger.LookupResult{}, ledger.ErrLookupUnavailable
+	return destination.LookupResult{}, destination.ErrLookupUnavailable
 }
 
 // markingDir marks the consent re-read that precedes each recipient's
@@ -229,7 +230,7 @@ func customerOf(key string) string {
 // wrapDouble returns the test doubles the checker must catch: "twice"
 // delivers every message two times (a duplicate), "claim" reports acceptance
 // without delivering (a loss). Anything else is the real destination.
-func wrapDouble(dest ledger.Destination, kind string) ledger.Destination {
+func wrapDouble(dest destination.Destination, kind string) destination.Destination {
 	switch kind {
 	case "twice":
 		return sendTwice{dest}
@@ -239,11 +240,11 @@ func wrapDouble(dest ledger.Destination, kind string) ledger.Destination {
 	return dest
 }
 
-type sendTwice struct{ ledger.Destination }
+type sendTwice struct{ destination.Destination }
 
-func (d sendTwice) Send(ctx context.Context, m ledger.Message) (ledger.Receipt, error) {
+func (d sendTwice) Send(ctx context.Context, m destination.Message) (destination.Receipt, error) {
 	if _, err := d.Destination.Send(ctx, m); err != nil {
-		return ledger.Receipt{}, err
+		return destination.Receipt{}, err
 	}
 	return d.Destination.Send(ctx, m)
 }
@@ -252,6 +253,6 @@ type claimOnly struct{ identity string }
 
 func (c claimOnly) Identity() string { return c.identity }
 
-func (claimOnly) Send(_ context.Context, m ledger.Message) (ledger.Receipt, error) {
-	return ledger.Receipt{TransportID: m.TransportID, Response: "250 pretended"}, nil
+func (claimOnly) Send(_ context.Context, m destination.Message) (destination.Receipt, error) {
+	return destination.Receipt{TransportID: m.TransportID, Response: "250 pretended"}, nil
 }

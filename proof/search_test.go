@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"gatehouse/destination"
 	"math/rand/v2"
 	"net/smtp"
 	"os"
@@ -15,12 +16,12 @@ import (
 	"testing"
 	"time"
 
+	filedest "gatehouse/destination/file"
+	"gatehouse/destination/registry"
+	smtpdest "gatehouse/destination/smtp"
 	"gatehouse/fakes"
 	"gatehouse/internal/pgtest"
 	"gatehouse/ledger"
-	"gatehouse/ledger/destinations"
-	"gatehouse/ledger/filedest"
-	"gatehouse/ledger/smtpdest"
 	"gatehouse/proof"
 	"gatehouse/testmailbox"
 )
@@ -43,11 +44,11 @@ type searchWorld struct {
 	l     *ledger.Ledger
 	clock *fakes.Clock
 	mb    *testmailbox.Mailbox
-	dest  ledger.Destination // the destination every action is proposed to
-	wrong ledger.Endpoint    // an empty directory nobody approved
+	dest  destination.Destination // the destination every action is proposed to
+	wrong destination.Endpoint    // an empty directory nobody approved
 	// records reaches the attempt's recorded destination; a double may
 	// stand in for it to show the checker catches the old defects.
-	records ledger.LookerOpener
+	records destination.RecordsOpener
 	bin     string // the built gatehouse, "" for none
 	path    string
 
@@ -81,7 +82,7 @@ func newSearchWorld(t *testing.T, seed uint64, bin string) *searchWorld {
 	w := &searchWorld{t: t, ctx: ctx, seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5ea7c4)), bin: bin,
 		path: searchLedger(t, dir), clock: fakes.NewClock(time.Now().UTC().Truncate(time.Second)),
 		consent: map[string]string{}, facts: map[string]fact{}, foreign: map[string][]string{}, count: map[string]int{},
-		records: destinations.Records()}
+		records: registry.Records()}
 	var err error
 	if w.l, err = ledger.Open(w.path, ledger.WithClock(w.clock)); err != nil {
 		t.Fatal(err)
@@ -100,7 +101,7 @@ func newSearchWorld(t *testing.T, seed uint64, bin string) *searchWorld {
 	if err := os.Mkdir(empty, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	w.wrong = ledger.EndpointOf(&filedest.Destination{Dir: empty})
+	w.wrong = destination.EndpointOf(&filedest.Destination{Dir: empty})
 	for i, task := range searchTasks {
 		cust := fmt.Sprintf("c%d", i+1)
 		w.consent[cust] = "yes"
@@ -220,7 +221,7 @@ func (w *searchWorld) opPropose(key, actor string) {
 	}
 	p := ledger.Proposal{Task: ledger.TaskRef{ID: f.task}, Customer: f.customer, Event: f.event, ActionType: "reply_ack",
 		Target: f.task, Recipient: f.customer + "@example.org", Subject: "Your enquiry", Body: body, Actor: actor,
-		Destination: w.dest.Identity(), Lookup: ledger.EndpointOf(w.dest).Lookup}
+		Destination: w.dest.Identity(), Lookup: destination.EndpointOf(w.dest).Lookup}
 	_, err := w.l.Propose(w.ctx, p)
 	w.count["propose"]++
 	w.logf("propose %s by %s (%d bytes) → %v", key, actor, len(body), errWord(err))
@@ -260,7 +261,7 @@ func (w *searchWorld) opSend(key, actor string) {
 		return
 	}
 	req := ledger.ExecuteRequest{Key: key, Executor: actor, Reread: w.reread(key, slip == 0)}
-	var dest ledger.Destination = w.dest
+	var dest destination.Destination = w.dest
 	switch slip {
 	case 1:
 		dest = &filedest.Destination{Dir: strings.TrimPrefix(w.wrong.Destination, "file://")}
@@ -385,7 +386,7 @@ func (w *searchWorld) opCrash(key string) {
 	}
 	owner := w.owner(a.TaskID)
 	att, msg, err := w.l.BeginAttempt(w.ctx, ledger.ExecuteRequest{Key: key, Executor: owner, Reread: w.reread(key, false),
-		Endpoint: ledger.EndpointOf(w.dest)})
+		Endpoint: destination.EndpointOf(w.dest)})
 	w.count["crash"]++
 	if err != nil {
 		w.logf("crash %s: refused before the attempt: %v", key, errWord(err))
@@ -570,7 +571,7 @@ func (w *searchWorld) opForeign(key string) {
 	id := fmt.Sprintf("foreign-%d-%d@elsewhere.example", w.seed, len(w.ops))
 	to := w.facts[key].customer + "@example.org"
 	msg := "From: other@elsewhere.example\r\nTo: " + to + "\r\nSubject: not ours\r\nMessage-ID: <" + id + ">\r\n" +
-		ledger.HeaderActionKey + ": " + key + "\r\n\r\nhello\r\n"
+		destination.HeaderActionKey + ": " + key + "\r\n\r\nhello\r\n"
 	_ = smtp.SendMail(w.mb.SMTPAddr(), nil, "other@elsewhere.example", []string{to}, []byte(msg))
 	n, err := w.mb.Count(w.ctx, testmailbox.Filter{MessageID: id})
 	if err != nil {
@@ -682,7 +683,7 @@ func errWord(err error) string {
 }
 
 // runSearch runs ops operations of one seed and checks the result.
-func runSearch(t *testing.T, seed uint64, ops int, bin string, records func(w *searchWorld) ledger.LookerOpener) (*searchWorld, proof.EvidenceVerdict) {
+func runSearch(t *testing.T, seed uint64, ops int, bin string, records func(w *searchWorld) destination.RecordsOpener) (*searchWorld, proof.EvidenceVerdict) {
 	w := newSearchWorld(t, seed, bin)
 	if records != nil {
 		w.records = records(w)
@@ -791,10 +792,10 @@ func buildGatehouse(t *testing.T) string {
 // keyHeaderRecords is the reconciliation the gate used to do: it asked any
 // records for the key header and took whatever carried it as the attempt's
 // message.
-type keyHeaderRecords struct{ ledger.Looker }
+type keyHeaderRecords struct{ destination.Records }
 
-func (k keyHeaderRecords) Lookup(ctx context.Context, q ledger.LookupQuery) (ledger.LookupResult, error) {
-	res, err := k.Looker.Lookup(ctx, ledger.LookupQuery{ActionKey: q.ActionKey})
+func (k keyHeaderRecords) Lookup(ctx context.Context, q destination.LookupQuery) (destination.LookupResult, error) {
+	res, err := k.Records.Lookup(ctx, destination.LookupQuery{ActionKey: q.ActionKey})
 	if len(res.Messages) > 1 {
 		res.Messages = res.Messages[:1]
 	}
@@ -807,7 +808,7 @@ func (k keyHeaderRecords) Lookup(ctx context.Context, q ledger.LookupQuery) (led
 // wrongRecords is a caller who points reconciliation at another
 // destination's records and is believed.
 type wrongRecords struct {
-	ledger.Looker
+	destination.Records
 	identity string
 }
 
@@ -824,21 +825,21 @@ func TestSearchCatchesTheOldDefects(t *testing.T) {
 	}
 	tests := []struct {
 		Name    string
-		Records func(w *searchWorld) ledger.LookerOpener
+		Records func(w *searchWorld) destination.RecordsOpener
 		Found   func(w *searchWorld, v proof.EvidenceVerdict) bool
 	}{
-		{"KeyHeaderCountsAsProof", func(w *searchWorld) ledger.LookerOpener {
-			return ledger.LookerOpenerFunc(func(ep ledger.Endpoint) (ledger.Looker, error) {
-				lk, err := destinations.Records().OpenLooker(ep)
+		{"KeyHeaderCountsAsProof", func(w *searchWorld) destination.RecordsOpener {
+			return destination.RecordsOpenerFunc(func(ep destination.Endpoint) (destination.Records, error) {
+				lk, err := registry.Records().OpenRecords(ep)
 				if lk == nil || err != nil {
 					return lk, err
 				}
 				return keyHeaderRecords{lk}, nil
 			})
 		}, func(w *searchWorld, v proof.EvidenceVerdict) bool { return len(v.Losses) > 0 || len(w.bad) > 0 }},
-		{"AnyDestinationProvesAbsence", func(w *searchWorld) ledger.LookerOpener {
-			return ledger.LookerOpenerFunc(func(ep ledger.Endpoint) (ledger.Looker, error) {
-				empty, _ := destinations.Records().OpenLooker(w.wrong)
+		{"AnyDestinationProvesAbsence", func(w *searchWorld) destination.RecordsOpener {
+			return destination.RecordsOpenerFunc(func(ep destination.Endpoint) (destination.Records, error) {
+				empty, _ := registry.Records().OpenRecords(w.wrong)
 				return wrongRecords{empty, ep.Destination}, nil
 			})
 		}, func(w *searchWorld, v proof.EvidenceVerdict) bool {

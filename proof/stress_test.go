@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"gatehouse/destination"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -14,9 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"gatehouse/destination/registry"
+	smtpdest "gatehouse/destination/smtp"
 	"gatehouse/ledger"
-	"gatehouse/ledger/destinations"
-	"gatehouse/ledger/smtpdest"
 	"gatehouse/proof"
 )
 
@@ -64,7 +65,7 @@ type workerStats struct {
 // when it needs it, and executed as the workflow "wf" that owns every task,
 // with seeded takeovers and material changes. A temporary failure is
 // retried a bounded number of times, as a workflow would.
-func playStress(ctx context.Context, l *ledger.Ledger, dest ledger.Destination) error {
+func playStress(ctx context.Context, l *ledger.Ledger, dest destination.Destination) error {
 	w, _ := strconv.Atoi(os.Getenv("PROOF_WORKER"))
 	n, _ := strconv.Atoi(os.Getenv("PROOF_N"))
 	rng := rand.New(rand.NewPCG(stressSeed, uint64(w)))
@@ -82,7 +83,7 @@ func playStress(ctx context.Context, l *ledger.Ledger, dest ledger.Destination) 
 	}
 	for i := range n {
 		p := stressProposal(w, i)
-		p.Destination, p.Lookup = dest.Identity(), ledger.EndpointOf(dest).Lookup
+		p.Destination, p.Lookup = dest.Identity(), destination.EndpointOf(dest).Lookup
 		st.Actions++
 		a, err := l.Propose(ctx, p)
 		if err != nil {
@@ -206,7 +207,7 @@ func TestStress(t *testing.T) {
 	_, unknown, err := l.ListActions(ctx, ledger.ActionFilter{States: []ledger.State{ledger.StateUnknown}, Limit: 100000})
 	must(t, err)
 	for _, a := range unknown {
-		if _, err := l.Reconcile(ctx, ledger.ReconcileRequest{Key: a.Key, Actor: "ops", Open: destinations.Records()}); err != nil {
+		if _, err := l.Reconcile(ctx, ledger.ReconcileRequest{Key: a.Key, Actor: "ops", Open: registry.Records()}); err != nil {
 			t.Errorf("reconcile %s: %v", a.Key, err)
 		}
 	}

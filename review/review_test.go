@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"gatehouse/destination"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +16,7 @@ import (
 
 	_ "github.com/mattn/go-sqlite3"
 
+	"gatehouse/destination/fake"
 	"gatehouse/fakes"
 	"gatehouse/ledger"
 	"gatehouse/review"
@@ -31,7 +33,7 @@ type stopLedger struct {
 	path  string
 	l     *ledger.Ledger
 	clock *fakes.Clock
-	dest  *fakes.Destination
+	dest  *fake.Destination
 }
 
 var day1 = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
@@ -79,7 +81,7 @@ type stopKeys struct{ sent, unknown, approved, proposed, denied, changed string 
 func buildStopLedger(t *testing.T) (*stopLedger, stopKeys) {
 	t.Helper()
 	s := &stopLedger{t: t, ctx: context.Background(), path: filepath.Join(t.TempDir(), "stop.db"),
-		clock: fakes.NewClock(day1), dest: fakes.NewDestination()}
+		clock: fakes.NewClock(day1), dest: fake.New()}
 	var err error
 	s.l, err = ledger.Open(s.path, ledger.WithClock(s.clock))
 	s.must(err)
@@ -96,7 +98,7 @@ func buildStopLedger(t *testing.T) (*stopLedger, stopKeys) {
 	s.at(day1.Add(2 * time.Hour)) // 11:00 proposed 1, attempts 1, unknown 1
 	k.unknown = s.propose("2")
 	s.approve(k.unknown, "yes")
-	s.dest.Script(ledger.OutcomeUnknown)
+	s.dest.Script(destination.OutcomeUnknown)
 	if err := s.send(k.unknown, "yes"); !errors.Is(err, ledger.ErrUnknownOutcome) {
 		t.Fatalf("send with an unknown outcome: %v", err)
 	}

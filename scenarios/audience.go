@@ -3,6 +3,7 @@ package scenarios
 import (
 	"context"
 	"fmt"
+	"gatehouse/destination"
 	"strings"
 
 	"gatehouse/fakes"
@@ -60,7 +61,7 @@ func (r *Run) doRemoveRecipient(ctx context.Context, s *Step, _ barrier) (outcom
 }
 
 func (r *Run) doApproveAudience(ctx context.Context, s *Step, _ barrier) (outcome, error) {
-	return fromErr(r.env.l.ApproveAudienceAt(ctx, s.Release, s.Actor, ledger.EndpointOf(r.env.dest), sender), ClassOK)
+	return fromErr(r.env.l.ApproveAudienceAt(ctx, s.Release, s.Actor, destination.EndpointOf(r.env.dest), sender), ClassOK)
 }
 
 func (r *Run) doSendAudience(ctx context.Context, s *Step, _ barrier) (outcome, error) {

@@ -3,6 +3,7 @@ package scenarios
 import (
 	"errors"
 	"fmt"
+	"gatehouse/destination"
 
 	"gatehouse/fakes"
 	"gatehouse/ledger"
@@ -48,13 +49,13 @@ func classify(err error) (string, bool) {
 }
 
 // outcomeClass is the class of a destination outcome.
-func outcomeClass(o ledger.Outcome) string {
+func outcomeClass(o destination.Outcome) string {
 	switch o {
-	case ledger.OutcomeAccepted:
+	case destination.OutcomeAccepted:
 		return ClassSent
-	case ledger.OutcomeUnknown:
+	case destination.OutcomeUnknown:
 		return ClassUnknown
-	case ledger.OutcomeRejectedPermanent:
+	case destination.OutcomeRejectedPermanent:
 		return ClassFailed
 	default:
 		return ClassNotDelivered

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"gatehouse/destination"
 	"net"
 	"net/http"
 	"os"
@@ -12,9 +13,9 @@ import (
 	"strings"
 	"time"
 
+	smtpdest "gatehouse/destination/smtp"
 	"gatehouse/fakes"
 	"gatehouse/ledger"
-	"gatehouse/ledger/smtpdest"
 	"gatehouse/testmailbox"
 )
 
@@ -43,8 +44,8 @@ type env struct {
 	crm     *fakes.CRM
 	desk    *fakes.Helpdesk
 	mb      *testmailbox.Mailbox
-	dest    ledger.Destination
-	looker  ledger.Looker
+	dest    destination.Destination
+	looker  destination.Records
 	names   *strings.Replacer // the mailbox's addresses → stable names
 	renames []string          // the pairs names is built from
 	api     *http.Server      // the fakes' JSON API, when the scenario runs commands
@@ -194,8 +195,8 @@ func (e *env) stable(s string) string {
 
 // records reaches the rehearsal mailbox's records, and nothing else: the
 // only destination a rehearsal sends to.
-func (e *env) records() ledger.LookerOpener {
-	return ledger.LookerOpenerFunc(func(ep ledger.Endpoint) (ledger.Looker, error) {
+func (e *env) records() destination.RecordsOpener {
+	return destination.RecordsOpenerFunc(func(ep destination.Endpoint) (destination.Records, error) {
 		if ep.Destination != e.dest.Identity() {
 			return nil, nil
 		}

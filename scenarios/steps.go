@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"gatehouse/destination"
 	"strings"
 	"time"
 
@@ -29,7 +30,7 @@ type actionState struct {
 	body     string
 }
 
-func (a *actionState) proposal(task Task, actor string, ep ledger.Endpoint) ledger.Proposal {
+func (a *actionState) proposal(task Task, actor string, ep destination.Endpoint) ledger.Proposal {
 	return ledger.Proposal{
 		Task:     ledger.TaskRef{ID: a.taskID, Customer: a.customer, Subject: task.Subject},
 		Customer: a.customer, Event: a.event, ActionType: a.typ, Target: a.target, Revision: a.revision,
@@ -71,7 +72,7 @@ func (r *Run) doPropose(ctx context.Context, s *Step, _ barrier) (outcome, error
 	a := r.action(s.Action)
 	r.mu.Lock()
 	a.to, a.subject, a.body = or(s.To, a.to), or(s.Subject, a.subject), or(s.Body, a.body)
-	p := a.proposal(r.tasks[a.taskID], s.Actor, ledger.EndpointOf(r.env.dest))
+	p := a.proposal(r.tasks[a.taskID], s.Actor, destination.EndpointOf(r.env.dest))
 	r.mu.Unlock()
 	_, err := r.env.l.Propose(ctx, p)
 	return fromErr(err, ClassOK)
@@ -89,7 +90,7 @@ func (r *Run) doApprove(ctx context.Context, s *Step, _ barrier) (outcome, error
 func (r *Run) doSend(ctx context.Context, s *Step, wait barrier) (outcome, error) {
 	a := r.action(s.Action)
 	req := ledger.ExecuteRequest{Key: a.key, Executor: s.Actor, Reread: r.readMaterial(a),
-		Endpoint: ledger.EndpointAt(ctx, r.env.dest)}
+		Endpoint: destination.EndpointAt(ctx, r.env.dest)}
 	att, msg, err := r.env.l.BeginAttempt(ctx, req)
 	wait()
 	if err != nil {
@@ -202,7 +203,7 @@ func (r *Run) doFault(_ context.Context, s *Step, _ barrier) (outcome, error) {
 func (r *Run) doCrash(ctx context.Context, s *Step, wait barrier) (outcome, error) {
 	a := r.action(s.Action)
 	req := ledger.ExecuteRequest{Key: a.key, Executor: s.Actor, Reread: r.readMaterial(a),
-		Endpoint: ledger.EndpointAt(ctx, r.env.dest)}
+		Endpoint: destination.EndpointAt(ctx, r.env.dest)}
 	att, msg, err := r.env.l.BeginAttempt(ctx, req)
 	wait()
 	if err != nil {

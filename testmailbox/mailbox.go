@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"gatehouse/internal/clock"
 	"io"
 	"log"
 	"net"
@@ -25,8 +26,6 @@ import (
 	"time"
 
 	"github.com/emersion/go-smtp"
-
-	"gatehouse/ledger"
 )
 
 // Credentials accepted by AUTH PLAIN when Config.RequireAuth is set and
@@ -72,7 +71,7 @@ type Config struct {
 	// system clock when nil. With a fake clock a delayed reply comes, and
 	// a timed down ends, only when the clock is advanced past it. Session
 	// read timeouts stay on the wall clock: the kernel measures them.
-	Clock ledger.Clock
+	Clock clock.Clock
 
 	// AllowRemote permits listen addresses that are not loopback. Without
 	// it Start refuses them: the API deletes messages and injects faults.
@@ -116,7 +115,7 @@ type Mailbox struct {
 	accepted, refused, dropped atomic.Int64
 
 	downMu    sync.Mutex
-	downTimer ledger.Timer
+	downTimer clock.Timer
 
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -149,7 +148,7 @@ func Start(ctx context.Context, cfg Config) (*Mailbox, error) {
 		cfg.AuthUsername, cfg.AuthPassword = TestUsername, TestPassword
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = ledger.SystemClock{}
+		cfg.Clock = clock.System{}
 	}
 	for _, f := range cfg.Faults {
 		if err := f.Validate(); err != nil {

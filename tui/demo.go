@@ -3,6 +3,7 @@ package tui
 import (
 	"context"
 	"fmt"
+	"gatehouse/destination"
 	"strings"
 
 	"charm.land/bubbles/v2/help"
@@ -15,9 +16,9 @@ import (
 
 // DemoConfig configures the takeover demo.
 type DemoConfig struct {
-	Ledger  *ledger.Ledger     // an empty ledger the demo may write
-	Dest    ledger.Destination // where sends go
-	Mailbox Arrivals           // what arrived there
+	Ledger  *ledger.Ledger          // an empty ledger the demo may write
+	Dest    destination.Destination // where sends go
+	Mailbox Arrivals                // what arrived there
 }
 
 // paneResult is the latest thing that happened to one participant.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"gatehouse/destination"
 	"time"
 
 	"gatehouse/ledger"
@@ -27,7 +28,7 @@ const presenceTTL = time.Hour
 // demoEnv is what the demo acts on: its ledger and its destination.
 type demoEnv struct {
 	l    *ledger.Ledger
-	dest ledger.Destination
+	dest destination.Destination
 }
 
 // demoStep is one scripted beat of the demonstration.
@@ -81,7 +82,7 @@ func (e demoEnv) approvedReply(ctx context.Context, actor, actionType string) er
 	a, err := e.l.Propose(ctx, ledger.Proposal{Task: demoRef, Customer: demoCustomer, Event: "enquiry-4711",
 		ActionType: actionType, Target: demoTask, Recipient: "ada@example.com", Subject: subject,
 		Body: "Hello Ada,\n\nthank you for writing to us.", Actor: actor,
-		Destination: e.dest.Identity(), Lookup: ledger.EndpointOf(e.dest).Lookup})
+		Destination: e.dest.Identity(), Lookup: destination.EndpointOf(e.dest).Lookup})
 	if err != nil {
 		return err
 	}

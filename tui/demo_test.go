@@ -5,14 +5,15 @@ import (
 	"strings"
 	"testing"
 
+	"gatehouse/destination/fake"
 	"gatehouse/fakes"
 	"gatehouse/ledger"
 )
 
-// fakeArrivals shows what a fakes.Destination holds, stamped with the
+// fakeArrivals shows what a fake.Destination holds, stamped with the
 // ledger's fake clock so the screen is stable.
 type fakeArrivals struct {
-	dest *fakes.Destination
+	dest *fake.Destination
 	clk  *fakes.Clock
 }
 
@@ -27,7 +28,7 @@ func (f fakeArrivals) Arrivals(context.Context) ([]Arrival, error) {
 
 func newTestDemo(t testing.TB) (*Demo, *ledger.Ledger) {
 	l, clk := openLedger(t)
-	dest := fakes.NewDestination()
+	dest := fake.New()
 	return NewDemo(NewTheme(true), DemoConfig{Ledger: l, Dest: dest, Mailbox: fakeArrivals{dest, clk}}), l
 }
 

@@ -3,6 +3,7 @@ package tui
 import (
 	"context"
 	"fmt"
+	"gatehouse/destination"
 	"strings"
 
 	"gatehouse/ledger"
@@ -87,7 +88,7 @@ func actionDetailLines(th Theme, d ledger.ActionDetail, w int) []string {
 		fmt.Sprintf("  task       %s (owner %s)", a.TaskID, orNone(d.Task.Owner)),
 		fmt.Sprintf("  to         %s", recipientLabel(a.Recipient, a.RecipientName)),
 		fmt.Sprintf("  from       %s", orNone(a.Sender)),
-		fmt.Sprintf("  via        %s", orNone(ledger.Endpoint{Destination: a.Destination, Lookup: a.Lookup}.String())),
+		fmt.Sprintf("  via        %s", orNone(destination.Endpoint{Destination: a.Destination, Lookup: a.Lookup}.String())),
 		fmt.Sprintf("  subject    %s", a.Subject),
 		fmt.Sprintf("  proposed   by %s at %s, digest %s", a.ProposedBy, a.CreatedAt.Format(clockFormat), short(a.Digest)),
 	)
@@ -178,13 +179,13 @@ func outcomeLabel(at ledger.Attempt) string {
 	return s
 }
 
-func outcomeMark(o ledger.Outcome) mark {
+func outcomeMark(o destination.Outcome) mark {
 	switch o {
-	case ledger.OutcomeAccepted:
+	case destination.OutcomeAccepted:
 		return markGood
-	case ledger.OutcomeUnknown, "":
+	case destination.OutcomeUnknown, "":
 		return markWarn
-	case ledger.OutcomeRejectedPermanent:
+	case destination.OutcomeRejectedPermanent:
 		return markBad
 	}
 	return markNone

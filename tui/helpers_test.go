@@ -2,6 +2,7 @@ package tui
 
 import (
 	"context"
+	"gatehouse/destination"
 	"path/filepath"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 
+	"gatehouse/destination/fake"
 	"gatehouse/fakes"
 	"gatehouse/ledger"
 )
@@ -41,7 +43,7 @@ func proposeApproved(t testing.TB, l *ledger.Ledger, task, customer, actor strin
 	}
 	a, err := l.Propose(ctx, ledger.Proposal{Task: ref, Customer: customer, Event: "enquiry-" + task,
 		ActionType: "reply_ack", Target: task, Recipient: customer + "@example.test",
-		Subject: "We have your enquiry", Body: "Hello, we are on it.", Actor: actor, Destination: fakes.DefaultName})
+		Subject: "We have your enquiry", Body: "Hello, we are on it.", Actor: actor, Destination: fake.DefaultName})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,14 +58,14 @@ func seedLedger(t testing.TB) *ledger.Ledger {
 	t.Helper()
 	l, clk := openLedger(t)
 	ctx := context.Background()
-	dest := fakes.NewDestination()
+	dest := fake.New()
 	exec := func(a ledger.Action, value string) {
 		clk.Advance(time.Second)
 		_, _ = l.Execute(ctx, ledger.ExecuteRequest{Key: a.Key, Executor: "ack-workflow",
 			Reread: []ledger.MaterialRead{{Source: "crm", Field: "consent", Value: value}}}, dest)
 	}
 	exec(proposeApproved(t, l, "T-1001", "cust-ada", "ack-workflow"), "yes")
-	dest.Script(ledger.OutcomeUnknown)
+	dest.Script(destination.OutcomeUnknown)
 	exec(proposeApproved(t, l, "T-1002", "cust-bob", "ack-workflow"), "yes")
 	held := proposeApproved(t, l, "T-1003", "cust-cyd", "ack-workflow")
 	clk.Advance(time.Second)

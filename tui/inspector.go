@@ -2,6 +2,7 @@ package tui
 
 import (
 	"context"
+	"gatehouse/destination"
 	"time"
 
 	"charm.land/bubbles/v2/help"
@@ -23,7 +24,7 @@ type InspectorConfig struct {
 	// Records reaches the records of the destination each attempt
 	// recorded, for reconcile; nil means the gate holds the action for a
 	// person instead.
-	Records ledger.LookerOpener
+	Records destination.RecordsOpener
 	// Actor is who the operator is; every operation is recorded under it.
 	Actor string
 	// Poll overrides DefaultPoll; a negative Poll does not follow the

@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"gatehouse/destination"
 	"strconv"
 	"strings"
 
@@ -38,20 +39,20 @@ func outcomeWord(outcome string, reconciled, short bool) string {
 		}
 		return s
 	}
-	switch ledger.Outcome(outcome) {
-	case ledger.OutcomeAccepted:
+	switch destination.Outcome(outcome) {
+	case destination.OutcomeAccepted:
 		if reconciled {
 			return "found"
 		}
 		return "accepted"
-	case ledger.OutcomeNotDelivered:
+	case destination.OutcomeNotDelivered:
 		if reconciled {
 			return "not found"
 		}
 		return "undelivered"
-	case ledger.OutcomeRejectedTemporary:
+	case destination.OutcomeRejectedTemporary:
 		return "deferred"
-	case ledger.OutcomeRejectedPermanent:
+	case destination.OutcomeRejectedPermanent:
 		return "rejected"
 	}
 	return outcome

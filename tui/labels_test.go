@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"gatehouse/destination"
 	"slices"
 	"testing"
 
@@ -50,9 +51,9 @@ func TestShortWordsAreDistinct(t *testing.T) {
 			t.Errorf("%s reads %q", s, w)
 		}
 	}
-	owner := map[string]ledger.Outcome{} // which outcome each short word stands for
-	for _, o := range []ledger.Outcome{ledger.OutcomeAccepted, ledger.OutcomeNotDelivered,
-		ledger.OutcomeRejectedTemporary, ledger.OutcomeRejectedPermanent, ledger.OutcomeUnknown, ""} {
+	owner := map[string]destination.Outcome{} // which outcome each short word stands for
+	for _, o := range []destination.Outcome{destination.OutcomeAccepted, destination.OutcomeNotDelivered,
+		destination.OutcomeRejectedTemporary, destination.OutcomeRejectedPermanent, destination.OutcomeUnknown, ""} {
 		plain, rec := outcomeWord(string(o), false, true), outcomeWord(string(o), true, true)
 		for _, w := range []string{plain, rec} {
 			if other, ok := owner[w]; ok && other != o {
@@ -60,7 +61,7 @@ func TestShortWordsAreDistinct(t *testing.T) {
 			}
 			owner[w] = o
 		}
-		if (o == ledger.OutcomeAccepted || o == ledger.OutcomeNotDelivered) && plain == rec {
+		if (o == destination.OutcomeAccepted || o == destination.OutcomeNotDelivered) && plain == rec {
 			t.Errorf("%s reads %q whether or not it was reconciled", o, plain)
 		}
 	}

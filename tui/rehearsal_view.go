@@ -2,6 +2,7 @@ package tui
 
 import (
 	"fmt"
+	"gatehouse/destination"
 	"slices"
 	"strings"
 
@@ -227,8 +228,8 @@ func (r *Rehearsal) seedWidths(short bool) []int {
 	for _, s := range ledger.AllStates {
 		grow(cState, stateWord(s, short))
 	}
-	for _, o := range []ledger.Outcome{ledger.OutcomeAccepted, ledger.OutcomeNotDelivered,
-		ledger.OutcomeRejectedTemporary, ledger.OutcomeRejectedPermanent, ledger.OutcomeUnknown} {
+	for _, o := range []destination.Outcome{destination.OutcomeAccepted, destination.OutcomeNotDelivered,
+		destination.OutcomeRejectedTemporary, destination.OutcomeRejectedPermanent, destination.OutcomeUnknown} {
 		grow(cOutcome, outcomeWord(string(o), false, short))
 		grow(cOutcome, outcomeWord(string(o), true, short))
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"gatehouse/destination"
 	"slices"
 	"sort"
 	"strings"
@@ -26,7 +27,7 @@ type ReviewConfig struct {
 	Actor string
 	// Records reaches destinations' records for the inspector that
 	// operating mode opens.
-	Records ledger.LookerOpener
+	Records destination.RecordsOpener
 	// Source names the ledger in the title (default: the file).
 	Source string
 	// Poll overrides DefaultPoll, how long the review waits for word of a

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"gatehouse/destination"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,7 +14,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/exp/golden"
 
-	"gatehouse/fakes"
+	"gatehouse/destination/fake"
 	"gatehouse/ledger"
 )
 
@@ -25,7 +26,7 @@ func reviewLedger(t testing.TB) (*ledger.Ledger, string) {
 	t.Helper()
 	l, clk := openLedger(t)
 	ctx := context.Background()
-	dest := fakes.NewDestination()
+	dest := fake.New()
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
@@ -49,11 +50,11 @@ func reviewLedger(t testing.TB) (*ledger.Ledger, string) {
 	must(err)
 	a, err := l.Propose(ctx, ledger.Proposal{Task: ledger.TaskRef{ID: "T-c4"}, Customer: "cust-c4", Event: "enquiry-T-c4",
 		ActionType: "reply_ack", Target: "T-c4", Recipient: "cust-c4@example.test", Subject: "We have your enquiry",
-		Body: "Hello, we are on it.", Actor: "ack-workflow", Destination: fakes.DefaultName})
+		Body: "Hello, we are on it.", Actor: "ack-workflow", Destination: fake.DefaultName})
 	must(err)
 	keys["c4"] = a.Key
 	must(send(keys["c1"], "yes"))
-	dest.Script(ledger.OutcomeUnknown)
+	dest.Script(destination.OutcomeUnknown)
 	if err := send(keys["c2"], "yes"); !errors.Is(err, ledger.ErrUnknownOutcome) {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"gatehouse/destination"
 	"io"
 	"os"
 
@@ -86,17 +87,17 @@ func audienceReconcileVerb() verbSpec {
 }
 
 func audienceApproveVerb() verbSpec {
-	var release, destination, from string
+	var release, destURL, from string
 	return verbSpec{name: "approve", short: "Approve sending a release's content to one destination from one sender", actor: true,
 		flags: func(fs *pflag.FlagSet) {
 			releaseFlag(fs, &release)
-			fs.StringVar(&destination, "destination", "", destinationUsage+" (bound by the approval)")
-			fs.StringVar(&from, "from", "", "sender: one bare address (default "+ledger.DefaultSender+"; bound by the approval)")
+			fs.StringVar(&destURL, "destination", "", destinationUsage+" (bound by the approval)")
+			fs.StringVar(&from, "from", "", "sender: one bare address (default "+destination.DefaultSender+"; bound by the approval)")
 		},
 		run: func(ctx context.Context, g *gateRun) (output, error) {
 			const verb = "audience approve"
-			var ep ledger.Endpoint
-			parse := func() (err error) { ep, err = parseDestination(verb, destination); return err }
+			var ep destination.Endpoint
+			parse := func() (err error) { ep, err = parseDestination(verb, destURL); return err }
 			checkFrom := func() error {
 				if from == "" {
 					return nil
@@ -106,7 +107,7 @@ func audienceApproveVerb() verbSpec {
 				}
 				return nil
 			}
-			l, err := g.open(required(verb, "release", release), required(verb, "destination", destination), parse, checkFrom)
+			l, err := g.open(required(verb, "release", release), required(verb, "destination", destURL), parse, checkFrom)
 			if err != nil {
 				return nil, err
 			}
@@ -147,13 +148,13 @@ func audienceRemoveVerb() verbSpec {
 }
 
 func audienceSendVerb() verbSpec {
-	var release, destination, from string
+	var release, destURL, from string
 	var concurrency int
 	var crm crmFlags
 	return verbSpec{name: "send", short: "Send a release once to every eligible recipient", actor: true,
 		flags: func(fs *pflag.FlagSet) {
 			releaseFlag(fs, &release)
-			fs.StringVar(&destination, "destination", "", destinationUsage+" (must be the approved one; add ?api= for its records)")
+			fs.StringVar(&destURL, "destination", "", destinationUsage+" (must be the approved one; add ?api= for its records)")
 			fs.StringVar(&from, "from", "", "sender address; must be the approved one (an assertion, not a change)")
 			fs.IntVar(&concurrency, "concurrency", ledger.DefaultConcurrency,
 				fmt.Sprintf("messages handed over at once, 1–%d (1: one recipient at a time)", ledger.MaxConcurrency))
@@ -161,9 +162,9 @@ func audienceSendVerb() verbSpec {
 		},
 		run: func(ctx context.Context, g *gateRun) (output, error) {
 			const verb = "audience send"
-			var dest ledger.Destination
+			var dest destination.Destination
 			openDest := func() (err error) {
-				dest, err = openDestination(verb, destination)
+				dest, err = openDestination(verb, destURL)
 				return err
 			}
 			checkConcurrency := func() error {
@@ -172,7 +173,7 @@ func audienceSendVerb() verbSpec {
 				}
 				return nil
 			}
-			l, err := g.open(required(verb, "release", release), required(verb, "destination", destination), checkConcurrency, openDest, crm.read(verb))
+			l, err := g.open(required(verb, "release", release), required(verb, "destination", destURL), checkConcurrency, openDest, crm.read(verb))
 			if c, ok := dest.(io.Closer); ok {
 				defer c.Close() // idle SMTP sessions
 			}

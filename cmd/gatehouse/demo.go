@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	smtpdest "gatehouse/destination/smtp"
 	"gatehouse/ledger"
-	"gatehouse/ledger/smtpdest"
 	"gatehouse/testmailbox"
 	"gatehouse/tui"
 )

@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"gatehouse/destination"
 	"strings"
 
 	"github.com/spf13/pflag"
 
+	"gatehouse/destination/registry"
 	"gatehouse/ledger"
-	"gatehouse/ledger/destinations"
 )
 
 // actionOutput shows the action a ledger operation returned; the ledger
@@ -24,7 +25,7 @@ func actionOutput(a ledger.Action) output {
 func proposeVerb() verbSpec {
 	var (
 		task, taskSubject string
-		destination, from string
+		destURL, from     string
 		k                 keyFlags
 		c                 contentFlags
 	)
@@ -34,8 +35,8 @@ func proposeVerb() verbSpec {
 			fs.StringVar(&taskSubject, "task-subject", "", "the task's subject, when the ledger sees the task first")
 			k.registerFacts(fs)
 			c.register(fs)
-			fs.StringVar(&destination, "destination", "", destinationUsage+" (approved with the content)")
-			fs.StringVar(&from, "from", "", "sender: one bare address (default "+ledger.DefaultSender+"; approved with the content)")
+			fs.StringVar(&destURL, "destination", "", destinationUsage+" (approved with the content)")
+			fs.StringVar(&from, "from", "", "sender: one bare address (default "+destination.DefaultSender+"; approved with the content)")
 		},
 		run: func(ctx context.Context, g *gateRun) (output, error) {
 			var (
@@ -45,7 +46,7 @@ func proposeVerb() verbSpec {
 			// propose builds the key from the facts; it has no --key.
 			facts := func() error { _, err := k.requireFacts("propose"); return err }
 			build := func() error {
-				ep, err := parseDestination("propose", destination)
+				ep, err := parseDestination("propose", destURL)
 				if err != nil {
 					return err
 				}
@@ -61,7 +62,7 @@ func proposeVerb() verbSpec {
 				return nil
 			}
 			l, err := g.open(facts, required("propose", "task", task), required("propose", "to", c.to),
-				required("propose", "destination", destination), c.readInto("propose", g.in, &body), build)
+				required("propose", "destination", destURL), c.readInto("propose", g.in, &body), build)
 			if err != nil {
 				return nil, err
 			}
@@ -103,25 +104,25 @@ func approveVerb() verbSpec {
 
 func sendVerb() verbSpec {
 	var (
-		k                 keyFlags
-		mat               materialList
-		destination, from string
+		k             keyFlags
+		mat           materialList
+		destURL, from string
 	)
 	return verbSpec{name: "send", short: "Execute an approved action once (exit code names the result)", actor: true,
 		flags: func(fs *pflag.FlagSet) {
 			k.register(fs)
 			mat.register(fs, "material value re-read just now")
-			fs.StringVar(&destination, "destination", "", destinationUsage+" (default: the approved one; another is refused)")
+			fs.StringVar(&destURL, "destination", "", destinationUsage+" (default: the approved one; another is refused)")
 			fs.StringVar(&from, "from", "", "sender address; must be the approved one (an assertion, not a change)")
 		},
 		run: func(ctx context.Context, g *gateRun) (output, error) {
 			var (
 				key  string
-				dest ledger.Destination
+				dest destination.Destination
 			)
 			openNamed := func() (err error) {
-				if destination != "" {
-					dest, err = openDestination("send", destination)
+				if destURL != "" {
+					dest, err = openDestination("send", destURL)
 				}
 				return err
 			}
@@ -142,7 +143,7 @@ func sendVerb() verbSpec {
 // approvedDestination opens the destination the action was approved for,
 // with the records API it was proposed with; credentials come from the
 // environment.
-func approvedDestination(ctx context.Context, l *ledger.Ledger, key string) (ledger.Destination, error) {
+func approvedDestination(ctx context.Context, l *ledger.Ledger, key string) (destination.Destination, error) {
 	a, err := l.Action(ctx, key)
 	if err != nil {
 		return nil, err
@@ -150,7 +151,7 @@ func approvedDestination(ctx context.Context, l *ledger.Ledger, key string) (led
 	if a.Destination == "" {
 		return nil, usageErr("gate send %s: the action was proposed before approvals named a destination; name it with --destination (the first send binds it)", key)
 	}
-	d, err := destinations.OpenEndpoint(ledger.Endpoint{Destination: a.Destination, Lookup: a.Lookup})
+	d, err := registry.OpenEndpoint(destination.Endpoint{Destination: a.Destination, Lookup: a.Lookup})
 	if err != nil {
 		return nil, fmt.Errorf("gate send %s: the approved destination: %w", key, err)
 	}
@@ -279,24 +280,24 @@ func releaseHoldVerb() verbSpec {
 
 func reconcileVerb() verbSpec {
 	var (
-		destination string
-		moved       bool
-		named       *ledger.Endpoint
+		destURL string
+		moved   bool
+		named   *destination.Endpoint
 	)
 	return keyedVerb(keyedSpec{name: "reconcile", short: "Establish an unknown outcome from the records of the attempt's own destination",
 		optReason: true,
 		extra: func(fs *pflag.FlagSet) {
-			fs.StringVar(&destination, "destination", "", "the destination the attempt went to, if you want to name it (another is refused)")
+			fs.StringVar(&destURL, "destination", "", "the destination the attempt went to, if you want to name it (another is refused)")
 			fs.BoolVar(&moved, "destination-moved", false, "the attempt's destination now answers at --destination (needs --reason; recorded)")
 		},
 		check: func() error {
-			if moved && destination == "" {
+			if moved && destURL == "" {
 				return usageErr("gate reconcile: --destination-moved needs --destination, where it moved to")
 			}
-			if destination == "" {
+			if destURL == "" {
 				return nil
 			}
-			ep, err := parseDestination("reconcile", destination)
+			ep, err := parseDestination("reconcile", destURL)
 			named = &ep
 			return err
 		},
@@ -304,7 +305,7 @@ func reconcileVerb() verbSpec {
 			if moved && strings.TrimSpace(reason) == "" {
 				return ledger.Action{}, usageErr("gate reconcile: --destination-moved needs --reason")
 			}
-			a, err := l.Reconcile(ctx, ledger.ReconcileRequest{Key: key, Actor: actor, Open: destinations.Records(),
+			a, err := l.Reconcile(ctx, ledger.ReconcileRequest{Key: key, Actor: actor, Open: registry.Records(),
 				Named: named, Moved: moved, Reason: reason})
 			if err == nil && a.State == ledger.StateHeld {
 				// Proven absent, or contradicted: the ledger holds it for a

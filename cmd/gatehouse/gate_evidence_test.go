@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"gatehouse/destination"
 	"io"
 	"net/smtp"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"gatehouse/destination/fake"
 	"gatehouse/fakes"
 	"gatehouse/ledger"
 	"gatehouse/testmailbox"
@@ -131,7 +133,7 @@ func TestUnknownOutcomeIsNeverProvedAbsentElsewhere(t *testing.T) {
 func injectForeign(t *testing.T, mb *testmailbox.Mailbox, key, to string) {
 	t.Helper()
 	msg := "From: other@elsewhere.example\r\nTo: " + to + "\r\nSubject: not ours\r\nMessage-ID: <foreign-1@elsewhere.example>\r\n" +
-		ledger.HeaderActionKey + ": " + key + "\r\n\r\nhello\r\n"
+		destination.HeaderActionKey + ": " + key + "\r\n\r\nhello\r\n"
 	if err := smtp.SendMail(mb.SMTPAddr(), nil, "other@elsewhere.example", []string{to}, []byte(msg)); err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +182,7 @@ func TestApprovalBindsDestinationAndSender(t *testing.T) {
 	wantExit(t, b.run(append(send, "--destination", mb.Target())...), exitWrongDestination,
 		"the approved destination is file://"+b.outbox, "propose again")
 	wantExit(t, b.run(append(send, "--from", `security@bank.example`)...), exitWrongDestination,
-		"the approved sender is "+ledger.DefaultSender)
+		"the approved sender is "+destination.DefaultSender)
 	if n, _ := mb.Count(context.Background(), testmailbox.Filter{}); n != 0 || len(b.emlFiles()) != 0 {
 		t.Fatalf("a refused send delivered something: mailbox %d, files %d", n, len(b.emlFiles()))
 	}
@@ -352,11 +354,11 @@ func TestJSONErrorsAreJSON(t *testing.T) {
 // closingDestination accepts a message and then makes the ledger unable to
 // record anything, as a full disk right after the server's 250 would.
 type closingDestination struct {
-	*fakes.Destination
+	*fake.Destination
 	l *ledger.Ledger
 }
 
-func (d closingDestination) Send(ctx context.Context, m ledger.Message) (ledger.Receipt, error) {
+func (d closingDestination) Send(ctx context.Context, m destination.Message) (destination.Receipt, error) {
 	r, err := d.Destination.Send(ctx, m)
 	d.l.Close()
 	return r, err
@@ -373,7 +375,7 @@ func TestFailureToRecordAfterAcceptanceIsUnknown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fd := fakes.NewDestination()
+	fd := fake.New()
 	if _, err := l.Claim(ctx, ledger.TaskRef{ID: "t-1"}, "wf"); err != nil {
 		t.Fatal(err)
 	}

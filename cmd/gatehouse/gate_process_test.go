@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"gatehouse/destination"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,9 +12,9 @@ import (
 	"sync"
 	"testing"
 
+	filedest "gatehouse/destination/file"
 	"gatehouse/internal/pgtest"
 	"gatehouse/ledger"
-	"gatehouse/ledger/filedest"
 	"gatehouse/testmailbox"
 )
 
@@ -170,7 +171,7 @@ func (e *gateEnv) unknownOutcome(key string, delivered bool) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	att, msg, err := l.BeginAttempt(ctx, ledger.ExecuteRequest{Key: key, Executor: "alice", Endpoint: ledger.EndpointOf(d)})
+	att, msg, err := l.BeginAttempt(ctx, ledger.ExecuteRequest{Key: key, Executor: "alice", Endpoint: destination.EndpointOf(d)})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -179,7 +180,7 @@ func (e *gateEnv) unknownOutcome(key string, delivered bool) {
 			e.t.Fatal(dl.Err)
 		}
 	}
-	if _, err := l.RecordOutcome(ctx, msg.TransportID, ledger.OutcomeUnknown, "connection lost after DATA"); err != nil {
+	if _, err := l.RecordOutcome(ctx, msg.TransportID, destination.OutcomeUnknown, "connection lost after DATA"); err != nil {
 		e.t.Fatal(err)
 	}
 }

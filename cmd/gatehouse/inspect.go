@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"gatehouse/destination/registry"
 	"gatehouse/ledger"
-	"gatehouse/ledger/destinations"
 	"gatehouse/tui"
 )
 
@@ -52,7 +52,7 @@ func runInspect(path, actor string) error {
 	if due := newRecoveryDue(context.Background(), l); due != nil {
 		fmt.Fprintf(os.Stderr, "gatehouse: %s\n", due)
 	}
-	cfg := tui.InspectorConfig{Ledger: l, Actor: actor, Records: destinations.Records()}
+	cfg := tui.InspectorConfig{Ledger: l, Actor: actor, Records: registry.Records()}
 	th := tui.NewTheme(tui.NoColor())
 	return tui.Run(tui.NewApp(th, tui.NewInspector(th, cfg)))
 }

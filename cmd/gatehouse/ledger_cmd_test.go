@@ -7,6 +7,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"gatehouse/destination"
 	"io"
 	"os"
 	"os/exec"
@@ -16,8 +17,8 @@ import (
 	"syscall"
 	"testing"
 
+	filedest "gatehouse/destination/file"
 	"gatehouse/ledger"
-	"gatehouse/ledger/filedest"
 )
 
 // holdLedger opens the ledger, writes to it (so its WAL holds commits),
@@ -424,7 +425,7 @@ func TestReadsSayWhenRecoveryIsDue(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, _, err := l.BeginAttempt(context.Background(), ledger.ExecuteRequest{Key: key, Executor: "alice",
-		Endpoint: ledger.EndpointOf(&filedest.Destination{Dir: e.outbox})}); err != nil {
+		Endpoint: destination.EndpointOf(&filedest.Destination{Dir: e.outbox})}); err != nil {
 		t.Fatal(err)
 	}
 	l.Close()
@@ -763,7 +764,7 @@ func TestLedgerCheckNamesTheBrokenInvariant(t *testing.T) {
 				t.Fatal(err)
 			}
 			if _, _, err := l.BeginAttempt(context.Background(), ledger.ExecuteRequest{Key: key, Executor: "alice",
-				Endpoint: ledger.EndpointOf(&filedest.Destination{Dir: e.outbox})}); err != nil {
+				Endpoint: destination.EndpointOf(&filedest.Destination{Dir: e.outbox})}); err != nil {
 				t.Fatal(err)
 			}
 			l.Close()

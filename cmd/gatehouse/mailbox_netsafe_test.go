@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"gatehouse/ledger/smtpdest"
+	smtpdest "gatehouse/destination/smtp"
 )
 
 // printed waits for the line `mailbox serve` prints under name ("target",

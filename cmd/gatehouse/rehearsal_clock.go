@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"gatehouse/internal/clock"
 	"net"
 	"net/http"
 	neturl "net/url"
@@ -132,7 +133,7 @@ func (c *rehearsalClock) ask() (time.Time, time.Duration, error) {
 	return body.Now.UTC(), lease, nil
 }
 
-// Now implements ledger.Clock.
+// Now implements clock.Clock.
 func (c *rehearsalClock) Now() time.Time {
 	t, _, err := c.ask()
 	c.mu.Lock()
@@ -161,15 +162,15 @@ func leaseOption() ([]ledger.Option, error) {
 	return []ledger.Option{ledger.WithLease(d)}, nil
 }
 
-// NewTimer implements ledger.Clock on the wall clock: a process inside a
+// NewTimer implements clock.Clock on the wall clock: a process inside a
 // rehearsal reads the rehearsal's time, but cannot be woken by it (the
 // rehearsal's clock moves in another process), so its timers (the bound
 // on a send) run in real time.
-func (c *rehearsalClock) NewTimer(d time.Duration) (ledger.Timer, <-chan time.Time) {
-	return ledger.SystemClock{}.NewTimer(d)
+func (c *rehearsalClock) NewTimer(d time.Duration) (clock.Timer, <-chan time.Time) {
+	return clock.System{}.NewTimer(d)
 }
 
-// AfterFunc implements ledger.Clock on the wall clock (see NewTimer).
-func (c *rehearsalClock) AfterFunc(d time.Duration, f func()) ledger.Timer {
-	return ledger.SystemClock{}.AfterFunc(d, f)
+// AfterFunc implements clock.Clock on the wall clock (see NewTimer).
+func (c *rehearsalClock) AfterFunc(d time.Duration, f func()) clock.Timer {
+	return clock.System{}.AfterFunc(d, f)
 }

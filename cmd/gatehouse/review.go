@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"gatehouse/ledger/destinations"
+	"gatehouse/destination/registry"
 	"gatehouse/review"
 	"gatehouse/tui"
 )
@@ -151,6 +151,6 @@ func runReviewScreen(f reviewFlags) error {
 		fmt.Fprintf(os.Stderr, "gatehouse: %s\n", due)
 	}
 	th := tui.NewTheme(tui.NoColor())
-	rv := tui.NewReview(th, tui.ReviewConfig{Ledger: l, Actor: f.actor, Records: destinations.Records()})
+	rv := tui.NewReview(th, tui.ReviewConfig{Ledger: l, Actor: f.actor, Records: registry.Records()})
 	return tui.Run(tui.NewApp(th, rv))
 }

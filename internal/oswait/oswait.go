@@ -1,6 +1,6 @@
 // Package oswait is where gatehouse waits on the operating system's clock on
 // purpose. Domain time (leases, send bounds, arrival stamps, timed faults)
-// comes from ledger.Clock and may be a fake that stands still; the waits
+// comes from clock.Clock and may be a fake that stands still; the waits
 // here must stay real under it, because what they wait for is outside the
 // program: another process releasing SQLite's write lock, a peer answering
 // on a socket whose deadline the kernel measures.

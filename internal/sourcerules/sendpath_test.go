@@ -7,8 +7,8 @@ import (
 )
 
 // isDestinationSend reports whether fn is a Send method with
-// ledger.Destination's signature: Send(context.Context, ledger.Message)
-// (ledger.Receipt, error), on the interface or on any implementation.
+// destination.Destination's signature: Send(context.Context, destination.Message)
+// (destination.Receipt, error), on the interface or on any implementation.
 func isDestinationSend(fn *types.Func) bool {
 	if fn.Name() != "Send" {
 		return false
@@ -28,8 +28,8 @@ func isDestinationSend(fn *types.Func) bool {
 		return n.Obj().Pkg().Path() == pkg
 	}
 	return named(sig.Params().At(0).Type(), "context", "Context") &&
-		named(sig.Params().At(1).Type(), "gatehouse/ledger", "Message") &&
-		named(sig.Results().At(0).Type(), "gatehouse/ledger", "Receipt") &&
+		named(sig.Params().At(1).Type(), "gatehouse/destination", "Message") &&
+		named(sig.Results().At(0).Type(), "gatehouse/destination", "Receipt") &&
 		named(sig.Results().At(1).Type(), "", "error")
 }
 

@@ -1,23 +1,24 @@
-package fakes
+package fake
 
 import (
 	"context"
 	"errors"
+	"gatehouse/internal/clock"
 	"sync"
 	"time"
 
-	"gatehouse/ledger"
+	"gatehouse/destination"
 )
 
 // Destination is an in-process destination for tests. It stores every message
 // it accepts, counts calls, and can be scripted to answer each next call with
-// a given outcome. It implements ledger.Looker unless NoLookup is set at
-// construction (see NewBlindDestination).
+// a given outcome. It implements destination.Records unless NoLookup is set at
+// construction (see Blind).
 type Destination struct {
 	mu       sync.Mutex
 	calls    int
-	arrived  []ledger.Message
-	script   []ledger.Outcome
+	arrived  []destination.Message
+	script   []destination.Outcome
 	lookDown bool
 	// Gate, when set, is waited on inside Send (after counting the call and
 	// before answering) so a test can hold an attempt in flight.
@@ -26,13 +27,13 @@ type Destination struct {
 	// fakes with different names are two destinations.
 	Name string
 	// Clock stamps receipts; the system clock when nil.
-	Clock ledger.Clock
+	Clock clock.Clock
 }
 
 // DefaultName is the identity of a fake destination that was given none.
 const DefaultName = "fake://destination"
 
-// Identity implements ledger.Destination.
+// Identity implements destination.Destination.
 func (d *Destination) Identity() string {
 	if d.Name == "" {
 		return DefaultName
@@ -40,29 +41,29 @@ func (d *Destination) Identity() string {
 	return d.Name
 }
 
-// LookupEndpoint implements ledger.Looker: the records are the fake itself.
+// LookupEndpoint implements destination.Records: the records are the fake itself.
 func (d *Destination) LookupEndpoint() string { return "" }
 
 // Inject stores a message the gate did not send (another system's, or a
 // forgery that carries an action key), as a destination's records would.
-func (d *Destination) Inject(msg ledger.Message) {
+func (d *Destination) Inject(msg destination.Message) {
 	d.mu.Lock()
 	d.arrived = append(d.arrived, msg)
 	d.mu.Unlock()
 }
 
 var (
-	_ ledger.Destination = (*Destination)(nil)
-	_ ledger.Looker      = (*Destination)(nil)
+	_ destination.Destination = (*Destination)(nil)
+	_ destination.Records     = (*Destination)(nil)
 )
 
-// NewDestination returns a destination that accepts everything.
-func NewDestination() *Destination { return &Destination{} }
+// New returns a destination that accepts everything.
+func New() *Destination { return &Destination{} }
 
 // Script makes the next calls answer with these outcomes in order. For
 // OutcomeUnknown the message is stored (the destination took it, the sender
 // cannot know); for the rejections nothing is stored.
-func (d *Destination) Script(outcomes ...ledger.Outcome) {
+func (d *Destination) Script(outcomes ...destination.Outcome) {
 	d.mu.Lock()
 	d.script = append(d.script, outcomes...)
 	d.mu.Unlock()
@@ -77,13 +78,13 @@ func (d *Destination) SetLookupDown(down bool) {
 
 func (d *Destination) now() time.Time {
 	if d.Clock == nil {
-		return ledger.SystemClock{}.Now()
+		return clock.System{}.Now()
 	}
 	return d.Clock.Now()
 }
 
-// Send implements ledger.Destination.
-func (d *Destination) Send(ctx context.Context, msg ledger.Message) (ledger.Receipt, error) {
+// Send implements destination.Destination.
+func (d *Destination) Send(ctx context.Context, msg destination.Message) (destination.Receipt, error) {
 	d.mu.Lock()
 	d.calls++
 	gate := d.Gate
@@ -92,39 +93,39 @@ func (d *Destination) Send(ctx context.Context, msg ledger.Message) (ledger.Rece
 		select {
 		case <-gate:
 		case <-ctx.Done():
-			return ledger.Receipt{}, &ledger.DeliveryError{Outcome: ledger.OutcomeNotDelivered, Err: ctx.Err()}
+			return destination.Receipt{}, &destination.DeliveryError{Outcome: destination.OutcomeNotDelivered, Err: ctx.Err()}
 		}
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	o := ledger.OutcomeAccepted
+	o := destination.OutcomeAccepted
 	if len(d.script) > 0 {
 		o, d.script = d.script[0], d.script[1:]
 	}
 	switch o {
-	case ledger.OutcomeAccepted:
+	case destination.OutcomeAccepted:
 		d.arrived = append(d.arrived, msg)
-		return ledger.Receipt{TransportID: msg.TransportID, Response: "250 accepted", At: d.now()}, nil
-	case ledger.OutcomeUnknown:
+		return destination.Receipt{TransportID: msg.TransportID, Response: "250 accepted", At: d.now()}, nil
+	case destination.OutcomeUnknown:
 		d.arrived = append(d.arrived, msg)
-		return ledger.Receipt{}, &ledger.DeliveryError{Outcome: o, Err: errors.New("connection lost after the message was handed over")}
+		return destination.Receipt{}, &destination.DeliveryError{Outcome: o, Err: errors.New("connection lost after the message was handed over")}
 	default:
-		return ledger.Receipt{}, &ledger.DeliveryError{Outcome: o, Err: errors.New("scripted " + string(o))}
+		return destination.Receipt{}, &destination.DeliveryError{Outcome: o, Err: errors.New("scripted " + string(o))}
 	}
 }
 
-// Lookup implements ledger.Looker over the stored messages: every one that
+// Lookup implements destination.Records over the stored messages: every one that
 // carries the query's key or Message-ID.
-func (d *Destination) Lookup(_ context.Context, q ledger.LookupQuery) (ledger.LookupResult, error) {
+func (d *Destination) Lookup(_ context.Context, q destination.LookupQuery) (destination.LookupResult, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.lookDown {
-		return ledger.LookupResult{}, ledger.ErrLookupUnavailable
+		return destination.LookupResult{}, destination.ErrLookupUnavailable
 	}
-	var res ledger.LookupResult
+	var res destination.LookupResult
 	for _, m := range d.arrived {
 		if m.ActionKey == q.ActionKey || (q.MessageID != "" && m.MessageID() == q.MessageID) {
-			res.Messages = append(res.Messages, ledger.FoundMessage{MessageID: m.MessageID(), ActionKey: m.ActionKey,
+			res.Messages = append(res.Messages, destination.FoundMessage{MessageID: m.MessageID(), ActionKey: m.ActionKey,
 				Recipients: []string{m.To}})
 		}
 	}
@@ -139,10 +140,10 @@ func (d *Destination) Calls() int {
 }
 
 // Arrived returns the messages the destination holds.
-func (d *Destination) Arrived() []ledger.Message {
+func (d *Destination) Arrived() []destination.Message {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return append([]ledger.Message(nil), d.arrived...)
+	return append([]destination.Message(nil), d.arrived...)
 }
 
 // Arrivals counts stored messages for one action key, whether or not
@@ -159,16 +160,16 @@ func (d *Destination) Arrivals(key string) int {
 	return n
 }
 
-// BlindDestination wraps a Destination but offers no lookup, like an SMTP
+// Blind wraps a Destination but offers no lookup, like an SMTP
 // relay without a query API.
-type BlindDestination struct{ D *Destination }
+type Blind struct{ D *Destination }
 
-var _ ledger.Destination = BlindDestination{}
+var _ destination.Destination = Blind{}
 
-// Identity implements ledger.Destination: the wrapped destination's.
-func (b BlindDestination) Identity() string { return b.D.Identity() }
+// Identity implements destination.Destination: the wrapped destination's.
+func (b Blind) Identity() string { return b.D.Identity() }
 
-// Send implements ledger.Destination.
-func (b BlindDestination) Send(ctx context.Context, m ledger.Message) (ledger.Receipt, error) {
+// Send implements destination.Destination.
+func (b Blind) Send(ctx context.Context, m destination.Message) (destination.Receipt, error) {
 	return b.D.Send(ctx, m)
 }

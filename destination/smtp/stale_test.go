@@ -1,9 +1,10 @@
-package smtpdest_test
+package smtp_test
 
 import (
 	"bytes"
 	"context"
 	"fmt"
+	"gatehouse/destination"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -15,9 +16,8 @@ import (
 
 	"github.com/emersion/go-smtp"
 
+	smtpdest "gatehouse/destination/smtp"
 	"gatehouse/internal/mailheader"
-	"gatehouse/ledger"
-	"gatehouse/ledger/smtpdest"
 )
 
 // TestKeptSessionAtMail: what a kept session meets at MAIL decides whether
@@ -33,35 +33,35 @@ func TestKeptSessionAtMail(t *testing.T) {
 		drop          bool
 		mail          func(n int) error
 		cancel        bool // the second send's context is already cancelled
-		want          ledger.Outcome
+		want          destination.Outcome
 		sessions      int // after the second send
 		messages      int
 		thirdSessions int // after a third, plain send
 	}{
 		{name: "idle session timed out by the server (421)", idle: 200 * time.Millisecond,
-			want: ledger.OutcomeAccepted, sessions: 2, messages: 2, thirdSessions: 2},
+			want: destination.OutcomeAccepted, sessions: 2, messages: 2, thirdSessions: 2},
 		{name: "session dropped after the 250", drop: true,
-			want: ledger.OutcomeAccepted, sessions: 2, messages: 2, thirdSessions: 3},
+			want: destination.OutcomeAccepted, sessions: 2, messages: 2, thirdSessions: 3},
 		{name: "421 at MAIL on the kept session only", mail: func(n int) error {
 			if n == 2 {
 				return closing
 			}
 			return nil
-		}, want: ledger.OutcomeAccepted, sessions: 2, messages: 2, thirdSessions: 2},
+		}, want: destination.OutcomeAccepted, sessions: 2, messages: 2, thirdSessions: 2},
 		{name: "421 at MAIL on the new session too", mail: func(n int) error {
 			if n == 2 || n == 3 {
 				return closing
 			}
 			return nil
-		}, want: ledger.OutcomeRejectedTemporary, sessions: 2, messages: 1, thirdSessions: 3},
+		}, want: destination.OutcomeRejectedTemporary, sessions: 2, messages: 1, thirdSessions: 3},
 		{name: "451 at MAIL is the server's verdict", mail: func(n int) error {
 			if n == 2 {
 				return tempFail
 			}
 			return nil
-		}, want: ledger.OutcomeRejectedTemporary, sessions: 1, messages: 1, thirdSessions: 2},
+		}, want: destination.OutcomeRejectedTemporary, sessions: 1, messages: 1, thirdSessions: 2},
 		{name: "cancelled send leaves the kept session kept", cancel: true,
-			want: ledger.OutcomeNotDelivered, sessions: 1, messages: 1, thirdSessions: 1},
+			want: destination.OutcomeNotDelivered, sessions: 1, messages: 1, thirdSessions: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cs := startCounting(t, &countingServer{idle: tc.idle, dropAfter: tc.drop, mail: tc.mail})
@@ -79,7 +79,7 @@ func TestKeptSessionAtMail(t *testing.T) {
 				ctx = c
 			}
 			_, err := d.Send(ctx, newMessage("kept-2", 1))
-			if got := ledger.ClassifyDelivery(err); got != tc.want {
+			if got := destination.ClassifyDelivery(err); got != tc.want {
 				t.Fatalf("second message: %s (%v), want %s", got, err, tc.want)
 			}
 			if s, m := cs.counts(); s != tc.sessions || m != tc.messages {
@@ -128,11 +128,11 @@ func TestKeptSessionsUnderRandomFaults(t *testing.T) {
 	}
 	t.Logf("GATEHOUSE_RACE_SEED=%d", seed)
 	rng := rand.New(rand.NewPCG(seed, 0))
-	srv := &faultyServer{rng: rng, stored: map[string]int{}, late: map[string]bool{}, verdicts: map[ledger.Outcome]int{}}
+	srv := &faultyServer{rng: rng, stored: map[string]int{}, late: map[string]bool{}, verdicts: map[destination.Outcome]int{}}
 	target := srv.start(t)
 	d := newDest(t, target, smtpdest.WithDataTimeout(500*time.Millisecond), smtpdest.WithPoolSize(1+rng.IntN(8)))
 	workers, n := 1+rng.IntN(8), 200
-	outcomes := make([]ledger.Outcome, n)
+	outcomes := make([]destination.Outcome, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	next := make(chan int)
@@ -142,7 +142,7 @@ func TestKeptSessionsUnderRandomFaults(t *testing.T) {
 			defer wg.Done()
 			for i := range next {
 				_, err := d.Send(ctxT(t), newMessage(fmt.Sprintf("fault-%d", i), 1))
-				outcomes[i], errs[i] = ledger.ClassifyDelivery(err), err
+				outcomes[i], errs[i] = destination.ClassifyDelivery(err), err
 			}
 		}()
 	}
@@ -153,7 +153,7 @@ func TestKeptSessionsUnderRandomFaults(t *testing.T) {
 	wg.Wait()
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
-	tally := map[ledger.Outcome]int{}
+	tally := map[destination.Outcome]int{}
 	for i, o := range outcomes {
 		tally[o]++
 		id := newMessage(fmt.Sprintf("fault-%d", i), 1).TransportID
@@ -161,24 +161,24 @@ func TestKeptSessionsUnderRandomFaults(t *testing.T) {
 		switch {
 		case stored > 1:
 			t.Errorf("message %d stored %d times", i, stored)
-		case o == ledger.OutcomeAccepted && stored != 1:
+		case o == destination.OutcomeAccepted && stored != 1:
 			t.Errorf("message %d accepted but stored %d times", i, stored)
-		case (o == ledger.OutcomeNotDelivered || o == ledger.OutcomeRejectedTemporary || o == ledger.OutcomeRejectedPermanent) && stored != 0:
+		case (o == destination.OutcomeNotDelivered || o == destination.OutcomeRejectedTemporary || o == destination.OutcomeRejectedPermanent) && stored != 0:
 			t.Errorf("message %d %s (%v) but stored", i, o, errs[i])
-		case o == ledger.OutcomeUnknown && !srv.late[id]:
+		case o == destination.OutcomeUnknown && !srv.late[id]:
 			t.Errorf("message %d unknown (%v) though the server answered in time", i, errs[i])
 		}
 	}
 	t.Logf("%d workers: %v; %d sessions", workers, tally, srv.sessions)
 	// Exactly: a fault at MAIL on a kept session is retried on a new one
 	// and ends as that one ends; on a new session it is the outcome.
-	for _, o := range []ledger.Outcome{ledger.OutcomeAccepted, ledger.OutcomeNotDelivered, ledger.OutcomeRejectedTemporary,
-		ledger.OutcomeRejectedPermanent, ledger.OutcomeUnknown} {
+	for _, o := range []destination.Outcome{destination.OutcomeAccepted, destination.OutcomeNotDelivered, destination.OutcomeRejectedTemporary,
+		destination.OutcomeRejectedPermanent, destination.OutcomeUnknown} {
 		if tally[o] != srv.verdicts[o] {
 			t.Errorf("%d messages ended %s, the server's faults make %d", tally[o], o, srv.verdicts[o])
 		}
 	}
-	if tally[ledger.OutcomeAccepted] == 0 {
+	if tally[destination.OutcomeAccepted] == 0 {
 		t.Fatal("no message was accepted: the faults drowned the check")
 	}
 }
@@ -189,9 +189,9 @@ type faultyServer struct {
 	mu       sync.Mutex
 	rng      *rand.Rand
 	sessions int
-	verdicts map[ledger.Outcome]int // what the client must have concluded, counted by the server
-	stored   map[string]int         // transport ID → times stored
-	late     map[string]bool        // transport IDs answered after the client's data timeout
+	verdicts map[destination.Outcome]int // what the client must have concluded, counted by the server
+	stored   map[string]int              // transport ID → times stored
+	late     map[string]bool             // transport IDs answered after the client's data timeout
 }
 
 func (f *faultyServer) draw() int {
@@ -219,7 +219,7 @@ type faultySession struct {
 }
 
 // verdict counts what the client must conclude for a message.
-func (f *faultyServer) verdict(o ledger.Outcome) {
+func (f *faultyServer) verdict(o destination.Outcome) {
 	f.mu.Lock()
 	f.verdicts[o]++
 	f.mu.Unlock()
@@ -231,17 +231,17 @@ func (s *faultySession) Mail(string, *smtp.MailOptions) error {
 	switch r := s.f.draw(); {
 	case r < 8:
 		if fresh {
-			s.f.verdict(ledger.OutcomeNotDelivered)
+			s.f.verdict(destination.OutcomeNotDelivered)
 		}
 		s.conn.Conn().Close() // gone before it answers
 		return io.ErrUnexpectedEOF
 	case r < 14:
 		if fresh {
-			s.f.verdict(ledger.OutcomeRejectedTemporary)
+			s.f.verdict(destination.OutcomeRejectedTemporary)
 		}
 		return &smtp.SMTPError{Code: 421, EnhancedCode: smtp.EnhancedCode{4, 3, 2}, Message: "closing"}
 	case r < 18:
-		s.f.verdict(ledger.OutcomeRejectedTemporary)
+		s.f.verdict(destination.OutcomeRejectedTemporary)
 		return &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "try later"}
 	}
 	return nil
@@ -257,13 +257,13 @@ func (s *faultySession) Data(r io.Reader) error {
 	id := header(body, mailheader.TransportID)
 	switch d := s.f.draw(); {
 	case d < 5:
-		s.f.verdict(ledger.OutcomeRejectedPermanent)
+		s.f.verdict(destination.OutcomeRejectedPermanent)
 		return &smtp.SMTPError{Code: 554, EnhancedCode: smtp.EnhancedCode{5, 6, 0}, Message: "content refused"}
 	case d < 7:
 		s.f.mu.Lock()
 		s.f.stored[id]++
 		s.f.late[id] = true
-		s.f.verdicts[ledger.OutcomeUnknown]++
+		s.f.verdicts[destination.OutcomeUnknown]++
 		s.f.mu.Unlock()
 		time.Sleep(700 * time.Millisecond) // past the data timeout: unknown
 		return nil
@@ -272,7 +272,7 @@ func (s *faultySession) Data(r io.Reader) error {
 	}
 	s.f.mu.Lock()
 	s.f.stored[id]++
-	s.f.verdicts[ledger.OutcomeAccepted]++
+	s.f.verdicts[destination.OutcomeAccepted]++
 	s.f.mu.Unlock()
 	s.accepted = true
 	return nil

@@ -1,9 +1,16 @@
-package ledger
+// Package destination is the contract between the gate and the systems it
+// hands attempts to: the message and its receipt, the outcome of a send,
+// the records a destination keeps and reconciliation may consult, and the
+// endpoint an attempt records. It is a leaf: it knows nothing of the
+// ledger, and each backend lives in a package of its own beside it
+// (smtp, file, fake), with the URL registry in package registry.
+package destination
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"gatehouse/internal/mailheader"
@@ -14,7 +21,7 @@ import (
 // derived from the action key and the attempt number, never from the subject.
 // From and To are the approved sender and recipient, never the caller's.
 type Message struct {
-	ActionKey   string // the business action's key (see Key)
+	ActionKey   string // the business action's key
 	Attempt     int    // 1-based attempt number
 	TransportID string // unique per attempt; SMTP destinations use it as Message-ID
 	From        string // bare address
@@ -30,7 +37,7 @@ func (m Message) MessageID() string { return m.TransportID }
 
 // Headers returns the gatehouse headers every destination that supports headers
 // must attach, so that the destination's own records can later be searched by
-// action key and Message-ID (see Looker).
+// action key and Message-ID (see Records).
 func (m Message) Headers() map[string]string {
 	return map[string]string{
 		mailheader.MessageID: "<" + m.MessageID() + ">",
@@ -66,19 +73,19 @@ type Receipt struct {
 // that is not is treated as OutcomeUnknown, because the gate must not assume a
 // message was not delivered when it cannot tell.
 type Destination interface {
-	// Identity names where messages are handed over, without credentials
-	// or lookup parameters: "smtp://host:port", "file:///abs/dir",
-	// "fake://accept". Approvals bind it and attempts record it, so two
-	// values that differ are two destinations.
+	// Identity names where messages are handed over, without credentials,
+	// lookup parameters or connection settings: "smtp://host:port",
+	// "file:///abs/dir", "fake://accept". Approvals bind it and attempts
+	// record it, so two values that differ are two destinations.
 	Identity() string
 	Send(ctx context.Context, msg Message) (Receipt, error)
 }
 
-// Looker is the optional capability of a destination to search its own
+// Records is the optional capability of a destination to search its own
 // records. Reconciliation uses it to establish an unknown outcome without
 // re-sending. Destinations without such records do not implement it; the
 // gate then keeps the action held for a person.
-type Looker interface {
+type Records interface {
 	// Identity is the destination whose records are searched.
 	Identity() string
 	// LookupEndpoint names where the records are consulted when that is not
@@ -109,10 +116,10 @@ type LookupResult struct {
 	Epoch string
 }
 
-// EpochReporter is the optional capability of a Looker whose records can
-// forget (be cleared, or kept only in memory) to name their current life.
-// The epoch must change whenever the records lose what they held, and a
-// Lookup must report the epoch of the records it read.
+// EpochReporter is the optional capability of Records that can forget (be
+// cleared, or kept only in memory) to name their current life. The epoch
+// must change whenever the records lose what they held, and a Lookup must
+// report the epoch of the records it read.
 type EpochReporter interface {
 	Epoch(ctx context.Context) (string, error)
 }
@@ -127,8 +134,9 @@ type FoundMessage struct {
 // ErrLookupUnavailable means the destination's records cannot be consulted.
 var ErrLookupUnavailable = errors.New("destination lookup unavailable")
 
-// Endpoint is what an attempt recorded about where it went: the
-// destination's identity and the lookup endpoint of its records.
+// Endpoint is what an approval bound and an attempt recorded about where it
+// went: the destination's identity and the lookup endpoint of its records,
+// and the connection settings it was reached with.
 type Endpoint struct {
 	Destination string
 	Lookup      string
@@ -145,24 +153,41 @@ func (e Endpoint) String() string {
 	return e.Destination + " (records at " + e.Lookup + ")"
 }
 
-// LookerOpener reaches the records of a recorded endpoint. It returns a nil
-// Looker (and no error) when that destination keeps no records the gate may
-// consult.
-type LookerOpener interface {
-	OpenLooker(ep Endpoint) (Looker, error)
+// RecordsOpener reaches the records of a recorded endpoint. It returns nil
+// Records (and no error) when that destination keeps no records the gate
+// may consult.
+type RecordsOpener interface {
+	OpenRecords(ep Endpoint) (Records, error)
 }
 
-// LookerOpenerFunc adapts a function to LookerOpener.
-type LookerOpenerFunc func(ep Endpoint) (Looker, error)
+// RecordsOpenerFunc adapts a function to RecordsOpener.
+type RecordsOpenerFunc func(ep Endpoint) (Records, error)
 
-// OpenLooker calls f.
-func (f LookerOpenerFunc) OpenLooker(ep Endpoint) (Looker, error) { return f(ep) }
+// OpenRecords calls f.
+func (f RecordsOpenerFunc) OpenRecords(ep Endpoint) (Records, error) { return f(ep) }
 
-// endpointOf is the endpoint a destination is reached and searched through.
-func endpointOf(d Destination) Endpoint {
+// EndpointOf is the endpoint a destination is reached and searched through:
+// its identity and, when it keeps Records, their lookup endpoint.
+func EndpointOf(d Destination) Endpoint {
 	ep := Endpoint{Destination: d.Identity()}
-	if lk, ok := d.(Looker); ok {
-		ep.Lookup = lk.LookupEndpoint()
+	if r, ok := d.(Records); ok {
+		ep.Lookup = r.LookupEndpoint()
+	}
+	return ep
+}
+
+// EndpointAt is EndpointOf plus the epoch the destination's records report
+// right now, when they report one (an EpochReporter). Read just before the
+// attempt's intent is recorded, it is the epoch the message is handed to:
+// should the records be cleared in between, reconciliation finds another
+// epoch and holds rather than concluding absence. An epoch that cannot be
+// read is left empty, with the same effect.
+func EndpointAt(ctx context.Context, d Destination) Endpoint {
+	ep := EndpointOf(d)
+	if er, ok := d.(EpochReporter); ok {
+		if e, err := er.Epoch(ctx); err == nil {
+			ep.Epoch = e
+		}
 	}
 	return ep
 }
@@ -220,4 +245,18 @@ func ClassifyDelivery(err error) Outcome {
 		return de.Outcome
 	}
 	return OutcomeUnknown
+}
+
+// NormalizeText is the formatting tolerance of a content digest: runs of
+// white space (line endings included) become one space and surrounding
+// space goes, so a re-wrapped paragraph compares equal while any changed
+// word does not.
+func NormalizeText(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// NormalizeAddress is how a digest compares addresses: surrounding space
+// dropped, letter case folded.
+func NormalizeAddress(addr string) string {
+	return strings.ToLower(strings.TrimSpace(addr))
 }

@@ -1,4 +1,4 @@
-package smtpdest
+package smtp
 
 import (
 	"crypto/tls"

@@ -3,6 +3,7 @@ package mailrender_test
 import (
 	"bytes"
 	"context"
+	"gatehouse/destination"
 	"io"
 	"mime"
 	"mime/quotedprintable"
@@ -12,19 +13,19 @@ import (
 	"testing"
 	"time"
 
+	filedest "gatehouse/destination/file"
+	"gatehouse/destination/mailrender"
+	smtpdest "gatehouse/destination/smtp"
 	"gatehouse/internal/mailheader"
 	"gatehouse/ledger"
-	"gatehouse/ledger/filedest"
-	"gatehouse/ledger/mailrender"
-	"gatehouse/ledger/smtpdest"
 	"gatehouse/testmailbox"
 )
 
 var date = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 
-func message(body string) ledger.Message {
+func message(body string) destination.Message {
 	key := ledger.Key("cust-42", "enquiry-1", "reply_ack", "task-7", 0)
-	return ledger.Message{ActionKey: key, Attempt: 1, TransportID: ledger.TransportID(key, 1),
+	return destination.Message{ActionKey: key, Attempt: 1, TransportID: ledger.TransportID(key, 1),
 		From: "support@shop.example", To: "ada@example.com", ToName: "Ada Lovelace",
 		Subject: "Ihre Anfrage – erhalten", Body: body}
 }
@@ -133,13 +134,13 @@ func TestRenderHeaders(t *testing.T) {
 // unrenderable are messages no destination may hand over.
 var unrenderable = []struct {
 	name string
-	edit func(*ledger.Message)
+	edit func(*destination.Message)
 }{
-	{"NoTransportID", func(m *ledger.Message) { m.TransportID = "" }},
-	{"BadRecipient", func(m *ledger.Message) { m.To = "not an address" }},
-	{"RecipientInjection", func(m *ledger.Message) { m.To = "ada@example.com\r\nBcc: eve@example.com" }},
-	{"SubjectInjection", func(m *ledger.Message) { m.Subject = "Hi\r\nBcc: eve@example.com" }},
-	{"BodyNotUTF8", func(m *ledger.Message) { m.Body = "caf\xe9" }},
+	{"NoTransportID", func(m *destination.Message) { m.TransportID = "" }},
+	{"BadRecipient", func(m *destination.Message) { m.To = "not an address" }},
+	{"RecipientInjection", func(m *destination.Message) { m.To = "ada@example.com\r\nBcc: eve@example.com" }},
+	{"SubjectInjection", func(m *destination.Message) { m.Subject = "Hi\r\nBcc: eve@example.com" }},
+	{"BodyNotUTF8", func(m *destination.Message) { m.Body = "caf\xe9" }},
 }
 
 func TestRenderRefusesPermanently(t *testing.T) {
@@ -148,7 +149,7 @@ func TestRenderRefusesPermanently(t *testing.T) {
 			msg := message("Hello")
 			tt.edit(&msg)
 			_, err := mailrender.Render(msg, "x@y.example", date)
-			if got := ledger.ClassifyDelivery(err); got != ledger.OutcomeRejectedPermanent {
+			if got := destination.ClassifyDelivery(err); got != destination.OutcomeRejectedPermanent {
 				t.Fatalf("outcome = %s (%v), want rejected_permanent", got, err)
 			}
 		})
@@ -175,12 +176,12 @@ func TestDestinationsAgreeOnPermanentErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tt := range unrenderable {
-		for _, d := range []ledger.Destination{file, smtp} {
+		for _, d := range []destination.Destination{file, smtp} {
 			t.Run(tt.name+"/"+strings.SplitN(d.Identity(), ":", 2)[0], func(t *testing.T) {
 				msg := message("Hello")
 				tt.edit(&msg)
 				_, err := d.Send(context.Background(), msg)
-				if got := ledger.ClassifyDelivery(err); got != ledger.OutcomeRejectedPermanent {
+				if got := destination.ClassifyDelivery(err); got != destination.OutcomeRejectedPermanent {
 					t.Fatalf("outcome = %s (%v), want rejected_permanent", got, err)
 				}
 			})

@@ -1,4 +1,4 @@
-package filedest
+package file
 
 import (
 	"context"
@@ -8,11 +8,12 @@ import (
 	"strings"
 	"testing"
 
+	"gatehouse/destination"
 	"gatehouse/ledger"
 )
 
-func message(key string, attempt int) ledger.Message {
-	return ledger.Message{ActionKey: key, Attempt: attempt, TransportID: ledger.TransportID(key, attempt),
+func message(key string, attempt int) destination.Message {
+	return destination.Message{ActionKey: key, Attempt: attempt, TransportID: ledger.TransportID(key, attempt),
 		To: "ada@example.com", Subject: "We got your enquiry", Body: "Hello\nAda"}
 }
 
@@ -31,7 +32,7 @@ func TestSendWritesOneFileAndLookupFindsIt(t *testing.T) {
 	if _, err := d.Send(ctx, message(ledger.Key("cust-2", "enq-1", "reply_ack", "task-2", 0), 1)); err != nil {
 		t.Fatal(err)
 	}
-	res, err := d.Lookup(ctx, ledger.LookupQuery{ActionKey: key})
+	res, err := d.Lookup(ctx, destination.LookupQuery{ActionKey: key})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +45,7 @@ func TestSendWritesOneFileAndLookupFindsIt(t *testing.T) {
 		t.Fatalf("lookup = %+v, want the two attempts oldest first", res)
 	}
 	// By Message-ID alone: the file of that attempt, with its recipient.
-	res, err = d.Lookup(ctx, ledger.LookupQuery{MessageID: ledger.TransportID(key, 2)})
+	res, err = d.Lookup(ctx, destination.LookupQuery{MessageID: ledger.TransportID(key, 2)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,8 +76,8 @@ func TestLookup(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d := &Destination{Dir: tt.dir(t)}
-			res, err := d.Lookup(ctx, ledger.LookupQuery{ActionKey: "gh1:c:e:t:x:r0", MessageID: "m1"})
-			if got := errors.Is(err, ledger.ErrLookupUnavailable); got != tt.unavailable {
+			res, err := d.Lookup(ctx, destination.LookupQuery{ActionKey: "gh1:c:e:t:x:r0", MessageID: "m1"})
+			if got := errors.Is(err, destination.ErrLookupUnavailable); got != tt.unavailable {
 				t.Fatalf("unavailable = %v (err %v), want %v", got, err, tt.unavailable)
 			}
 			if len(res.Messages) > 0 {
@@ -107,10 +108,10 @@ func TestSendSameAttemptTwiceKeepsOneFile(t *testing.T) {
 func TestSendRefusesHeaderInjection(t *testing.T) {
 	tests := []struct {
 		name string
-		edit func(*ledger.Message)
+		edit func(*destination.Message)
 	}{
-		{"Recipient", func(m *ledger.Message) { m.To = "ada@example.com\r\nBcc: eve@example.com" }},
-		{"Subject", func(m *ledger.Message) { m.Subject = "Hello\r\nBcc: eve@example.com" }},
+		{"Recipient", func(m *destination.Message) { m.To = "ada@example.com\r\nBcc: eve@example.com" }},
+		{"Subject", func(m *destination.Message) { m.Subject = "Hello\r\nBcc: eve@example.com" }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -121,7 +122,7 @@ func TestSendRefusesHeaderInjection(t *testing.T) {
 			msg := message("gh1:c:e:t:x:r0", 1)
 			tt.edit(&msg)
 			_, err = d.Send(context.Background(), msg)
-			if got := ledger.ClassifyDelivery(err); got != ledger.OutcomeRejectedPermanent {
+			if got := destination.ClassifyDelivery(err); got != destination.OutcomeRejectedPermanent {
 				t.Fatalf("outcome = %s (%v), want rejected_permanent", got, err)
 			}
 			if files, _ := filepath.Glob(filepath.Join(d.Dir, "*")); len(files) != 0 {

@@ -1,4 +1,4 @@
-// Package smtpdest is the gate's SMTP destination: it delivers one message
+// Package smtp is the gate's SMTP destination: it delivers one message
 // per attempt with go-smtp's client and reports honestly what is known about
 // the outcome.
 //
@@ -22,12 +22,14 @@
 // delivered: nothing was handed over in either case (both are safe), but a
 // 5xx there (e.g. unknown recipient) will not change by retrying, and the
 // server's own verdict is the more useful record.
-package smtpdest
+package smtp
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"gatehouse/destination"
+	"gatehouse/internal/clock"
 	"net"
 	"net/http"
 	"net/url"
@@ -38,9 +40,8 @@ import (
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
 
+	"gatehouse/destination/mailrender"
 	"gatehouse/internal/oswait"
-	"gatehouse/ledger"
-	"gatehouse/ledger/mailrender"
 )
 
 // Default timeouts; go-smtp's own defaults are minutes, far too long for a
@@ -58,10 +59,10 @@ const DefaultFrom = "gatehouse@localhost"
 
 // Compile-time checks: only LookingDestination offers Lookup.
 var (
-	_ ledger.Destination   = (*Destination)(nil)
-	_ ledger.Destination   = (*LookingDestination)(nil)
-	_ ledger.Looker        = (*LookingDestination)(nil)
-	_ ledger.EpochReporter = (*LookingDestination)(nil)
+	_ destination.Destination   = (*Destination)(nil)
+	_ destination.Destination   = (*LookingDestination)(nil)
+	_ destination.Records       = (*LookingDestination)(nil)
+	_ destination.EpochReporter = (*LookingDestination)(nil)
 )
 
 type config struct {
@@ -70,7 +71,7 @@ type config struct {
 	dataTimeout    time.Duration
 	helloName      string
 	from           string
-	clock          ledger.Clock
+	clock          clock.Clock
 	httpClient     *http.Client
 	poolSize       int
 }
@@ -97,9 +98,9 @@ func WithHelloName(name string) Option { return func(c *config) { c.helloName = 
 func WithFrom(addr string) Option { return func(c *config) { c.from = addr } }
 
 // WithClock sets the clock that stamps the Date header and the receipt
-// (default ledger.SystemClock). Socket timeouts stay on the wall clock:
+// (default clock.System). Socket timeouts stay on the wall clock:
 // the kernel measures them.
-func WithClock(clock ledger.Clock) Option { return func(c *config) { c.clock = clock } }
+func WithClock(clock clock.Clock) Option { return func(c *config) { c.clock = clock } }
 
 // WithHTTPClient sets the client used by Lookup (its timeout is kept if set,
 // otherwise DefaultLookupTimeout applies).
@@ -113,7 +114,7 @@ const (
 )
 
 // Destination sends over SMTP to one server. It does not implement
-// ledger.Looker: its server offers no records to consult.
+// destination.Records: its server offers no records to consult.
 type Destination struct {
 	target   string // as given, password redacted
 	identity string // smtp://host:port
@@ -140,15 +141,15 @@ func redact(target string) string {
 	return u.Redacted()
 }
 
-// Identity implements ledger.Destination: smtp://host:port, without
+// Identity implements destination.Destination: smtp://host:port, without
 // credentials or the lookup API.
 func (d *Destination) Identity() string { return d.identity }
 
-// LookupEndpoint implements ledger.Looker: the test mailbox API.
+// LookupEndpoint implements destination.Records: the test mailbox API.
 func (d *LookingDestination) LookupEndpoint() string { return d.api.String() }
 
 // LookingDestination is a Destination whose server is a gatehouse test
-// mailbox with a query API; it implements ledger.Looker through that API.
+// mailbox with a query API; it implements destination.Records through that API.
 type LookingDestination struct {
 	*Destination
 	api *url.URL
@@ -194,7 +195,7 @@ func (d *Destination) Looking() (*LookingDestination, bool) {
 // Gate returns what the gate should be handed for this target: the
 // LookingDestination when the target named an API, the plain destination
 // otherwise.
-func (d *Destination) Gate() ledger.Destination {
+func (d *Destination) Gate() destination.Destination {
 	if ld, ok := d.Looking(); ok {
 		return ld
 	}
@@ -264,7 +265,7 @@ func parse(target string, opts []Option) (*Destination, error) {
 		dataTimeout:    DefaultDataTimeout,
 		helloName:      "localhost",
 		from:           DefaultFrom,
-		clock:          ledger.SystemClock{},
+		clock:          clock.System{},
 		poolSize:       DefaultPoolSize,
 	}}
 	if u.User != nil {
@@ -310,35 +311,35 @@ func (d *Destination) Target() string { return d.target }
 // Addr returns the SMTP server's host:port.
 func (d *Destination) Addr() string { return d.addr }
 
-// fail builds the *ledger.DeliveryError for one phase.
-func fail(o ledger.Outcome, phase string, err error) error {
-	return &ledger.DeliveryError{Outcome: o, Err: fmt.Errorf("smtp %s: %w", phase, err)}
+// fail builds the *destination.DeliveryError for one phase.
+func fail(o destination.Outcome, phase string, err error) error {
+	return &destination.DeliveryError{Outcome: o, Err: fmt.Errorf("smtp %s: %w", phase, err)}
 }
 
 // replyOutcome classifies an error at a stage where nothing was handed over:
 // a 4xx/5xx reply is the server's verdict; anything else is not delivered.
-func replyOutcome(err error) ledger.Outcome {
+func replyOutcome(err error) destination.Outcome {
 	var se *smtp.SMTPError
 	if errors.As(err, &se) {
 		switch se.Code / 100 {
 		case 4:
-			return ledger.OutcomeRejectedTemporary
+			return destination.OutcomeRejectedTemporary
 		case 5:
-			return ledger.OutcomeRejectedPermanent
+			return destination.OutcomeRejectedPermanent
 		}
 	}
-	return ledger.OutcomeNotDelivered
+	return destination.OutcomeNotDelivered
 }
 
 // Send delivers msg. A nil error means the server answered 250 to the final
-// "."; every other result is a *ledger.DeliveryError (see the package
+// "."; every other result is a *destination.DeliveryError (see the package
 // comment for the classification). Cancelling ctx closes the connection; the
 // outcome is then classified by the phase it interrupted. msg.Target is not
 // consulted: a Destination is made for one target by New.
-func (d *Destination) Send(ctx context.Context, msg ledger.Message) (ledger.Receipt, error) {
+func (d *Destination) Send(ctx context.Context, msg destination.Message) (destination.Receipt, error) {
 	m, err := mailrender.Render(msg, d.cfg.from, d.cfg.clock.Now())
 	if err != nil {
-		return ledger.Receipt{}, err // permanent: the renderer decides that for every mail destination
+		return destination.Receipt{}, err // permanent: the renderer decides that for every mail destination
 	}
 	// A session kept from an accepted message (pool.go), else a new one.
 	// A kept session the server has dropped meanwhile shows it at MAIL,
@@ -346,7 +347,7 @@ func (d *Destination) Send(ctx context.Context, msg ledger.Message) (ledger.Rece
 	// connection, once.
 	if ctx.Err() != nil {
 		// Not even a kept session: cancelling must not close them one by one.
-		return ledger.Receipt{}, fail(ledger.OutcomeNotDelivered, "connect "+d.addr, context.Cause(ctx))
+		return destination.Receipt{}, fail(destination.OutcomeNotDelivered, "connect "+d.addr, context.Cause(ctx))
 	}
 	if s := d.pool.take(oswait.Now()); s != nil {
 		r, stale, err := d.transact(ctx, s.conn, s.c, m, msg.TransportID, true)
@@ -356,7 +357,7 @@ func (d *Destination) Send(ctx context.Context, msg ledger.Message) (ledger.Rece
 	}
 	conn, c, err := d.open(ctx)
 	if err != nil {
-		return ledger.Receipt{}, err
+		return destination.Receipt{}, err
 	}
 	r, _, err := d.transact(ctx, conn, c, m, msg.TransportID, false)
 	return r, err
@@ -369,7 +370,7 @@ func (d *Destination) open(ctx context.Context) (net.Conn, *smtp.Client, error) 
 	dialer := net.Dialer{Timeout: d.cfg.connectTimeout}
 	conn, err := dialer.DialContext(ctx, "tcp", d.addr)
 	if err != nil {
-		return nil, nil, fail(ledger.OutcomeNotDelivered, "connect "+d.addr, err)
+		return nil, nil, fail(destination.OutcomeNotDelivered, "connect "+d.addr, err)
 	}
 	// Closing the socket is the one way to interrupt a blocked read.
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
@@ -377,7 +378,7 @@ func (d *Destination) open(ctx context.Context) (net.Conn, *smtp.Client, error) 
 	session, err := d.negotiate(conn)
 	if err != nil {
 		conn.Close()
-		return nil, nil, fail(ledger.OutcomeNotDelivered, "session start", withCause(ctx, err))
+		return nil, nil, fail(destination.OutcomeNotDelivered, "session start", withCause(ctx, err))
 	}
 	// smtp.NewClient on our own connection, rather than smtp.Dial, so
 	// that the connect timeout and ctx apply to the dial too.
@@ -385,12 +386,12 @@ func (d *Destination) open(ctx context.Context) (net.Conn, *smtp.Client, error) 
 	c.CommandTimeout = d.cfg.commandTimeout
 	if err := c.Hello(d.cfg.helloName); err != nil {
 		c.Close()
-		return nil, nil, fail(ledger.OutcomeNotDelivered, "greeting", withCause(ctx, err))
+		return nil, nil, fail(destination.OutcomeNotDelivered, "greeting", withCause(ctx, err))
 	}
 	if d.user != "" {
 		if err := c.Auth(sasl.NewPlainClient("", d.user, d.pass)); err != nil {
 			c.Close()
-			return nil, nil, fail(ledger.OutcomeNotDelivered, "auth", withCause(ctx, err))
+			return nil, nil, fail(destination.OutcomeNotDelivered, "auth", withCause(ctx, err))
 		}
 	}
 	return conn, c, nil
@@ -422,7 +423,7 @@ func staleSession(err error) bool {
 // true when a kept session turned out gone at MAIL and ctx is still live:
 // nothing was sent, the session is closed, and the caller sends over a new
 // one instead.
-func (d *Destination) transact(ctx context.Context, conn net.Conn, c *smtp.Client, m mailrender.Mail, transportID string, kept bool) (r ledger.Receipt, stale bool, err error) {
+func (d *Destination) transact(ctx context.Context, conn net.Conn, c *smtp.Client, m mailrender.Mail, transportID string, kept bool) (r destination.Receipt, stale bool, err error) {
 	from, to, raw := m.From, m.To, m.Raw
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	accepted := false
@@ -437,23 +438,23 @@ func (d *Destination) transact(ctx context.Context, conn net.Conn, c *smtp.Clien
 	}
 	if err := c.Mail(from, mopts); err != nil {
 		if kept && ctx.Err() == nil && staleSession(err) {
-			return ledger.Receipt{}, true, nil
+			return destination.Receipt{}, true, nil
 		}
-		return ledger.Receipt{}, false, fail(replyOutcome(err), "MAIL FROM", withCause(ctx, err))
+		return destination.Receipt{}, false, fail(replyOutcome(err), "MAIL FROM", withCause(ctx, err))
 	}
 	if err := c.Rcpt(to, nil); err != nil {
-		return ledger.Receipt{}, false, fail(replyOutcome(err), "RCPT TO", withCause(ctx, err))
+		return destination.Receipt{}, false, fail(replyOutcome(err), "RCPT TO", withCause(ctx, err))
 	}
 	w, err := c.Data()
 	if err != nil {
-		return ledger.Receipt{}, false, fail(replyOutcome(err), "DATA", withCause(ctx, err))
+		return destination.Receipt{}, false, fail(replyOutcome(err), "DATA", withCause(ctx, err))
 	}
 	// The body write has no deadline of its own in go-smtp; bound it here.
 	conn.SetWriteDeadline(oswait.Deadline(d.cfg.commandTimeout))
 	if _, err := w.Write(raw); err != nil {
 		// The terminating "." is only written by Close, so the server
 		// cannot have taken the message.
-		return ledger.Receipt{}, false, fail(ledger.OutcomeNotDelivered, "message body", withCause(ctx, err))
+		return destination.Receipt{}, false, fail(destination.OutcomeNotDelivered, "message body", withCause(ctx, err))
 	}
 	// The write deadline stays on for the final flush of the body's tail and
 	// "." (go-smtp writes them before it sets its own deadline for the
@@ -462,13 +463,13 @@ func (d *Destination) transact(ctx context.Context, conn net.Conn, c *smtp.Clien
 	if err != nil {
 		var se *smtp.SMTPError
 		if errors.As(err, &se) && (se.Code/100 == 4 || se.Code/100 == 5) {
-			return ledger.Receipt{}, false, fail(replyOutcome(err), "end of data", err)
+			return destination.Receipt{}, false, fail(replyOutcome(err), "end of data", err)
 		}
 		// Lost or silent after the final ".": the server may have the
 		// message. Only its records can tell.
-		return ledger.Receipt{}, false, fail(ledger.OutcomeUnknown, "end of data", withCause(ctx, err))
+		return destination.Receipt{}, false, fail(destination.OutcomeUnknown, "end of data", withCause(ctx, err))
 	}
 	at := d.cfg.clock.Now()
 	accepted = true
-	return ledger.Receipt{TransportID: transportID, Response: "250 " + resp.StatusText, At: at}, false, nil
+	return destination.Receipt{TransportID: transportID, Response: "250 " + resp.StatusText, At: at}, false, nil
 }

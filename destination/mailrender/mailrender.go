@@ -13,6 +13,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"gatehouse/destination"
 	"mime"
 	"mime/quotedprintable"
 	"net/mail"
@@ -22,7 +23,6 @@ import (
 	"unicode/utf8"
 
 	"gatehouse/internal/mailheader"
-	"gatehouse/ledger"
 )
 
 // MaxLineOctets is the longest line SMTP allows, without its CRLF
@@ -40,18 +40,18 @@ type Mail struct {
 // from defaultFrom. A message that cannot be rendered (no transport id, an
 // address that does not parse, a header value with a line break, a body
 // that is not UTF-8) would fail the same way on every try, so the error is a
-// *ledger.DeliveryError with OutcomeRejectedPermanent: nothing was handed
+// *destination.DeliveryError with OutcomeRejectedPermanent: nothing was handed
 // over and nothing should be retried.
-func Render(msg ledger.Message, defaultFrom string, date time.Time) (Mail, error) {
+func Render(msg destination.Message, defaultFrom string, date time.Time) (Mail, error) {
 	m, err := render(msg, defaultFrom, date)
 	if err != nil {
-		return Mail{}, &ledger.DeliveryError{Outcome: ledger.OutcomeRejectedPermanent,
+		return Mail{}, &destination.DeliveryError{Outcome: destination.OutcomeRejectedPermanent,
 			Err: fmt.Errorf("render message %s: %w", msg.TransportID, err)}
 	}
 	return m, nil
 }
 
-func render(msg ledger.Message, defaultFrom string, date time.Time) (Mail, error) {
+func render(msg destination.Message, defaultFrom string, date time.Time) (Mail, error) {
 	if msg.TransportID == "" {
 		return Mail{}, errors.New("message has no transport id")
 	}

@@ -1,4 +1,4 @@
-package smtpdest_test
+package smtp_test
 
 import (
 	"context"
@@ -14,8 +14,9 @@ import (
 
 	"github.com/emersion/go-smtp"
 
+	"gatehouse/destination"
+	smtpdest "gatehouse/destination/smtp"
 	"gatehouse/ledger"
-	"gatehouse/ledger/smtpdest"
 	"gatehouse/testmailbox"
 )
 
@@ -35,9 +36,9 @@ func ctxT(t *testing.T) context.Context {
 	return ctx
 }
 
-func newMessage(event string, attempt int) ledger.Message {
+func newMessage(event string, attempt int) destination.Message {
 	key := ledger.Key("cust-42", event, "reply_ack", "task-7", 0)
-	return ledger.Message{
+	return destination.Message{
 		ActionKey:   key,
 		Attempt:     attempt,
 		TransportID: ledger.TransportID(key, attempt),
@@ -94,8 +95,8 @@ func TestLookerOnlyWithAPI(t *testing.T) {
 	if _, ok := plain.Looking(); ok {
 		t.Error("Looking() offers records without api")
 	}
-	if _, ok := plain.Gate().(ledger.Looker); ok {
-		t.Errorf("Gate() = %T implements Looker without api", plain.Gate())
+	if _, ok := plain.Gate().(destination.Records); ok {
+		t.Errorf("Gate() = %T implements destination.Records without api", plain.Gate())
 	}
 	withAPI, err := smtpdest.New("smtp://127.0.0.1:2525?api=http://127.0.0.1:8025")
 	if err != nil {
@@ -105,8 +106,8 @@ func TestLookerOnlyWithAPI(t *testing.T) {
 	if !ok || ld.LookupEndpoint() != "http://127.0.0.1:8025" {
 		t.Errorf("Looking() = %v, %v; want the records at the api", ld, ok)
 	}
-	if _, ok := withAPI.Gate().(ledger.Looker); !ok {
-		t.Errorf("Gate() = %T does not implement Looker with api", withAPI.Gate())
+	if _, ok := withAPI.Gate().(destination.Records); !ok {
+		t.Errorf("Gate() = %T does not implement destination.Records with api", withAPI.Gate())
 	}
 }
 
@@ -158,7 +159,7 @@ func TestSendArrivesWithHeadersAndUTF8Subject(t *testing.T) {
 	if want := "Line one\r\n.\r\n..two dots\r\nlast line without newline\r\n"; string(body) != want {
 		t.Errorf("body %q; want %q", body, want)
 	}
-	res, err := d.Lookup(ctx, ledger.LookupQuery{ActionKey: msg.ActionKey, MessageID: msg.MessageID()})
+	res, err := d.Lookup(ctx, destination.LookupQuery{ActionKey: msg.ActionKey, MessageID: msg.MessageID()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,15 +175,15 @@ func TestOutcomeAgainstMailboxFaults(t *testing.T) {
 	tests := []struct {
 		name    string
 		fault   testmailbox.Fault
-		outcome ledger.Outcome // "" means accepted (nil error)
+		outcome destination.Outcome // "" means accepted (nil error)
 		arrived int
 	}{
 		{"NoFault", testmailbox.Fault{}, "", 1},
-		{"AcceptThenDrop", testmailbox.Fault{Kind: testmailbox.FaultAcceptThenDrop, Count: 1}, ledger.OutcomeUnknown, 1},
-		{"DelayReplyPastTimeout", testmailbox.Fault{Kind: testmailbox.FaultDelayReply, Duration: 3 * time.Second, Count: 1}, ledger.OutcomeUnknown, 1},
-		{"RejectTemporary", testmailbox.Fault{Kind: testmailbox.FaultRejectTemporary, Count: 1}, ledger.OutcomeRejectedTemporary, 0},
-		{"RejectPermanent", testmailbox.Fault{Kind: testmailbox.FaultRejectPermanent, Count: 1}, ledger.OutcomeRejectedPermanent, 0},
-		{"Down", testmailbox.Fault{Kind: testmailbox.FaultDown}, ledger.OutcomeNotDelivered, 0},
+		{"AcceptThenDrop", testmailbox.Fault{Kind: testmailbox.FaultAcceptThenDrop, Count: 1}, destination.OutcomeUnknown, 1},
+		{"DelayReplyPastTimeout", testmailbox.Fault{Kind: testmailbox.FaultDelayReply, Duration: 3 * time.Second, Count: 1}, destination.OutcomeUnknown, 1},
+		{"RejectTemporary", testmailbox.Fault{Kind: testmailbox.FaultRejectTemporary, Count: 1}, destination.OutcomeRejectedTemporary, 0},
+		{"RejectPermanent", testmailbox.Fault{Kind: testmailbox.FaultRejectPermanent, Count: 1}, destination.OutcomeRejectedPermanent, 0},
+		{"Down", testmailbox.Fault{Kind: testmailbox.FaultDown}, destination.OutcomeNotDelivered, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -197,13 +198,13 @@ func TestOutcomeAgainstMailboxFaults(t *testing.T) {
 			msg := newMessage("enquiry-"+tt.name, 1)
 
 			_, err := d.Send(ctx, msg)
-			if got := ledger.ClassifyDelivery(err); got != tt.outcome && !(tt.outcome == "" && got == ledger.OutcomeAccepted) {
+			if got := destination.ClassifyDelivery(err); got != tt.outcome && !(tt.outcome == "" && got == destination.OutcomeAccepted) {
 				t.Fatalf("outcome %s (%v); want %q", got, err, tt.outcome)
 			}
 			if err != nil {
-				var de *ledger.DeliveryError
+				var de *destination.DeliveryError
 				if !errors.As(err, &de) {
-					t.Errorf("error %T is not a *ledger.DeliveryError", err)
+					t.Errorf("error %T is not a *destination.DeliveryError", err)
 				}
 			}
 			if tt.arrived > 0 {
@@ -211,7 +212,7 @@ func TestOutcomeAgainstMailboxFaults(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			res, err := d.Lookup(ctx, ledger.LookupQuery{ActionKey: msg.ActionKey, MessageID: msg.MessageID()})
+			res, err := d.Lookup(ctx, destination.LookupQuery{ActionKey: msg.ActionKey, MessageID: msg.MessageID()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -228,7 +229,7 @@ func TestOutcomeAgainstMailboxFaults(t *testing.T) {
 				}
 			}
 			// A retryable outcome may be retried: the next attempt arrives.
-			if ledger.Outcome(tt.outcome).Retryable() {
+			if destination.Outcome(tt.outcome).Retryable() {
 				if err := m.ClearFaults(); err != nil {
 					t.Fatal(err)
 				}
@@ -290,13 +291,13 @@ func TestOutcomeBeforeData(t *testing.T) {
 	tests := []struct {
 		name    string
 		session scriptedSession
-		want    ledger.Outcome
+		want    destination.Outcome
 	}{
-		{"MailTemporary", scriptedSession{mail: temp}, ledger.OutcomeRejectedTemporary},
-		{"MailPermanent", scriptedSession{mail: perm}, ledger.OutcomeRejectedPermanent},
-		{"RcptTemporary", scriptedSession{rcpt: temp}, ledger.OutcomeRejectedTemporary},
-		{"RcptPermanent", scriptedSession{rcpt: perm}, ledger.OutcomeRejectedPermanent},
-		{"ConnectionLostAtMail", scriptedSession{dropMail: true}, ledger.OutcomeNotDelivered},
+		{"MailTemporary", scriptedSession{mail: temp}, destination.OutcomeRejectedTemporary},
+		{"MailPermanent", scriptedSession{mail: perm}, destination.OutcomeRejectedPermanent},
+		{"RcptTemporary", scriptedSession{rcpt: temp}, destination.OutcomeRejectedTemporary},
+		{"RcptPermanent", scriptedSession{rcpt: perm}, destination.OutcomeRejectedPermanent},
+		{"ConnectionLostAtMail", scriptedSession{dropMail: true}, destination.OutcomeNotDelivered},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -310,7 +311,7 @@ func TestOutcomeBeforeData(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, err = d.Send(ctxT(t), newMessage("e", 1))
-			if got := ledger.ClassifyDelivery(err); got != tt.want {
+			if got := destination.ClassifyDelivery(err); got != tt.want {
 				t.Errorf("outcome %s (%v); want %s", got, err, tt.want)
 			}
 		})
@@ -329,7 +330,7 @@ func TestNotDeliveredWhenNothingListens(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = d.Send(ctxT(t), newMessage("e", 1))
-	if got := ledger.ClassifyDelivery(err); got != ledger.OutcomeNotDelivered {
+	if got := destination.ClassifyDelivery(err); got != destination.OutcomeNotDelivered {
 		t.Errorf("outcome %s (%v); want not_delivered", got, err)
 	}
 }
@@ -343,7 +344,7 @@ func TestCancelledContextIsNotDelivered(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, err = d.Send(ctx, newMessage("e", 1))
-	if got := ledger.ClassifyDelivery(err); got != ledger.OutcomeNotDelivered {
+	if got := destination.ClassifyDelivery(err); got != destination.OutcomeNotDelivered {
 		t.Errorf("outcome %s (%v); want not_delivered", got, err)
 	}
 }
@@ -356,17 +357,17 @@ func TestComposeRefusesBadMessages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bad := []func(*ledger.Message){
-		func(m *ledger.Message) { m.To = "" },
-		func(m *ledger.Message) { m.From = "not an address" },
-		func(m *ledger.Message) { m.Subject = "two\r\nBcc: eve@example.com" },
-		func(m *ledger.Message) { m.ActionKey = "k\nX-Evil: 1" },
+	bad := []func(*destination.Message){
+		func(m *destination.Message) { m.To = "" },
+		func(m *destination.Message) { m.From = "not an address" },
+		func(m *destination.Message) { m.Subject = "two\r\nBcc: eve@example.com" },
+		func(m *destination.Message) { m.ActionKey = "k\nX-Evil: 1" },
 	}
 	for i, mutate := range bad {
 		msg := newMessage("e", 1)
 		mutate(&msg)
 		_, err := d.Send(ctxT(t), msg)
-		if got := ledger.ClassifyDelivery(err); got != ledger.OutcomeRejectedPermanent {
+		if got := destination.ClassifyDelivery(err); got != destination.OutcomeRejectedPermanent {
 			t.Errorf("case %d: outcome %s (%v); want rejected_permanent", i, got, err)
 		}
 	}
@@ -409,8 +410,8 @@ func TestLookupUnavailable(t *testing.T) {
 	api := "http://" + l.Addr().String()
 	l.Close()
 	d := looking(t, "smtp://127.0.0.1:1?api="+api)
-	_, err = d.Lookup(ctxT(t), ledger.LookupQuery{ActionKey: "k"})
-	if !errors.Is(err, ledger.ErrLookupUnavailable) {
+	_, err = d.Lookup(ctxT(t), destination.LookupQuery{ActionKey: "k"})
+	if !errors.Is(err, destination.ErrLookupUnavailable) {
 		t.Errorf("lookup with nothing listening: %v; want ErrLookupUnavailable", err)
 	}
 }
@@ -442,14 +443,14 @@ func TestLookupRefusesWhatIsNotAnAnswer(t *testing.T) {
 			}))
 			defer srv.Close()
 			d := looking(t, "smtp://127.0.0.1:1?api="+srv.URL)
-			res, err := d.Lookup(ctxT(t), ledger.LookupQuery{ActionKey: "k", MessageID: "m"})
+			res, err := d.Lookup(ctxT(t), destination.LookupQuery{ActionKey: "k", MessageID: "m"})
 			if tc.Absent {
 				if err != nil || len(res.Messages) != 0 {
 					t.Fatalf("lookup = %+v, %v; want an answer of nothing", res, err)
 				}
 				return
 			}
-			if !errors.Is(err, ledger.ErrLookupUnavailable) {
+			if !errors.Is(err, destination.ErrLookupUnavailable) {
 				t.Fatalf("lookup = %+v, %v; want ErrLookupUnavailable", res, err)
 			}
 		})

@@ -1,4 +1,4 @@
-package smtpdest
+package smtp
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"gatehouse/ledger"
+	"gatehouse/destination"
 )
 
 // lookupPage is how many records one query asks for; Lookup pages until it
@@ -36,11 +36,11 @@ type mailboxPage struct {
 // action key or its Message-ID, and reports the epoch of the store that
 // answered. Any failure to consult it (connection, status, a reply without
 // its total or its messages, pages from different epochs) wraps
-// ledger.ErrLookupUnavailable, so that reconciliation holds the action
+// destination.ErrLookupUnavailable, so that reconciliation holds the action
 // instead of guessing.
-func (d *LookingDestination) Lookup(ctx context.Context, q ledger.LookupQuery) (ledger.LookupResult, error) {
+func (d *LookingDestination) Lookup(ctx context.Context, q destination.LookupQuery) (destination.LookupResult, error) {
 	seen := map[string]bool{}
-	var res ledger.LookupResult
+	var res destination.LookupResult
 	epochs := &epochTracker{}
 	for _, filter := range []url.Values{{"action_key": {q.ActionKey}}, {"message_id": {q.MessageID}}} {
 		if filter.Get("action_key") == "" && filter.Get("message_id") == "" {
@@ -48,7 +48,7 @@ func (d *LookingDestination) Lookup(ctx context.Context, q ledger.LookupQuery) (
 		}
 		found, err := d.lookupAll(ctx, filter, epochs)
 		if err != nil {
-			return ledger.LookupResult{}, fmt.Errorf("%w: look up %s at %s: %w", ledger.ErrLookupUnavailable, filter.Encode(), d.api, err)
+			return destination.LookupResult{}, fmt.Errorf("%w: look up %s at %s: %w", destination.ErrLookupUnavailable, filter.Encode(), d.api, err)
 		}
 		for _, m := range found {
 			// The mailbox's own record id would be better, but the
@@ -65,7 +65,7 @@ func (d *LookingDestination) Lookup(ctx context.Context, q ledger.LookupQuery) (
 	return res, nil
 }
 
-// Epoch implements ledger.EpochReporter: the mailbox store's current epoch,
+// Epoch implements destination.EpochReporter: the mailbox store's current epoch,
 // read with a count-only query.
 func (d *LookingDestination) Epoch(ctx context.Context) (string, error) {
 	page, err := d.fetch(ctx, url.Values{"limit": {"0"}}, 0)
@@ -91,8 +91,8 @@ func (e *epochTracker) check(epoch string) error {
 	return nil
 }
 
-func (d *LookingDestination) lookupAll(ctx context.Context, filter url.Values, epochs *epochTracker) ([]ledger.FoundMessage, error) {
-	var out []ledger.FoundMessage
+func (d *LookingDestination) lookupAll(ctx context.Context, filter url.Values, epochs *epochTracker) ([]destination.FoundMessage, error) {
+	var out []destination.FoundMessage
 	for {
 		page, err := d.fetch(ctx, filter, len(out))
 		if err != nil {
@@ -105,7 +105,7 @@ func (d *LookingDestination) lookupAll(ctx context.Context, filter url.Values, e
 			if m.MessageID == nil {
 				return nil, errors.New("reply lists a message without message_id")
 			}
-			out = append(out, ledger.FoundMessage{MessageID: *m.MessageID, ActionKey: m.ActionKey, Recipients: m.To})
+			out = append(out, destination.FoundMessage{MessageID: *m.MessageID, ActionKey: m.ActionKey, Recipients: m.To})
 		}
 		if len(out) >= *page.Total {
 			return out, nil

@@ -1,4 +1,4 @@
-package smtpdest_test
+package smtp_test
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"gatehouse/destination"
 	"io"
 	"net"
 	"os"
@@ -14,9 +15,9 @@ import (
 	"sync"
 	"testing"
 
+	"gatehouse/destination/registry"
+	smtpdest "gatehouse/destination/smtp"
 	"gatehouse/ledger"
-	"gatehouse/ledger/destinations"
-	"gatehouse/ledger/smtpdest"
 	"gatehouse/testmailbox"
 )
 
@@ -109,7 +110,7 @@ func TestSTARTTLSAndAuthThroughTheGate(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	key := approvedAction(t, l, ledger.EndpointOf(dest))
+	key := approvedAction(t, l, destination.EndpointOf(dest))
 	res, err := l.Execute(ctx, ledger.ExecuteRequest{Key: key, Executor: "wf-ack",
 		Reread: []ledger.MaterialRead{{Source: "crm", Field: "consent", Value: "yes"}}}, dest)
 	if err != nil || res.Action.State != ledger.StateSent {
@@ -216,7 +217,7 @@ func TestTLSPolicy(t *testing.T) {
 				}
 				return
 			}
-			if ledger.ClassifyDelivery(err) != ledger.OutcomeNotDelivered || !strings.Contains(err.Error(), tc.Want) {
+			if destination.ClassifyDelivery(err) != destination.OutcomeNotDelivered || !strings.Contains(err.Error(), tc.Want) {
 				t.Fatalf("send: %v; want not delivered saying %q", err, tc.Want)
 			}
 			if strings.Contains(err.Error(), tlsPass) {
@@ -297,12 +298,12 @@ func TestAcceptThenDropOverTLSIsUnknown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	key := approvedAction(t, l, ledger.EndpointOf(dest))
+	key := approvedAction(t, l, destination.EndpointOf(dest))
 	req := ledger.ExecuteRequest{Key: key, Executor: "wf-ack", Reread: []ledger.MaterialRead{{Source: "crm", Field: "consent", Value: "yes"}}}
 	if res, err := l.Execute(ctx, req, dest); !errors.Is(err, ledger.ErrUnknownOutcome) {
 		t.Fatalf("execute over TLS with the reply dropped: %s, %v", res.Action.State, err)
 	}
-	a, err := l.Reconcile(ctx, ledger.ReconcileRequest{Key: key, Actor: "ops", Open: destinations.Records()})
+	a, err := l.Reconcile(ctx, ledger.ReconcileRequest{Key: key, Actor: "ops", Open: registry.Records()})
 	if err != nil || a.State != ledger.StateSent {
 		t.Fatalf("reconcile: %s, %v", a.State, err)
 	}
@@ -364,7 +365,7 @@ func TestSTARTTLSRefusedOrTampered(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, err = d.Send(ctxT(t), newMessage("tls-raw-"+tc.Name, 1))
-			if ledger.ClassifyDelivery(err) != ledger.OutcomeNotDelivered || !strings.Contains(err.Error(), tc.Want) {
+			if destination.ClassifyDelivery(err) != destination.OutcomeNotDelivered || !strings.Contains(err.Error(), tc.Want) {
 				t.Fatalf("send: %v; want not delivered saying %q", err, tc.Want)
 			}
 		})

@@ -1,4 +1,4 @@
-// Package destinations turns destination URLs into the gate's
+// Package registry turns destination URLs into the gate's
 // destinations, and recorded endpoints back into the records reconciliation
 // may consult. It is the one place that knows every scheme:
 //
@@ -9,19 +9,19 @@
 //	fake://OUTCOME                   keeps nothing, answers OUTCOME (accept when empty)
 //
 // Credentials are never part of an identity or an endpoint.
-package destinations
+package registry
 
 import (
 	"errors"
 	"fmt"
+	"gatehouse/destination"
 	"net/url"
 	"path/filepath"
 	"strings"
 
-	"gatehouse/fakes"
-	"gatehouse/ledger"
-	"gatehouse/ledger/filedest"
-	"gatehouse/ledger/smtpdest"
+	"gatehouse/destination/fake"
+	filedest "gatehouse/destination/file"
+	smtpdest "gatehouse/destination/smtp"
 )
 
 // Usage is the one-line description of the accepted URLs.
@@ -29,12 +29,12 @@ const Usage = "file://DIR, smtp://host:port[?api=http://host:port] or fake://OUT
 
 // FakeOutcomes are the answers a fake:// destination can be told to give,
 // so a workflow can rehearse every result of a send without a server.
-var FakeOutcomes = map[string]ledger.Outcome{
-	"accept":             ledger.OutcomeAccepted,
-	"unknown":            ledger.OutcomeUnknown,
-	"not-delivered":      ledger.OutcomeNotDelivered,
-	"rejected-temporary": ledger.OutcomeRejectedTemporary,
-	"rejected-permanent": ledger.OutcomeRejectedPermanent,
+var FakeOutcomes = map[string]destination.Outcome{
+	"accept":             destination.OutcomeAccepted,
+	"unknown":            destination.OutcomeUnknown,
+	"not-delivered":      destination.OutcomeNotDelivered,
+	"rejected-temporary": destination.OutcomeRejectedTemporary,
+	"rejected-permanent": destination.OutcomeRejectedPermanent,
 }
 
 // FakeOutcomeNames lists FakeOutcomes' names in a stable order.
@@ -51,7 +51,7 @@ func bad(raw, format string, a ...any) error {
 
 // Open returns the destination a URL names. A file:// directory is created
 // if needed.
-func Open(raw string) (ledger.Destination, error) {
+func Open(raw string) (destination.Destination, error) {
 	scheme, rest, ok := strings.Cut(raw, "://")
 	if !ok {
 		return nil, bad(raw, "want %s", Usage)
@@ -78,7 +78,7 @@ func Open(raw string) (ledger.Destination, error) {
 // OpenEndpoint returns the destination of a recorded endpoint, with its
 // records API when it has one: what a send that names no destination uses.
 // Credentials, which endpoints never hold, come from the environment.
-func OpenEndpoint(ep ledger.Endpoint) (ledger.Destination, error) {
+func OpenEndpoint(ep destination.Endpoint) (destination.Destination, error) {
 	raw := ep.Destination
 	if ep.Lookup != "" {
 		raw += "?api=" + url.QueryEscape(ep.Lookup)
@@ -88,34 +88,34 @@ func OpenEndpoint(ep ledger.Endpoint) (ledger.Destination, error) {
 
 // Parse returns the endpoint a URL names (identity and lookup endpoint)
 // without opening anything or creating a directory.
-func Parse(raw string) (ledger.Endpoint, error) {
+func Parse(raw string) (destination.Endpoint, error) {
 	scheme, rest, ok := strings.Cut(raw, "://")
 	if !ok {
-		return ledger.Endpoint{}, bad(raw, "want %s", Usage)
+		return destination.Endpoint{}, bad(raw, "want %s", Usage)
 	}
 	switch scheme {
 	case "file":
 		dir, err := fileDir(raw, rest)
 		if err != nil {
-			return ledger.Endpoint{}, err
+			return destination.Endpoint{}, err
 		}
-		return ledger.EndpointOf(&filedest.Destination{Dir: dir}), nil
+		return destination.EndpointOf(&filedest.Destination{Dir: dir}), nil
 	case "smtp", "fake":
 		d, err := Open(raw)
 		if err != nil {
-			return ledger.Endpoint{}, err
+			return destination.Endpoint{}, err
 		}
-		return ledger.EndpointOf(d), nil
+		return destination.EndpointOf(d), nil
 	}
-	return ledger.Endpoint{}, bad(raw, "unknown scheme %q (want file, smtp or fake)", scheme)
+	return destination.Endpoint{}, bad(raw, "unknown scheme %q (want file, smtp or fake)", scheme)
 }
 
 // Records reaches the records of a recorded endpoint: the file directory
 // (never created by looking), the test mailbox API an SMTP attempt recorded,
 // or nothing for a destination without records (an SMTP server without an
 // API, a fake, whose records died with the process that sent).
-func Records() ledger.LookerOpener {
-	return ledger.LookerOpenerFunc(func(ep ledger.Endpoint) (ledger.Looker, error) {
+func Records() destination.RecordsOpener {
+	return destination.RecordsOpenerFunc(func(ep destination.Endpoint) (destination.Records, error) {
 		scheme, rest, _ := strings.Cut(ep.Destination, "://")
 		switch scheme {
 		case "file":
@@ -153,7 +153,7 @@ func fileDir(raw, rest string) (string, error) {
 	return abs, nil
 }
 
-func openFake(raw, rest string) (ledger.Destination, error) {
+func openFake(raw, rest string) (destination.Destination, error) {
 	if rest == "" {
 		rest = "accept"
 	}
@@ -161,10 +161,10 @@ func openFake(raw, rest string) (ledger.Destination, error) {
 	if !ok {
 		return nil, bad(raw, "fake outcome %q unknown (want %s)", rest, strings.Join(FakeOutcomeNames(), ", "))
 	}
-	d := fakes.NewDestination()
+	d := fake.New()
 	d.Name = "fake://" + rest
 	d.Script(o)
-	return fakes.BlindDestination{D: d}, nil
+	return fake.Blind{D: d}, nil
 }
 
 // redact hides a password in a URL for messages.

@@ -1,8 +1,9 @@
-package smtpdest_test
+package smtp_test
 
 import (
 	"bufio"
 	"fmt"
+	"gatehouse/destination"
 	"io"
 	"net"
 	"strings"
@@ -12,8 +13,7 @@ import (
 
 	"github.com/emersion/go-smtp"
 
-	"gatehouse/ledger"
-	"gatehouse/ledger/smtpdest"
+	smtpdest "gatehouse/destination/smtp"
 	"gatehouse/testmailbox"
 )
 
@@ -123,7 +123,7 @@ func (cs *countingServer) sessionsEnded() int {
 	return cs.ended
 }
 
-func sendN(t *testing.T, d ledger.Destination, event string, n int) []error {
+func sendN(t *testing.T, d destination.Destination, event string, n int) []error {
 	t.Helper()
 	var errs []error
 	for i := 1; i <= n; i++ {
@@ -200,9 +200,9 @@ func TestSessionWithoutCleanAcceptanceIsNotReused(t *testing.T) {
 	}})
 	d := newDest(t, cs.target, smtpdest.WithDataTimeout(150*time.Millisecond))
 	errs := sendN(t, d, "mixed", 4)
-	want := []ledger.Outcome{ledger.OutcomeUnknown, ledger.OutcomeAccepted, ledger.OutcomeRejectedPermanent, ledger.OutcomeAccepted}
+	want := []destination.Outcome{destination.OutcomeUnknown, destination.OutcomeAccepted, destination.OutcomeRejectedPermanent, destination.OutcomeAccepted}
 	for i, err := range errs {
-		if got := ledger.ClassifyDelivery(err); got != want[i] {
+		if got := destination.ClassifyDelivery(err); got != want[i] {
 			t.Errorf("message %d: %s (%v), want %s", i+1, got, err, want[i])
 		}
 	}

@@ -1,4 +1,7 @@
-package ledger
+// Package clock is where domain time comes from. It is a leaf, so that the
+// test mailbox and the fakes can share the ledger's clock without linking a
+// database driver.
+package clock
 
 import (
 	"context"
@@ -32,27 +35,27 @@ type Timer interface {
 	Stop() bool
 }
 
-// SystemClock is the wall clock.
-type SystemClock struct{}
+// System is the wall clock.
+type System struct{}
 
-var _ Clock = SystemClock{}
+var _ Clock = System{}
 
 // Now returns the current wall-clock time in UTC.
-func (SystemClock) Now() time.Time { return time.Now().UTC() }
+func (System) Now() time.Time { return time.Now().UTC() }
 
 // NewTimer is time.NewTimer.
-func (SystemClock) NewTimer(d time.Duration) (Timer, <-chan time.Time) {
+func (System) NewTimer(d time.Duration) (Timer, <-chan time.Time) {
 	t := time.NewTimer(d)
 	return t, t.C
 }
 
 // AfterFunc is time.AfterFunc.
-func (SystemClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
+func (System) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
 
-// WithClockTimeout is context.WithTimeout measured on c: the context is
+// WithTimeout is context.WithTimeout measured on c: the context is
 // cancelled, with cause context.DeadlineExceeded, once d has passed on c.
 // On a fake clock that happens when the clock is advanced past it.
-func WithClockTimeout(ctx context.Context, c Clock, d time.Duration) (context.Context, context.CancelFunc) {
+func WithTimeout(ctx context.Context, c Clock, d time.Duration) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	t := c.AfterFunc(d, func() { cancel(context.DeadlineExceeded) })
 	return ctx, func() {

@@ -1,9 +1,10 @@
-package smtpdest_test
+package smtp_test
 
 import (
 	"bytes"
 	"context"
 	"errors"
+	"gatehouse/destination"
 	"io"
 	"mime/quotedprintable"
 	"net/mail"
@@ -12,9 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"gatehouse/destination/registry"
+	smtpdest "gatehouse/destination/smtp"
 	"gatehouse/ledger"
-	"gatehouse/ledger/destinations"
-	"gatehouse/ledger/smtpdest"
 	"gatehouse/testmailbox"
 )
 
@@ -63,7 +64,7 @@ func TestGateAgainstMailboxFaults(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer l.Close()
-			key := approvedAction(t, l, ledger.EndpointOf(dest))
+			key := approvedAction(t, l, destination.EndpointOf(dest))
 			count := func() int {
 				n, err := mb.Count(ctx, testmailbox.Filter{ActionKey: key})
 				if err != nil {
@@ -93,10 +94,10 @@ func TestGateAgainstMailboxFaults(t *testing.T) {
 				}
 			}
 			if tc.Reconcile != "" {
-				if _, ok := dest.(ledger.Looker); !ok {
+				if _, ok := dest.(destination.Records); !ok {
 					t.Fatal("the mailbox target offers no lookup")
 				}
-				a, err := l.Reconcile(ctx, ledger.ReconcileRequest{Key: key, Actor: "ops", Open: destinations.Records()})
+				a, err := l.Reconcile(ctx, ledger.ReconcileRequest{Key: key, Actor: "ops", Open: registry.Records()})
 				if err != nil || a.State != tc.Reconcile {
 					t.Fatalf("reconcile: %s, %v", a.State, err)
 				}
@@ -128,12 +129,12 @@ func TestGateAgainstMailboxFaults(t *testing.T) {
 	}
 }
 
-func approvedAction(t *testing.T, l *ledger.Ledger, ep ledger.Endpoint) string {
+func approvedAction(t *testing.T, l *ledger.Ledger, ep destination.Endpoint) string {
 	t.Helper()
 	return approvedActionWithBody(t, l, ep, "Hello Ada, thank you for writing.")
 }
 
-func approvedActionWithBody(t *testing.T, l *ledger.Ledger, ep ledger.Endpoint, body string) string {
+func approvedActionWithBody(t *testing.T, l *ledger.Ledger, ep destination.Endpoint, body string) string {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := l.Claim(ctx, ledger.TaskRef{ID: "task-7"}, "wf-ack"); err != nil {
@@ -179,7 +180,7 @@ func TestReconcileAfterTheMailboxForgot(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer l.Close()
-			key := approvedAction(t, l, ledger.EndpointOf(dest))
+			key := approvedAction(t, l, destination.EndpointOf(dest))
 			req := ledger.ExecuteRequest{Key: key, Executor: "wf-ack", Reread: []ledger.MaterialRead{{Source: "crm", Field: "consent", Value: "yes"}}}
 			res, err := l.Execute(ctx, req, dest)
 			if !errors.Is(err, ledger.ErrUnknownOutcome) {
@@ -213,7 +214,7 @@ func TestReconcileAfterTheMailboxForgot(t *testing.T) {
 			}
 
 			for range 2 { // a second reconcile changes nothing either
-				a, err := l.Reconcile(ctx, ledger.ReconcileRequest{Key: key, Actor: "ops", Open: destinations.Records()})
+				a, err := l.Reconcile(ctx, ledger.ReconcileRequest{Key: key, Actor: "ops", Open: registry.Records()})
 				if !errors.Is(err, ledger.ErrHeld) || a.State != ledger.StateHeld || a.HoldCause != ledger.HoldUnknownOutcome {
 					t.Fatalf("reconcile: %s (%s), %v; want held for an unknown outcome", a.State, a.HoldCause, err)
 				}
@@ -258,7 +259,7 @@ func TestReconcileAcrossAFileMailboxRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	key := approvedAction(t, l, ledger.EndpointOf(dest))
+	key := approvedAction(t, l, destination.EndpointOf(dest))
 	req := ledger.ExecuteRequest{Key: key, Executor: "wf-ack", Reread: []ledger.MaterialRead{{Source: "crm", Field: "consent", Value: "yes"}}}
 	if _, err := l.Execute(ctx, req, dest); !errors.Is(err, ledger.ErrUnknownOutcome) {
 		t.Fatalf("execute: %v", err)
@@ -270,7 +271,7 @@ func TestReconcileAcrossAFileMailboxRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer mb.Close()
-	a, err := l.Reconcile(ctx, ledger.ReconcileRequest{Key: key, Actor: "ops", Open: destinations.Records()})
+	a, err := l.Reconcile(ctx, ledger.ReconcileRequest{Key: key, Actor: "ops", Open: registry.Records()})
 	if err != nil || a.State != ledger.StateSent {
 		t.Fatalf("reconcile after a file mailbox restart: %s, %v; want sent", a.State, err)
 	}
@@ -302,7 +303,7 @@ func TestGateDeliversTenMegabyteSingleLineBodyIntact(t *testing.T) {
 	// Quoted-printable grows non-ASCII threefold; the mailbox's 10 MiB
 	// limit leaves room for a little of it.
 	body := b.String() + "Grüße, 100% sicher"
-	key := approvedActionWithBody(t, l, ledger.EndpointOf(sd.Gate()), body)
+	key := approvedActionWithBody(t, l, destination.EndpointOf(sd.Gate()), body)
 	material := []ledger.MaterialRead{{Source: "crm", Field: "consent", Value: "yes"}}
 	if _, err := l.Execute(ctx, ledger.ExecuteRequest{Key: key, Executor: "wf-ack", Reread: material}, sd.Gate()); err != nil {
 		t.Fatalf("execute: %v", err)

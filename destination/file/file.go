@@ -1,16 +1,17 @@
-// Package filedest is a ledger.Destination that delivers each message as one
+// Package file is a destination.Destination that delivers each message as one
 // .eml file in a directory, and searches that directory by action key. The
 // file holds the message as package mailrender renders it for SMTP too, and
-// a message it cannot render is refused as permanent, as smtpdest does. It
+// a message it cannot render is refused as permanent, as package smtp does. It
 // lets workflows and tests run the whole gate, reconciliation included,
 // without a mail server: the directory is the destination's own record.
-package filedest
+package file
 
 import (
 	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"gatehouse/internal/clock"
 	"io/fs"
 	"net/mail"
 	"os"
@@ -20,8 +21,8 @@ import (
 	"strings"
 	"time"
 
-	"gatehouse/ledger"
-	"gatehouse/ledger/mailrender"
+	"gatehouse/destination"
+	"gatehouse/destination/mailrender"
 )
 
 // DefaultFrom is the sender written when a message names none.
@@ -34,15 +35,15 @@ type Destination struct {
 	Dir string
 	// Clock stamps the Date header and the receipt; the system clock when
 	// nil.
-	Clock ledger.Clock
+	Clock clock.Clock
 }
 
 var (
-	_ ledger.Destination = (*Destination)(nil)
-	_ ledger.Looker      = (*Destination)(nil)
+	_ destination.Destination = (*Destination)(nil)
+	_ destination.Records     = (*Destination)(nil)
 )
 
-// Identity implements ledger.Destination: file:// and the directory's
+// Identity implements destination.Destination: file:// and the directory's
 // absolute path.
 func (d *Destination) Identity() string {
 	dir, err := filepath.Abs(d.Dir)
@@ -52,7 +53,7 @@ func (d *Destination) Identity() string {
 	return "file://" + dir
 }
 
-// LookupEndpoint implements ledger.Looker: the directory is its own record.
+// LookupEndpoint implements destination.Records: the directory is its own record.
 func (d *Destination) LookupEndpoint() string { return "" }
 
 // New returns a destination writing into dir, creating it if needed.
@@ -78,39 +79,39 @@ func FileName(transportID string) string {
 // Send writes msg as FileName(msg.TransportID). Writing the same attempt
 // twice keeps the first file and reports acceptance, because that attempt's
 // message is already there.
-func (d *Destination) Send(ctx context.Context, msg ledger.Message) (ledger.Receipt, error) {
+func (d *Destination) Send(ctx context.Context, msg destination.Message) (destination.Receipt, error) {
 	if err := ctx.Err(); err != nil {
-		return ledger.Receipt{}, notDelivered(err)
+		return destination.Receipt{}, notDelivered(err)
 	}
 	now := d.now()
 	m, err := mailrender.Render(msg, DefaultFrom, now)
 	if err != nil {
-		return ledger.Receipt{}, err // permanent: the renderer decides that for every mail destination
+		return destination.Receipt{}, err // permanent: the renderer decides that for every mail destination
 	}
 	final := filepath.Join(d.Dir, FileName(msg.TransportID))
 	tmp, err := d.writeTemp(m.Raw)
 	if err != nil {
-		return ledger.Receipt{}, notDelivered(err)
+		return destination.Receipt{}, notDelivered(err)
 	}
 	defer os.Remove(tmp)
 	// A hard link publishes the complete file atomically and, unlike rename,
 	// refuses to replace a message already delivered for this attempt.
 	if err := os.Link(tmp, final); err != nil && !errors.Is(err, fs.ErrExist) {
-		return ledger.Receipt{}, notDelivered(err)
+		return destination.Receipt{}, notDelivered(err)
 	}
 	if err := syncDir(d.Dir); err != nil {
 		// The file is visible but may not survive a crash: the gate must not
 		// assume either way.
-		return ledger.Receipt{}, &ledger.DeliveryError{Outcome: ledger.OutcomeUnknown, Err: err}
+		return destination.Receipt{}, &destination.DeliveryError{Outcome: destination.OutcomeUnknown, Err: err}
 	}
-	return ledger.Receipt{TransportID: msg.TransportID, Response: "written " + final, At: now}, nil
+	return destination.Receipt{TransportID: msg.TransportID, Response: "written " + final, At: now}, nil
 }
 
 func (d *Destination) now() time.Time {
 	if d.Clock != nil {
 		return d.Clock.Now()
 	}
-	return ledger.SystemClock{}.Now()
+	return clock.System{}.Now()
 }
 
 func (d *Destination) writeTemp(body []byte) (string, error) {
@@ -143,17 +144,17 @@ func syncDir(dir string) error {
 }
 
 func notDelivered(err error) error {
-	return &ledger.DeliveryError{Outcome: ledger.OutcomeNotDelivered, Err: err}
+	return &destination.DeliveryError{Outcome: destination.OutcomeNotDelivered, Err: err}
 }
 
 // Lookup reports every message in Dir that carries the query's action key
 // in its X-Gatehouse-Action-Key header or its Message-ID, oldest attempt
 // first. A directory or file that cannot be read makes the lookup
 // unavailable, never "absent".
-func (d *Destination) Lookup(ctx context.Context, q ledger.LookupQuery) (ledger.LookupResult, error) {
+func (d *Destination) Lookup(ctx context.Context, q destination.LookupQuery) (destination.LookupResult, error) {
 	entries, err := os.ReadDir(d.Dir)
 	if err != nil {
-		return ledger.LookupResult{}, fmt.Errorf("%w: read %s: %v", ledger.ErrLookupUnavailable, d.Dir, err)
+		return destination.LookupResult{}, fmt.Errorf("%w: read %s: %v", destination.ErrLookupUnavailable, d.Dir, err)
 	}
 	var found []stored
 	for _, e := range entries {
@@ -161,11 +162,11 @@ func (d *Destination) Lookup(ctx context.Context, q ledger.LookupQuery) (ledger.
 			continue
 		}
 		if err := ctx.Err(); err != nil {
-			return ledger.LookupResult{}, fmt.Errorf("%w: %v", ledger.ErrLookupUnavailable, err)
+			return destination.LookupResult{}, fmt.Errorf("%w: %v", destination.ErrLookupUnavailable, err)
 		}
 		s, err := readHeaders(filepath.Join(d.Dir, e.Name()))
 		if err != nil {
-			return ledger.LookupResult{}, fmt.Errorf("%w: %v", ledger.ErrLookupUnavailable, err)
+			return destination.LookupResult{}, fmt.Errorf("%w: %v", destination.ErrLookupUnavailable, err)
 		}
 		if s.key == q.ActionKey || (q.MessageID != "" && s.messageID == q.MessageID) {
 			found = append(found, s)
@@ -177,9 +178,9 @@ func (d *Destination) Lookup(ctx context.Context, q ledger.LookupQuery) (ledger.
 		}
 		return found[i].messageID < found[j].messageID
 	})
-	var res ledger.LookupResult
+	var res destination.LookupResult
 	for _, s := range found {
-		res.Messages = append(res.Messages, ledger.FoundMessage{MessageID: s.messageID, ActionKey: s.key, Recipients: s.to})
+		res.Messages = append(res.Messages, destination.FoundMessage{MessageID: s.messageID, ActionKey: s.key, Recipients: s.to})
 	}
 	return res, nil
 }
@@ -202,8 +203,8 @@ func readHeaders(path string) (stored, error) {
 	if err != nil {
 		return stored{}, fmt.Errorf("read %s: %w", path, err)
 	}
-	n, _ := strconv.Atoi(m.Header.Get(ledger.HeaderAttempt))
-	s := stored{key: m.Header.Get(ledger.HeaderActionKey), attempt: n,
+	n, _ := strconv.Atoi(m.Header.Get(destination.HeaderAttempt))
+	s := stored{key: m.Header.Get(destination.HeaderActionKey), attempt: n,
 		messageID: strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(m.Header.Get("Message-ID")), "<"), ">")}
 	if to, err := m.Header.AddressList("To"); err == nil {
 		for _, a := range to {
