@@ -6,10 +6,11 @@ package fakes
 import (
 	"context"
 	"fmt"
-	"gatehouse/internal/clock"
 	"sort"
 	"sync"
 	"time"
+
+	"gatehouse/internal/clock"
 )
 
 // Clock is a controllable clock.Clock. It only moves when told to, so

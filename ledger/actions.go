@@ -6,8 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"gatehouse/destination"
 	"strings"
+
+	"gatehouse/destination"
 )
 
 // Proposal is a draft of one business action. Proposing is preparation: it

@@ -8,10 +8,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"gatehouse/destination"
 	"io"
 	"strings"
 
+	"gatehouse/destination"
 	"gatehouse/ledger/audiencefile"
 )
 

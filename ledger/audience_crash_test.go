@@ -2,11 +2,11 @@ package ledger_test
 
 import (
 	"context"
-	"gatehouse/destination"
 	"sync"
 	"testing"
 	"time"
 
+	"gatehouse/destination"
 	"gatehouse/destination/fake"
 	"gatehouse/ledger"
 )

@@ -3,13 +3,13 @@ package ledger_test
 import (
 	"context"
 	"fmt"
-	"gatehouse/destination"
 	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
+	"gatehouse/destination"
 	"gatehouse/destination/fake"
 	"gatehouse/ledger"
 )

@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"gatehouse/destination"
 	"sync"
 	"time"
+
+	"gatehouse/destination"
 )
 
 // sendRun is one pipelined audience send: a dispatcher that decides

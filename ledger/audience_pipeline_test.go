@@ -5,13 +5,13 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"gatehouse/destination"
 	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"gatehouse/destination"
 	"gatehouse/destination/fake"
 	"gatehouse/ledger"
 )

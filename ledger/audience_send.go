@@ -5,9 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"gatehouse/destination"
 	"strings"
 	"time"
+
+	"gatehouse/destination"
 )
 
 // AudienceSummary reads a release's counts, including how far sending got.

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"gatehouse/internal/clock"
 	"io"
 	"io/fs"
 	"os"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/mattn/go-sqlite3"
 
+	"gatehouse/internal/clock"
 	"gatehouse/internal/oswait"
 )
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
 	"gatehouse/destination"
 )
 
@@ -111,7 +112,7 @@ func (l *Ledger) beginAttempts(ctx context.Context, reqs []ExecuteRequest, fresh
 func (t *wtx) beginOne(req ExecuteRequest) (Begun, error) {
 	var b Begun
 	answer, err := t.savepoint(func() (err error) {
-		b.Attempt, b.Message, err = t.beginAttempt(req)
+		b.Attempt, b.Message, _, err = t.beginAttempt(req)
 		return err
 	})
 	b.Err = answer

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"gatehouse/destination"
 	"net/url"
 	"path/filepath"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"gatehouse/destination"
 	"gatehouse/destination/fake"
 	"gatehouse/ledger"
 )

@@ -200,8 +200,9 @@ func (t *wtx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.R
 
 // readPool reads outside a snapshot, in the store's dialect.
 type readPool struct {
-	db *sql.DB
-	d  *dialect
+	db    *sql.DB
+	d     *dialect
+	reads *atomic.Int64 // the ledger's count of reads (Activity)
 }
 
 // QueryRowContext is sql.DB.QueryRowContext in the store's dialect. On
@@ -213,5 +214,6 @@ func (p readPool) QueryRowContext(ctx context.Context, q string, args ...any) *s
 	if !p.d.isPostgres() && ctx.Err() == nil {
 		ctx = context.WithoutCancel(ctx)
 	}
+	p.reads.Add(1)
 	return p.db.QueryRowContext(ctx, p.d.rebind(q), args...)
 }

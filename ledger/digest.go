@@ -3,8 +3,9 @@ package ledger
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"gatehouse/destination"
 	"strings"
+
+	"gatehouse/destination"
 )
 
 // Digest is the content digest approvals recorded before destinations were

@@ -3,11 +3,11 @@ package ledger_test
 import (
 	"context"
 	"errors"
-	"gatehouse/destination"
 	"strings"
 	"sync"
 	"testing"
 
+	"gatehouse/destination"
 	"gatehouse/destination/fake"
 	"gatehouse/ledger"
 )

@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"gatehouse/destination"
-	"gatehouse/internal/clock"
 	"strings"
 	"unicode/utf8"
+
+	"gatehouse/destination"
+	"gatehouse/internal/clock"
 )
 
 // ExecuteRequest asks the gate to execute one approved action.
@@ -39,11 +40,16 @@ type Result struct {
 // records what dest did. A nil error means the destination confirmed
 // acceptance. Every refusal is a typed error (see errors.go); an unknown
 // outcome returns ErrUnknownOutcome and is never retried here.
+//
+// The Result carries the action as it now stands whatever the answer, a
+// refusal included, so a caller never reads it back; it is empty only when
+// the ledger could not record the decision (ErrNotRecorded, a lock or a
+// context that ran out), and then the ledger's state is the one to read.
 func (l *Ledger) Execute(ctx context.Context, req ExecuteRequest, dest destination.Destination) (Result, error) {
 	req.Endpoint = destination.EndpointAt(ctx, dest)
-	att, msg, err := l.BeginAttempt(ctx, req)
+	att, msg, a, err := l.begin(ctx, req)
 	if err != nil {
-		return Result{Attempt: att}, err
+		return Result{Action: a, Attempt: att}, err
 	}
 	return l.RecordDelivery(ctx, att, l.Deliver(ctx, att, msg, dest))
 }
@@ -147,23 +153,45 @@ func outcomeError(a Action, o destination.Outcome, sendErr error) error {
 // usage error that records nothing; a wrong destination or sender is
 // refused with a history line and no change of state.
 func (l *Ledger) BeginAttempt(ctx context.Context, req ExecuteRequest) (Attempt, destination.Message, error) {
+	att, msg, _, err := l.begin(ctx, req)
+	return att, msg, err
+}
+
+// begin is BeginAttempt that also returns the action as the decision left
+// it: executing, or as a refusal recorded it (or found it, for a refusal
+// that records nothing). It is empty when the decision itself could not be
+// recorded, since the action in memory may then hold changes that were
+// rolled back.
+func (l *Ledger) begin(ctx context.Context, req ExecuteRequest) (Attempt, destination.Message, Action, error) {
 	if err := req.validate(); err != nil {
-		return Attempt{}, destination.Message{}, err
+		return Attempt{}, destination.Message{}, Action{}, err
 	}
 	var att Attempt
 	var msg destination.Message
+	var a Action
 	var id int64
 	err := l.write(ctx, func(t *wtx) (err error) {
 		id = 0
 		t.attemptID = &id
-		att, msg, err = t.beginAttempt(req)
+		att, msg, a, err = t.beginAttempt(req)
 		return err
 	})
 	if err == nil && id != 0 {
 		att.ID = id // known once the intent committed (see startAttempt)
 	}
+	if err != nil && !isDecision(err) {
+		a = Action{}
+	}
 	att.begun = l.clock.Now()
-	return att, msg, err
+	return att, msg, a, err
+}
+
+// isDecision reports whether err is the gate's answer to a request (a
+// refusal, a usage error) rather than a failure to record one: a storage
+// failure, a lock held past the retry budget, a context that ended.
+func isDecision(err error) bool {
+	return !errors.Is(err, ErrNotRecorded) && !isBusy(err) && !errors.Is(err, context.Canceled) &&
+		!errors.Is(err, context.DeadlineExceeded) && !isStorageFailure(err)
 }
 
 // validate catches a caller's slip before any transaction: such a request
@@ -182,26 +210,33 @@ func (req ExecuteRequest) validate() error {
 // check of one action and, when all hold, its recorded attempt. It runs
 // inside the caller's durable transaction; a refusal it returns through
 // refuse must be committed with its history line.
-func (t *wtx) beginAttempt(req ExecuteRequest) (Attempt, destination.Message, error) {
+func (t *wtx) beginAttempt(req ExecuteRequest) (Attempt, destination.Message, Action, error) {
+	var a Action
+	att, msg, err := t.decide(req, &a)
+	return att, msg, a, err
+}
+
+// decide is beginAttempt's body; a holds the action as it stands after
+// each step, refusals included.
+func (t *wtx) decide(req ExecuteRequest, a *Action) (Attempt, destination.Message, error) {
 	// Every read of the decision, sent with the action's (on PostgreSQL);
 	// a batch that read the stop switch once has no use for it again.
 	if t.batch == nil || t.batch.sw == nil {
 		t.readAhead(stopSwitchRead, nil, "")
 	}
 	fresh := t.takeApproved(req.Key)
-	var a Action
 	if fresh != nil {
-		a = fresh.action
+		*a = fresh.action
 	} else {
 		t.readAhead(taskOfActionKey, []any{req.Key}, taskByID)
 		t.readAhead(currentApprovalRead, []any{req.Key}, "")
 		t.readAhead(lastAttemptRead, []any{req.Key}, "")
 		var err error
-		if a, err = getAction(t, req.Key); err != nil {
+		if *a, err = getAction(t, req.Key); err != nil {
 			return Attempt{}, destination.Message{}, err
 		}
 	}
-	if err := t.refuseUnlessExecutable(&a, req.Executor); err != nil {
+	if err := t.refuseUnlessExecutable(a, req.Executor); err != nil {
 		return Attempt{}, destination.Message{}, err
 	}
 	tk, err := t.task(a.TaskID)
@@ -209,11 +244,11 @@ func (t *wtx) beginAttempt(req ExecuteRequest) (Attempt, destination.Message, er
 		return Attempt{}, destination.Message{}, err
 	}
 	if tk.Status == "completed" {
-		return Attempt{}, destination.Message{}, t.refuseWith(&a, "", "", req.Executor, EvRefused,
+		return Attempt{}, destination.Message{}, t.refuseWith(a, "", "", req.Executor, EvRefused,
 			&StateError{Key: a.Key, State: a.State, Err: ErrWrongState, Hint: "task " + tk.ID + " is completed"},
 			"%s tried to send %s, but task %s is completed.", req.Executor, a.Key, tk.ID)
 	}
-	ap, err := t.validApprovalOrRefuse(&a, req.Executor, fresh)
+	ap, err := t.validApprovalOrRefuse(a, req.Executor, fresh)
 	if err != nil {
 		return Attempt{}, destination.Message{}, err
 	}
@@ -221,17 +256,17 @@ func (t *wtx) beginAttempt(req ExecuteRequest) (Attempt, destination.Message, er
 		return Attempt{}, destination.Message{}, invalidf("send %s: the approval rests on %s; re-read and pass every one (--material), nothing was recorded",
 			a.Key, strings.Join(missing, ", "))
 	}
-	if err := t.bindDestination(&a, &ap, req); err != nil {
+	if err := t.bindDestination(a, &ap, req); err != nil {
 		return Attempt{}, destination.Message{}, err
 	}
-	if err := t.refuseUnlessOwner(&a, tk, ap, req.Executor); err != nil {
+	if err := t.refuseUnlessOwner(a, tk, ap, req.Executor); err != nil {
 		return Attempt{}, destination.Message{}, err
 	}
-	checks, err := t.compareMaterialOrRefuse(&a, ap, req)
+	checks, err := t.compareMaterialOrRefuse(a, ap, req)
 	if err != nil {
 		return Attempt{}, destination.Message{}, err
 	}
-	att, err := t.startAttempt(&a, ap, req, checks, fresh != nil)
+	att, err := t.startAttempt(a, ap, req, checks, fresh != nil)
 	if err != nil {
 		return Attempt{}, destination.Message{}, err
 	}

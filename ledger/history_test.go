@@ -4,11 +4,11 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
-	"gatehouse/destination"
 	"strings"
 	"testing"
 	"time"
 
+	"gatehouse/destination"
 	"gatehouse/ledger"
 )
 

@@ -3,12 +3,12 @@ package ledger_test
 import (
 	"context"
 	"errors"
-	"gatehouse/destination"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"gatehouse/destination"
 	"gatehouse/destination/fake"
 	"gatehouse/fakes"
 	"gatehouse/internal/pgtest"

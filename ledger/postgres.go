@@ -6,7 +6,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"gatehouse/internal/clock"
 	"io/fs"
 	"net"
 	"net/url"
@@ -15,11 +14,12 @@ import (
 	"sync"
 	"time"
 
-	"gatehouse/internal/oswait"
-
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
+
+	"gatehouse/internal/clock"
+	"gatehouse/internal/oswait"
 )
 
 // The PostgreSQL store: the same gate, for ledgers several hosts share.

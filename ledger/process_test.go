@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"gatehouse/destination"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 	"syscall"
 	"testing"
 
+	"gatehouse/destination"
 	"gatehouse/destination/fake"
 	"gatehouse/internal/pgtest"
 	"gatehouse/ledger"

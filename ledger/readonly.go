@@ -4,7 +4,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"gatehouse/internal/clock"
 	"io/fs"
 	"net/url"
 	"os"
@@ -13,6 +12,8 @@ import (
 	"time"
 
 	"github.com/mattn/go-sqlite3"
+
+	"gatehouse/internal/clock"
 )
 
 // readOnlyDriver is go-sqlite3 for connections that only read.

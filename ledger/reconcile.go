@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"gatehouse/destination"
 	"strings"
+
+	"gatehouse/destination"
 )
 
 // ReconcileRequest asks the gate to establish an unknown outcome.

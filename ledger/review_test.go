@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"gatehouse/destination"
 	"strings"
 	"testing"
 
+	"gatehouse/destination"
 	"gatehouse/destination/fake"
 	"gatehouse/ledger"
 )

@@ -7,7 +7,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"gatehouse/internal/clock"
 	"io"
 	"io/fs"
 	"net/url"
@@ -16,10 +15,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mattn/go-sqlite3"
 
+	"gatehouse/internal/clock"
 	"gatehouse/internal/oswait"
 )
 
@@ -80,6 +81,24 @@ type Ledger struct {
 	// trips counts round trips of deciding transactions on PostgreSQL,
 	// when a test asks (nil otherwise).
 	trips *countTrips
+
+	// writes and reads count what this handle asked of its store (Activity).
+	writes, reads atomic.Int64
+}
+
+// Activity is what one ledger handle asked of its store since it was
+// opened: write transactions begun (one retried after a busy lock counts
+// again) and reads (read snapshots and one-row reads from the read pool).
+// Opening the ledger counts too: its migration check and recovery.
+type Activity struct {
+	Writes int64
+	Reads  int64
+}
+
+// Activity returns the counts so far; a caller that wants one operation's
+// share takes the difference of two.
+func (l *Ledger) Activity() Activity {
+	return Activity{Writes: l.writes.Load(), Reads: l.reads.Load()}
 }
 
 // Option configures Open.
@@ -529,6 +548,7 @@ func (l *Ledger) tryWrite(ctx context.Context, durable bool, fn func(*wtx) error
 		l.turnOnce.Do(func() { l.turn = openWriteTurn(l.path) })
 		defer l.turn.enter(ctx)()
 	}
+	l.writes.Add(1)
 	t := &wtx{l: l, at: l.clock.Now().UTC(), durable: durable}
 	if l.dialect.isPostgres() {
 		t.pg = beginPgTx(ctx, conn, l.trips)
@@ -633,6 +653,7 @@ type queryTx = *rtx
 
 // read runs fn on a read snapshot.
 func (l *Ledger) read(ctx context.Context, fn func(queryTx) error) error {
+	l.reads.Add(1)
 	opts := &sql.TxOptions{ReadOnly: true}
 	if l.dialect != nil && l.dialect.postgres {
 		opts.Isolation = sql.LevelRepeatableRead // one snapshot for the whole read, as SQLite's
@@ -646,7 +667,7 @@ func (l *Ledger) read(ctx context.Context, fn func(queryTx) error) error {
 }
 
 // pool reads from the read pool outside a snapshot.
-func (l *Ledger) pool() readPool { return readPool{db: l.r, d: l.dialect} }
+func (l *Ledger) pool() readPool { return readPool{db: l.r, d: l.dialect, reads: &l.reads} }
 
 func isBusy(err error) bool {
 	if pgRetryable(err) {

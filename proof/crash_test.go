@@ -3,13 +3,13 @@ package proof_test
 import (
 	"context"
 	"fmt"
-	"gatehouse/destination"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"gatehouse/destination"
 	smtpdest "gatehouse/destination/smtp"
 	"gatehouse/ledger"
 	"gatehouse/proof"

@@ -3,10 +3,10 @@ package proof
 import (
 	"context"
 	"fmt"
-	"gatehouse/destination"
 	"sort"
 	"strings"
 
+	"gatehouse/destination"
 	"gatehouse/ledger"
 	"gatehouse/testmailbox"
 )

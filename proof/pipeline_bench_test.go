@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"gatehouse/destination"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"gatehouse/destination"
 	smtpdest "gatehouse/destination/smtp"
 	"gatehouse/ledger"
 )

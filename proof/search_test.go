@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"gatehouse/destination"
 	"math/rand/v2"
 	"net/smtp"
 	"os"
@@ -16,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"gatehouse/destination"
 	filedest "gatehouse/destination/file"
 	"gatehouse/destination/registry"
 	smtpdest "gatehouse/destination/smtp"

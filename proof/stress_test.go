@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"gatehouse/destination"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"gatehouse/destination"
 	"gatehouse/destination/registry"
 	smtpdest "gatehouse/destination/smtp"
 	"gatehouse/ledger"

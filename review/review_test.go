@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
-	"gatehouse/destination"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +15,7 @@ import (
 
 	_ "github.com/mattn/go-sqlite3"
 
+	"gatehouse/destination"
 	"gatehouse/destination/fake"
 	"gatehouse/fakes"
 	"gatehouse/ledger"

@@ -3,9 +3,9 @@ package scenarios
 import (
 	"context"
 	"fmt"
-	"gatehouse/destination"
 	"strings"
 
+	"gatehouse/destination"
 	"gatehouse/fakes"
 	"gatehouse/ledger"
 	"gatehouse/testmailbox"

@@ -3,8 +3,8 @@ package scenarios
 import (
 	"errors"
 	"fmt"
-	"gatehouse/destination"
 
+	"gatehouse/destination"
 	"gatehouse/fakes"
 	"gatehouse/ledger"
 )

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"gatehouse/destination"
 	"net"
 	"net/http"
 	"os"
@@ -13,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"gatehouse/destination"
 	smtpdest "gatehouse/destination/smtp"
 	"gatehouse/fakes"
 	"gatehouse/ledger"

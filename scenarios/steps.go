@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"gatehouse/destination"
 	"strings"
 	"time"
 
+	"gatehouse/destination"
 	"gatehouse/fakes"
 	"gatehouse/ledger"
 	"gatehouse/testmailbox"

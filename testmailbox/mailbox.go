@@ -13,7 +13,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"gatehouse/internal/clock"
 	"io"
 	"log"
 	"net"
@@ -26,6 +25,8 @@ import (
 	"time"
 
 	"github.com/emersion/go-smtp"
+
+	"gatehouse/internal/clock"
 )
 
 // Credentials accepted by AUTH PLAIN when Config.RequireAuth is set and

@@ -10,7 +10,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"gatehouse/internal/oswait"
 	"math/big"
 	"net"
 	"os"
@@ -18,6 +17,8 @@ import (
 	"time"
 
 	"github.com/emersion/go-smtp"
+
+	"gatehouse/internal/oswait"
 )
 
 // TLSMode says whether the mailbox offers STARTTLS and whether it insists.

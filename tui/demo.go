@@ -3,7 +3,6 @@ package tui
 import (
 	"context"
 	"fmt"
-	"gatehouse/destination"
 	"strings"
 
 	"charm.land/bubbles/v2/help"
@@ -11,6 +10,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
 
+	"gatehouse/destination"
 	"gatehouse/ledger"
 )
 

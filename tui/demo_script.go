@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"gatehouse/destination"
 	"time"
 
+	"gatehouse/destination"
 	"gatehouse/ledger"
 )
 

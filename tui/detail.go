@@ -3,9 +3,9 @@ package tui
 import (
 	"context"
 	"fmt"
-	"gatehouse/destination"
 	"strings"
 
+	"gatehouse/destination"
 	"gatehouse/ledger"
 )
 

@@ -2,7 +2,6 @@ package tui
 
 import (
 	"context"
-	"gatehouse/destination"
 	"path/filepath"
 	"testing"
 	"time"
@@ -11,6 +10,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 
+	"gatehouse/destination"
 	"gatehouse/destination/fake"
 	"gatehouse/fakes"
 	"gatehouse/ledger"

@@ -2,7 +2,6 @@ package tui
 
 import (
 	"context"
-	"gatehouse/destination"
 	"time"
 
 	"charm.land/bubbles/v2/help"
@@ -10,6 +9,7 @@ import (
 	"charm.land/bubbles/v2/textinput"
 	tea "charm.land/bubbletea/v2"
 
+	"gatehouse/destination"
 	"gatehouse/ledger"
 )
 

@@ -1,12 +1,12 @@
 package tui
 
 import (
-	"gatehouse/destination"
 	"strconv"
 	"strings"
 
 	"github.com/charmbracelet/x/ansi"
 
+	"gatehouse/destination"
 	"gatehouse/ledger"
 )
 

@@ -1,10 +1,10 @@
 package tui
 
 import (
-	"gatehouse/destination"
 	"slices"
 	"testing"
 
+	"gatehouse/destination"
 	"gatehouse/ledger"
 )
 

@@ -2,12 +2,12 @@ package tui
 
 import (
 	"fmt"
-	"gatehouse/destination"
 	"slices"
 	"strings"
 
 	"github.com/charmbracelet/x/ansi"
 
+	"gatehouse/destination"
 	"gatehouse/ledger"
 	"gatehouse/scenarios"
 )

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"gatehouse/destination"
 	"io"
 	"os"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"gatehouse/destination"
 	"gatehouse/ledger"
 	"gatehouse/testmailbox"
 )

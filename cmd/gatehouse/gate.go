@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"text/tabwriter"
 
@@ -70,7 +71,14 @@ type gateRun struct {
 	in       io.Reader
 	// due is set when a read found attempts that recovery would mark.
 	due *recoveryDue
+	// opened is what opening the ledger asked of its store.
+	opened ledger.Activity
 }
+
+// verbObservers maps a ledger location to a func(ledger.Activity) that a
+// test registered: it is told, of every verb that opened that ledger, what
+// the verb itself (not opening the ledger) asked of its store.
+var verbObservers sync.Map
 
 // output is what a verb prints: the same value as JSON with --json, or as
 // plain text with aligned columns.
@@ -226,6 +234,7 @@ func (g *gateRun) ledger() (*ledger.Ledger, error) {
 		return nil, err
 	}
 	g.l = l
+	g.opened = l.Activity()
 	return l, nil
 }
 
@@ -240,9 +249,14 @@ func openForReading(path string, opts ...ledger.Option) (*ledger.Ledger, error) 
 }
 
 func (g *gateRun) close() {
-	if g.l != nil {
-		g.l.Close()
+	if g.l == nil {
+		return
 	}
+	if observe, ok := verbObservers.Load(g.ledgerPath); ok {
+		now := g.l.Activity()
+		observe.(func(ledger.Activity))(ledger.Activity{Writes: now.Writes - g.opened.Writes, Reads: now.Reads - g.opened.Reads})
+	}
+	g.l.Close()
 }
 
 // exitCode maps a refusal to the exit code that names it. Order matters: an

@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"gatehouse/destination"
 	"strings"
 
 	"github.com/spf13/pflag"
 
+	"gatehouse/destination"
 	"gatehouse/destination/registry"
 	"gatehouse/ledger"
 )

@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"gatehouse/destination"
 	"io"
 	"net/smtp"
 	"os"
@@ -16,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"gatehouse/destination"
 	"gatehouse/destination/fake"
 	"gatehouse/fakes"
 	"gatehouse/ledger"

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"gatehouse/destination"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"gatehouse/destination"
 	filedest "gatehouse/destination/file"
 	"gatehouse/internal/pgtest"
 	"gatehouse/ledger"

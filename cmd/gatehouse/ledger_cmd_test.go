@@ -7,7 +7,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"gatehouse/destination"
 	"io"
 	"os"
 	"os/exec"
@@ -17,6 +16,7 @@ import (
 	"syscall"
 	"testing"
 
+	"gatehouse/destination"
 	filedest "gatehouse/destination/file"
 	"gatehouse/ledger"
 )

@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"gatehouse/internal/clock"
 	"net"
 	"net/http"
 	neturl "net/url"
@@ -12,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"gatehouse/internal/clock"
 	"gatehouse/ledger"
 )
 

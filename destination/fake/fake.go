@@ -3,11 +3,11 @@ package fake
 import (
 	"context"
 	"errors"
-	"gatehouse/internal/clock"
 	"sync"
 	"time"
 
 	"gatehouse/destination"
+	"gatehouse/internal/clock"
 )
 
 // Destination is an in-process destination for tests. It stores every message

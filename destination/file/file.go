@@ -11,7 +11,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"gatehouse/internal/clock"
 	"io/fs"
 	"net/mail"
 	"os"
@@ -23,6 +22,7 @@ import (
 
 	"gatehouse/destination"
 	"gatehouse/destination/mailrender"
+	"gatehouse/internal/clock"
 )
 
 // DefaultFrom is the sender written when a message names none.

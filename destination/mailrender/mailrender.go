@@ -13,7 +13,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"gatehouse/destination"
 	"mime"
 	"mime/quotedprintable"
 	"net/mail"
@@ -22,6 +21,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"gatehouse/destination"
 	"gatehouse/internal/mailheader"
 )
 

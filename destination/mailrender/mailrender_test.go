@@ -3,7 +3,6 @@ package mailrender_test
 import (
 	"bytes"
 	"context"
-	"gatehouse/destination"
 	"io"
 	"mime"
 	"mime/quotedprintable"
@@ -13,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"gatehouse/destination"
 	filedest "gatehouse/destination/file"
 	"gatehouse/destination/mailrender"
 	smtpdest "gatehouse/destination/smtp"

@@ -14,11 +14,11 @@ package registry
 import (
 	"errors"
 	"fmt"
-	"gatehouse/destination"
 	"net/url"
 	"path/filepath"
 	"strings"
 
+	"gatehouse/destination"
 	"gatehouse/destination/fake"
 	filedest "gatehouse/destination/file"
 	smtpdest "gatehouse/destination/smtp"

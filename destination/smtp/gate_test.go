@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"gatehouse/destination"
 	"io"
 	"mime/quotedprintable"
 	"net/mail"
@@ -13,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"gatehouse/destination"
 	"gatehouse/destination/registry"
 	smtpdest "gatehouse/destination/smtp"
 	"gatehouse/ledger"

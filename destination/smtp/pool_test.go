@@ -3,7 +3,6 @@ package smtp_test
 import (
 	"bufio"
 	"fmt"
-	"gatehouse/destination"
 	"io"
 	"net"
 	"strings"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/emersion/go-smtp"
 
+	"gatehouse/destination"
 	smtpdest "gatehouse/destination/smtp"
 	"gatehouse/testmailbox"
 )

@@ -28,8 +28,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"gatehouse/destination"
-	"gatehouse/internal/clock"
 	"net"
 	"net/http"
 	"net/url"
@@ -40,7 +38,9 @@ import (
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
 
+	"gatehouse/destination"
 	"gatehouse/destination/mailrender"
+	"gatehouse/internal/clock"
 	"gatehouse/internal/oswait"
 )
 

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"gatehouse/destination"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/emersion/go-smtp"
 
+	"gatehouse/destination"
 	smtpdest "gatehouse/destination/smtp"
 	"gatehouse/internal/mailheader"
 )

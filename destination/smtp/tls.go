@@ -5,12 +5,13 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"gatehouse/internal/oswait"
 	"net"
 	"net/textproto"
 	"os"
 	"strings"
 	"time"
+
+	"gatehouse/internal/oswait"
 )
 
 // Environment variables that supply TLS options when the destination URL

@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"gatehouse/destination"
 	"io"
 	"net"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"sync"
 	"testing"
 
+	"gatehouse/destination"
 	"gatehouse/destination/registry"
 	smtpdest "gatehouse/destination/smtp"
 	"gatehouse/ledger"
