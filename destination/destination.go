@@ -143,6 +143,21 @@ type Endpoint struct {
 	// Epoch is the epoch the records reported when the attempt began; it
 	// is recorded, never compared when matching endpoints.
 	Epoch string
+	// Settings are the connection settings the destination was reached
+	// with that are neither secrets nor part of its identity (Configured),
+	// in the backend's own encoding; "" for none. They are kept with an
+	// approved action so a send that names no destination connects the way
+	// the approval did, and never compared: an endpoint that differs only
+	// in them is the same destination.
+	Settings string
+}
+
+// Configured is the optional capability of a destination reached with
+// connection settings beyond its identity (how it uses TLS, the
+// certificates it trusts): Settings returns them in a form the backend's
+// registry can open again, never holding a secret.
+type Configured interface {
+	Settings() string
 }
 
 // String shows the endpoint as one line.
@@ -167,11 +182,15 @@ type RecordsOpenerFunc func(ep Endpoint) (Records, error)
 func (f RecordsOpenerFunc) OpenRecords(ep Endpoint) (Records, error) { return f(ep) }
 
 // EndpointOf is the endpoint a destination is reached and searched through:
-// its identity and, when it keeps Records, their lookup endpoint.
+// its identity, when it keeps Records their lookup endpoint, and when it is
+// Configured its connection settings.
 func EndpointOf(d Destination) Endpoint {
 	ep := Endpoint{Destination: d.Identity()}
 	if r, ok := d.(Records); ok {
 		ep.Lookup = r.LookupEndpoint()
+	}
+	if c, ok := d.(Configured); ok {
+		ep.Settings = c.Settings()
 	}
 	return ep
 }

@@ -29,6 +29,12 @@ type Proposal struct {
 	// Lookup is where the destination's records are consulted, if anywhere
 	// (Records.LookupEndpoint); approved with the destination.
 	Lookup string
+	// DestinationSettings are the connection settings the destination is
+	// reached with (destination.Endpoint.Settings): kept with the action so
+	// a send that names no destination connects the way it was proposed,
+	// but not approved, since they change nothing about where the message
+	// goes.
+	DestinationSettings string
 	// Sender is the From address; DefaultSender when empty.
 	Sender  string
 	Subject string
@@ -154,13 +160,19 @@ func (t *wtx) repropose(a *Action, p Proposal, digest string) error {
 		}
 	}
 	if digest == a.Digest {
-		if a.Body != p.Body || a.Subject != p.Subject || a.Recipient != p.Recipient || a.RecipientName != p.RecipientName {
-			if _, err := t.Exec(`UPDATE actions SET recipient = ?, recipient_name = ?, subject = ?, body = ?, version = version + 1, updated_at = ? WHERE key = ?`,
-				p.Recipient, p.RecipientName, p.Subject, p.Body, ns(t.now()), a.Key); err != nil {
+		formatting := a.Body != p.Body || a.Subject != p.Subject || a.Recipient != p.Recipient || a.RecipientName != p.RecipientName
+		if formatting || a.DestinationSettings != p.DestinationSettings {
+			if _, err := t.Exec(`UPDATE actions SET recipient = ?, recipient_name = ?, subject = ?, body = ?, destination_settings = ?, version = version + 1, updated_at = ? WHERE key = ?`,
+				p.Recipient, p.RecipientName, p.Subject, p.Body, p.DestinationSettings, ns(t.now()), a.Key); err != nil {
 				return err
 			}
 			a.Recipient, a.RecipientName, a.Subject, a.Body = p.Recipient, p.RecipientName, p.Subject, p.Body
+			a.DestinationSettings = p.DestinationSettings
 			a.Version++
+			if !formatting {
+				return t.event(p.Actor, a.TaskID, a.Key, EvRevised, "",
+					"%s changed how %s reaches %s (its connection settings); the destination is the same, so any approval still holds.", p.Actor, a.Key, a.Destination)
+			}
 			return t.event(p.Actor, a.TaskID, a.Key, EvRevised, "",
 				"%s edited the formatting of %s; the content digest is unchanged, so any approval still holds.", p.Actor, a.Key)
 		}
@@ -180,13 +192,13 @@ func (t *wtx) repropose(a *Action, p Proposal, digest string) error {
 			Hint: "the proposal was withdrawn (" + a.Reason + "); different content needs a new business event, or a correction once sent"}
 	}
 	changed := describeChange(*a, p)
-	if _, err := t.Exec(`UPDATE actions SET recipient = ?, recipient_name = ?, destination = ?, lookup = ?, sender = ?, subject = ?, body = ?, digest = ?,
+	if _, err := t.Exec(`UPDATE actions SET recipient = ?, recipient_name = ?, destination = ?, lookup = ?, destination_settings = ?, sender = ?, subject = ?, body = ?, digest = ?,
 		version = version + 1, updated_at = ? WHERE key = ?`,
-		p.Recipient, p.RecipientName, p.Destination, p.Lookup, p.Sender, p.Subject, p.Body, digest, ns(t.now()), a.Key); err != nil {
+		p.Recipient, p.RecipientName, p.Destination, p.Lookup, p.DestinationSettings, p.Sender, p.Subject, p.Body, digest, ns(t.now()), a.Key); err != nil {
 		return err
 	}
 	a.Recipient, a.RecipientName, a.Subject, a.Body, a.Digest = p.Recipient, p.RecipientName, p.Subject, p.Body, digest
-	a.Destination, a.Lookup, a.Sender = p.Destination, p.Lookup, p.Sender
+	a.Destination, a.Lookup, a.DestinationSettings, a.Sender = p.Destination, p.Lookup, p.DestinationSettings, p.Sender
 	a.Version++
 	n, err := t.invalidateApprovals(a.Key, "content changed: "+changed)
 	if err != nil {
@@ -261,7 +273,7 @@ func (t *wtx) insertAction(p Proposal, key, digest, taskID, corrects string, st 
 	at := fromNS(ns(t.now()))
 	a := Action{Key: key, TaskID: taskID, Customer: p.Customer, Event: p.Event, ActionType: p.ActionType, Target: p.Target,
 		Revision: p.Revision, Recipient: p.Recipient, RecipientName: p.RecipientName, Destination: p.Destination,
-		Lookup: p.Lookup, Sender: p.Sender, Subject: p.Subject, Body: p.Body, Digest: digest, State: st,
+		Lookup: p.Lookup, DestinationSettings: p.DestinationSettings, Sender: p.Sender, Subject: p.Subject, Body: p.Body, Digest: digest, State: st,
 		ProposedBy: p.Actor, Corrects: corrects, Version: 1, CreatedAt: at, UpdatedAt: at}
 	if t.holdInsert(a) {
 		// In a batch on SQLite the row waits for the request's next
@@ -271,10 +283,10 @@ func (t *wtx) insertAction(p Proposal, key, digest, taskID, corrects string, st 
 		return a, nil
 	}
 	if err := t.later("record action "+key, `INSERT INTO actions (key, task_id, customer, event, action_type, target, revision,
-		recipient, recipient_name, destination, lookup, sender, subject, body, digest, state, proposed_by, corrects, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		recipient, recipient_name, destination, lookup, destination_settings, sender, subject, body, digest, state, proposed_by, corrects, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		key, taskID, p.Customer, p.Event, p.ActionType, p.Target, p.Revision,
-		p.Recipient, p.RecipientName, p.Destination, p.Lookup, p.Sender, p.Subject, p.Body, digest, string(st), p.Actor, corr, ns(a.CreatedAt), ns(a.UpdatedAt)); err != nil {
+		p.Recipient, p.RecipientName, p.Destination, p.Lookup, p.DestinationSettings, p.Sender, p.Subject, p.Body, digest, string(st), p.Actor, corr, ns(a.CreatedAt), ns(a.UpdatedAt)); err != nil {
 		return Action{}, err
 	}
 	t.movedKey, t.movedTo = key, string(st)

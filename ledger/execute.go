@@ -396,11 +396,12 @@ func (t *wtx) bindDestination(a *Action, ap *Approval, req ExecuteRequest) error
 		if _, err := t.Exec(`UPDATE approvals SET destination = ?, sender = ? WHERE id = ?`, dest, sender, ap.ID); err != nil {
 			return fmt.Errorf("bind approval of %s: %w", a.Key, err)
 		}
-		if _, err := t.Exec(`UPDATE actions SET destination = ?, lookup = ?, sender = ? WHERE key = ?`,
-			dest, req.Endpoint.Lookup, sender, a.Key); err != nil {
+		if _, err := t.Exec(`UPDATE actions SET destination = ?, lookup = ?, destination_settings = ?, sender = ? WHERE key = ?`,
+			dest, req.Endpoint.Lookup, req.Endpoint.Settings, sender, a.Key); err != nil {
 			return fmt.Errorf("bind %s: %w", a.Key, err)
 		}
 		ap.Destination, ap.Sender, a.Destination, a.Lookup, a.Sender = dest, sender, dest, req.Endpoint.Lookup, sender
+		a.DestinationSettings = req.Endpoint.Settings
 		return t.event(req.Executor, a.TaskID, a.Key, EvDestinationBound, "",
 			"The approval of %s was recorded before approvals named a destination; it is bound now to the destination of its first send, %s, from %s.",
 			a.Key, destination.Endpoint{Destination: dest, Lookup: req.Endpoint.Lookup}, sender)

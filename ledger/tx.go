@@ -273,7 +273,7 @@ func (t *wtx) setOwner(tk *Task, owner string) error {
 }
 
 const actionCols = `key, task_id, customer, event, action_type, target, revision, recipient,
-	recipient_name, destination, lookup, sender,
+	recipient_name, destination, lookup, destination_settings, sender,
 	subject, body, digest, state, reason, hold_cause, proposed_by, COALESCE(corrects, ''),
 	version, created_at, updated_at`
 
@@ -282,7 +282,7 @@ func scanAction(s interface{ Scan(...any) error }) (Action, error) {
 	var st, hc string
 	var cr, up int64
 	err := s.Scan(&a.Key, &a.TaskID, &a.Customer, &a.Event, &a.ActionType, &a.Target,
-		&a.Revision, &a.Recipient, &a.RecipientName, &a.Destination, &a.Lookup, &a.Sender,
+		&a.Revision, &a.Recipient, &a.RecipientName, &a.Destination, &a.Lookup, &a.DestinationSettings, &a.Sender,
 		&a.Subject, &a.Body, &a.Digest, &st, &a.Reason, &hc,
 		&a.ProposedBy, &a.Corrects, &a.Version, &cr, &up)
 	a.State, a.HoldCause = State(st), HoldCause(hc)

@@ -1,8 +1,10 @@
 package ledger
 
-import "gatehouse/destination"
+import (
+	"time"
 
-import "time"
+	"gatehouse/destination"
+)
 
 // State is where a business action stands (see DESIGN.md, "Action states").
 type State string
@@ -97,19 +99,23 @@ type Action struct {
 	// Lookup is where the destination's records are consulted (a test
 	// mailbox API); not approved, since it changes nothing about where the
 	// message goes. A send that names no destination reaches it with it.
-	Lookup     string
-	Sender     string // the From address the approval binds
-	Subject    string
-	Body       string
-	Digest     string
-	State      State
-	Reason     string    // why it is in its state, in plain words
-	HoldCause  HoldCause // set while held
-	ProposedBy string
-	Corrects   string // key of the action this one corrects
-	Version    int64
-	CreatedAt  time.Time
-	UpdatedAt  time.Time
+	Lookup string
+	// DestinationSettings are the connection settings the destination is
+	// reached with (destination.Endpoint.Settings), kept from the proposal;
+	// never approved and never a secret.
+	DestinationSettings string
+	Sender              string // the From address the approval binds
+	Subject             string
+	Body                string
+	Digest              string
+	State               State
+	Reason              string    // why it is in its state, in plain words
+	HoldCause           HoldCause // set while held
+	ProposedBy          string
+	Corrects            string // key of the action this one corrects
+	Version             int64
+	CreatedAt           time.Time
+	UpdatedAt           time.Time
 }
 
 // MaterialRead is one material field value as read from its source.
@@ -298,3 +304,9 @@ type Metrics struct {
 // StaleAfter is how long a proposal may wait for approval before it counts
 // as stale: a day, the review rhythm of the first week.
 const StaleAfter = 24 * time.Hour
+
+// Endpoint is where the action is to be handed over, as it was proposed:
+// the destination's identity, its records and its connection settings.
+func (a Action) Endpoint() destination.Endpoint {
+	return destination.Endpoint{Destination: a.Destination, Lookup: a.Lookup, Settings: a.DestinationSettings}
+}

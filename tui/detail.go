@@ -88,7 +88,7 @@ func actionDetailLines(th Theme, d ledger.ActionDetail, w int) []string {
 		fmt.Sprintf("  task       %s (owner %s)", a.TaskID, orNone(d.Task.Owner)),
 		fmt.Sprintf("  to         %s", recipientLabel(a.Recipient, a.RecipientName)),
 		fmt.Sprintf("  from       %s", orNone(a.Sender)),
-		fmt.Sprintf("  via        %s", orNone(destination.Endpoint{Destination: a.Destination, Lookup: a.Lookup}.String())),
+		fmt.Sprintf("  via        %s", orNone(a.Endpoint().String())),
 		fmt.Sprintf("  subject    %s", a.Subject),
 		fmt.Sprintf("  proposed   by %s at %s, digest %s", a.ProposedBy, a.CreatedAt.Format(clockFormat), short(a.Digest)),
 	)

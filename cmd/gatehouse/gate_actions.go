@@ -53,7 +53,7 @@ func proposeVerb() verbSpec {
 				f := k.facts
 				p = ledger.Proposal{Task: ledger.TaskRef{ID: task, Customer: f.Customer, Subject: taskSubject},
 					Customer: f.Customer, Event: f.Event, ActionType: f.ActionType, Target: f.Target, Revision: f.Revision,
-					Recipient: c.to, RecipientName: c.toName, Destination: ep.Destination, Lookup: ep.Lookup, Sender: from,
+					Recipient: c.to, RecipientName: c.toName, Destination: ep.Destination, Lookup: ep.Lookup, DestinationSettings: ep.Settings, Sender: from,
 					Subject: c.subject, Body: body, Actor: g.actor}
 				// Refused at the door: nothing is opened or written.
 				if err := p.Validate(); err != nil {
@@ -141,8 +141,8 @@ func sendVerb() verbSpec {
 }
 
 // approvedDestination opens the destination the action was approved for,
-// with the records API it was proposed with; credentials come from the
-// environment.
+// with the records API and the connection settings it was proposed with;
+// credentials come from the environment.
 func approvedDestination(ctx context.Context, l *ledger.Ledger, key string) (destination.Destination, error) {
 	a, err := l.Action(ctx, key)
 	if err != nil {
@@ -151,7 +151,7 @@ func approvedDestination(ctx context.Context, l *ledger.Ledger, key string) (des
 	if a.Destination == "" {
 		return nil, usageErr("gate send %s: the action was proposed before approvals named a destination; name it with --destination (the first send binds it)", key)
 	}
-	d, err := registry.OpenEndpoint(destination.Endpoint{Destination: a.Destination, Lookup: a.Lookup})
+	d, err := registry.OpenEndpoint(a.Endpoint())
 	if err != nil {
 		return nil, fmt.Errorf("gate send %s: the approved destination: %w", key, err)
 	}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"net/url"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -61,6 +63,35 @@ func TestMailboxTargetCopiedIntoTheGateOverTLS(t *testing.T) {
 	bare := target[:strings.Index(target, "?")]
 	r = e.gate("send", "--key", key, "--as", "ack-workflow", "--destination", bare)
 	wantExit(t, r, exitOther, "certificate signed by unknown authority")
+
+	// A send that names no destination connects the way the approval did:
+	// over STARTTLS, verified against the mailbox's own certificate, which
+	// the ledger kept itself (the file it was read from is gone by then).
+	key = e.approvedTo(target, "enquiry-approved-way", "ack-workflow")
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := u.Query().Get("ca")
+	if err := os.Rename(ca, ca+".away"); err != nil {
+		t.Fatal(err)
+	}
+	e.must("send", "--key", key, "--as", "ack-workflow")
+	if code, out, _ := runMailboxCLI("mailbox", "count", "--api", api, "--action-key", key); code != 0 || strings.TrimSpace(out) != "1" {
+		t.Fatalf("count after a send to the approved destination: exit %d, %q", code, out)
+	}
+	if err := os.Rename(ca+".away", ca); err != nil {
+		t.Fatal(err)
+	}
+
+	// Connection settings are not the destination: naming the approved one
+	// with other settings (no verification at all, given explicitly) is the
+	// same destination, not a wrong one.
+	key = e.approvedTo(target, "enquiry-other-settings", "ack-workflow")
+	e.must("send", "--key", key, "--as", "ack-workflow", "--destination", bare+"?insecure=true&api="+url.QueryEscape(u.Query().Get("api")))
+	if code, out, _ := runMailboxCLI("mailbox", "count", "--api", api, "--action-key", key); code != 0 || strings.TrimSpace(out) != "1" {
+		t.Fatalf("count after a send with other settings: exit %d, %q", code, out)
+	}
 }
 
 func TestMailboxServeRefusals(t *testing.T) {

@@ -49,65 +49,101 @@ func bad(raw, format string, a ...any) error {
 	return fmt.Errorf("%w %q: %s", ErrBadURL, redact(raw), fmt.Sprintf(format, a...))
 }
 
+// scheme is what the registry does with one URL scheme: open a URL (the
+// text after "://" is rest), and open a recorded endpoint again.
+type scheme struct {
+	open   func(raw, rest string) (destination.Destination, error)
+	reopen func(ep destination.Endpoint, rest string) (destination.Destination, error)
+}
+
+var schemes = map[string]scheme{
+	"file": {
+		open: func(raw, rest string) (destination.Destination, error) {
+			dir, err := fileDir(raw, rest)
+			if err != nil {
+				return nil, err
+			}
+			return filedest.New(dir)
+		},
+		reopen: func(_ destination.Endpoint, rest string) (destination.Destination, error) { return filedest.New(rest) },
+	},
+	"smtp": {
+		open: func(raw, _ string) (destination.Destination, error) {
+			d, err := smtpdest.New(raw)
+			if err != nil {
+				return nil, fmt.Errorf("%w: %w", ErrBadURL, err)
+			}
+			return d.Gate(), nil
+		},
+		reopen: func(ep destination.Endpoint, _ string) (destination.Destination, error) {
+			d, err := smtpdest.Open(ep)
+			if err != nil {
+				return nil, fmt.Errorf("%w: %w", ErrBadURL, err)
+			}
+			return d.Gate(), nil
+		},
+	},
+	"fake": {
+		open:   openFake,
+		reopen: func(ep destination.Endpoint, rest string) (destination.Destination, error) { return openFake(ep.Destination, rest) },
+	},
+}
+
+// schemeOf is the scheme a URL or an identity names, and the rest of it.
+func schemeOf(raw string) (scheme, string, error) {
+	name, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		return scheme{}, "", bad(raw, "want %s", Usage)
+	}
+	sc, ok := schemes[name]
+	if !ok {
+		return scheme{}, "", bad(raw, "unknown scheme %q (want file, smtp or fake)", name)
+	}
+	return sc, rest, nil
+}
+
 // Open returns the destination a URL names. A file:// directory is created
 // if needed.
 func Open(raw string) (destination.Destination, error) {
-	scheme, rest, ok := strings.Cut(raw, "://")
-	if !ok {
-		return nil, bad(raw, "want %s", Usage)
+	sc, rest, err := schemeOf(raw)
+	if err != nil {
+		return nil, err
 	}
-	switch scheme {
-	case "file":
-		dir, err := fileDir(raw, rest)
-		if err != nil {
-			return nil, err
-		}
-		return filedest.New(dir)
-	case "smtp":
-		d, err := smtpdest.New(raw)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrBadURL, err)
-		}
-		return d.Gate(), nil
-	case "fake":
-		return openFake(raw, rest)
-	}
-	return nil, bad(raw, "unknown scheme %q (want file, smtp or fake)", scheme)
+	return sc.open(raw, rest)
 }
 
 // OpenEndpoint returns the destination of a recorded endpoint, with its
-// records API when it has one: what a send that names no destination uses.
-// Credentials, which endpoints never hold, come from the environment.
+// records and the connection settings it kept: what a send that names no
+// destination uses. It opens the endpoint's values as they are; nothing is
+// turned back into a URL. Credentials, which endpoints never hold, come
+// from the environment.
 func OpenEndpoint(ep destination.Endpoint) (destination.Destination, error) {
-	raw := ep.Destination
-	if ep.Lookup != "" {
-		raw += "?api=" + url.QueryEscape(ep.Lookup)
+	sc, rest, err := schemeOf(ep.Destination)
+	if err != nil {
+		return nil, err
 	}
-	return Open(raw)
+	return sc.reopen(ep, rest)
 }
 
-// Parse returns the endpoint a URL names (identity and lookup endpoint)
-// without opening anything or creating a directory.
+// Parse returns the endpoint a URL names (identity, records and connection
+// settings) without opening anything or creating a directory.
 func Parse(raw string) (destination.Endpoint, error) {
-	scheme, rest, ok := strings.Cut(raw, "://")
-	if !ok {
-		return destination.Endpoint{}, bad(raw, "want %s", Usage)
+	_, rest, err := schemeOf(raw)
+	if err != nil {
+		return destination.Endpoint{}, err
 	}
-	switch scheme {
-	case "file":
+	if strings.HasPrefix(raw, "file://") {
 		dir, err := fileDir(raw, rest)
 		if err != nil {
 			return destination.Endpoint{}, err
 		}
 		return destination.EndpointOf(&filedest.Destination{Dir: dir}), nil
-	case "smtp", "fake":
-		d, err := Open(raw)
-		if err != nil {
-			return destination.Endpoint{}, err
-		}
-		return destination.EndpointOf(d), nil
 	}
-	return destination.Endpoint{}, bad(raw, "unknown scheme %q (want file, smtp or fake)", scheme)
+	d, err := Open(raw) // smtp and fake open nothing but a value
+	if err != nil {
+		return destination.Endpoint{}, err
+	}
+	return destination.EndpointOf(d), nil
 }
 
 // Records reaches the records of a recorded endpoint: the file directory
@@ -126,7 +162,7 @@ func Records() destination.RecordsOpener {
 			if ep.Lookup == "" {
 				return nil, nil
 			}
-			d, err := smtpdest.New(ep.Destination + "?api=" + url.QueryEscape(ep.Lookup))
+			d, err := smtpdest.Open(ep)
 			if err != nil {
 				return nil, err
 			}

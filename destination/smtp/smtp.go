@@ -63,6 +63,8 @@ var (
 	_ destination.Destination   = (*LookingDestination)(nil)
 	_ destination.Records       = (*LookingDestination)(nil)
 	_ destination.EpochReporter = (*LookingDestination)(nil)
+	_ destination.Configured    = (*Destination)(nil)
+	_ destination.Configured    = (*LookingDestination)(nil)
 )
 
 type config struct {
@@ -122,6 +124,7 @@ type Destination struct {
 	user     string // AUTH PLAIN when set (and then only over TLS)
 	pass     string
 	tls      tlsPolicy
+	settings Settings // tls above as the endpoint keeps it
 	api      *url.URL // the test mailbox API the target named, or nil
 	cfg      config
 	pool     pool // idle sessions for reuse (pool.go)
@@ -142,8 +145,12 @@ func redact(target string) string {
 }
 
 // Identity implements destination.Destination: smtp://host:port, without
-// credentials or the lookup API.
+// credentials, the lookup API or the connection settings.
 func (d *Destination) Identity() string { return d.identity }
+
+// Settings implements destination.Configured: the TLS mode and the
+// certificates trusted, as an endpoint keeps them ("" for the defaults).
+func (d *Destination) Settings() string { return d.settings.encode() }
 
 // LookupEndpoint implements destination.Records: the test mailbox API.
 func (d *LookingDestination) LookupEndpoint() string { return d.api.String() }
@@ -255,23 +262,72 @@ func parse(target string, opts []Option) (*Destination, error) {
 			return nil, bad("unknown parameter %q (known: api, tls, ca, insecure)", name)
 		}
 	}
-	policy, err := parseTLS(u.Hostname(), tlsParams)
+	st, err := resolveSettings(tlsParams)
 	if err != nil {
 		return nil, bad("%v", err)
 	}
-	d := &Destination{target: shown, addr: u.Host, identity: "smtp://" + strings.ToLower(u.Host), tls: policy, cfg: config{
-		connectTimeout: DefaultConnectTimeout,
-		commandTimeout: DefaultCommandTimeout,
-		dataTimeout:    DefaultDataTimeout,
-		helloName:      "localhost",
-		from:           DefaultFrom,
-		clock:          clock.System{},
-		poolSize:       DefaultPoolSize,
-	}}
+	var user, pass string
 	if u.User != nil {
-		d.user = u.User.Username()
-		d.pass, _ = u.User.Password()
+		user = u.User.Username()
+		pass, _ = u.User.Password()
 	}
+	d, err := build(u.Host, u.Hostname(), user, pass, st, api, opts)
+	if err != nil {
+		return nil, bad("%v", err)
+	}
+	d.target = shown
+	return d, nil
+}
+
+// Open returns the destination a recorded endpoint names: its identity
+// (smtp://host:port), the records API it was recorded with, and the
+// connection settings it kept (an endpoint without any falls back to the
+// environment, as a URL without tls and ca parameters does). Credentials,
+// which endpoints never hold, come from the environment.
+func Open(ep destination.Endpoint, opts ...Option) (*Destination, error) {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("smtp destination %s: %s", ep.Destination, fmt.Sprintf(format, a...))
+	}
+	hostport, ok := strings.CutPrefix(ep.Destination, "smtp://")
+	host, port, err := net.SplitHostPort(hostport)
+	if !ok || err != nil || host == "" || port == "" {
+		return nil, bad("not an smtp://host:port identity")
+	}
+	var api *url.URL
+	if ep.Lookup != "" {
+		if api, err = parseAPI(ep.Lookup); err != nil {
+			return nil, bad("%v", err)
+		}
+	}
+	st, err := decodeSettings(ep.Settings)
+	if err != nil {
+		return nil, bad("%v", err)
+	}
+	d, err := build(hostport, host, "", "", st, api, opts)
+	if err != nil {
+		return nil, bad("%v", err)
+	}
+	d.target = ep.Destination
+	return d, nil
+}
+
+// build is the destination both New and Open make, from values already
+// parsed.
+func build(addr, host, user, pass string, st Settings, api *url.URL, opts []Option) (*Destination, error) {
+	policy, err := st.policy(host)
+	if err != nil {
+		return nil, err
+	}
+	d := &Destination{addr: addr, identity: "smtp://" + strings.ToLower(addr), tls: policy, settings: st, user: user, pass: pass,
+		api: api, cfg: config{
+			connectTimeout: DefaultConnectTimeout,
+			commandTimeout: DefaultCommandTimeout,
+			dataTimeout:    DefaultDataTimeout,
+			helloName:      "localhost",
+			from:           DefaultFrom,
+			clock:          clock.System{},
+			poolSize:       DefaultPoolSize,
+		}}
 	if d.user == "" {
 		// Credentials are never part of what is stored or approved: they
 		// may come from the environment at send time instead.
@@ -283,7 +339,6 @@ func parse(target string, opts []Option) (*Destination, error) {
 	if d.cfg.httpClient == nil {
 		d.cfg.httpClient = &http.Client{Timeout: DefaultLookupTimeout}
 	}
-	d.api = api
 	return d, nil
 }
 

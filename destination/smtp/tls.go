@@ -3,6 +3,7 @@ package smtp
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -15,8 +16,8 @@ import (
 )
 
 // Environment variables that supply TLS options when the destination URL
-// names none: a send that names no destination opens the recorded identity,
-// which never holds them (as it never holds credentials).
+// names none, and when an endpoint kept none (one recorded before endpoints
+// kept their Settings).
 const (
 	TLSEnv = "GATEHOUSE_SMTP_TLS" // auto or require
 	CAEnv  = "GATEHOUSE_SMTP_CA"  // PEM file of the certificates to trust
@@ -25,15 +26,26 @@ const (
 // tlsPolicy is how a destination uses STARTTLS.
 type tlsPolicy struct {
 	require bool        // refuse to send without TLS
-	config  *tls.Config // verification: system roots, a CA file, or none (insecure)
+	config  *tls.Config // verification: system roots, a CA, or none (insecure)
 }
 
-// parseTLS reads the tls, ca and insecure parameters of a target (falling
-// back to the environment for tls and ca). Certificates are verified
-// against the system's roots unless ca names the ones to trust, or
-// insecure=true explicitly turns verification off.
-func parseTLS(host string, q map[string]string) (tlsPolicy, error) {
-	p := tlsPolicy{config: &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}}
+// Settings are a destination's connection settings that are not secrets
+// and not part of its identity: how it uses STARTTLS and which
+// certificates it trusts. An endpoint keeps them (Destination.Settings),
+// so a send that names no destination reaches the server the way it was
+// approved to. The CA is kept as the certificates themselves, never as a
+// path: a path names a file on one host, and hosts that share a ledger on
+// PostgreSQL do not share files.
+type Settings struct {
+	TLS      string `json:"tls,omitempty"`      // "require", or "" for auto
+	CA       string `json:"ca,omitempty"`       // PEM certificates to trust instead of the system's
+	Insecure bool   `json:"insecure,omitempty"` // verify no certificate at all (explicitly)
+}
+
+// resolveSettings reads the tls, ca and insecure parameters of a target,
+// falling back to the environment for tls and ca, and reads the CA file.
+func resolveSettings(q map[string]string) (Settings, error) {
+	var st Settings
 	mode, ok := q["tls"]
 	if !ok {
 		mode = os.Getenv(TLSEnv)
@@ -41,9 +53,9 @@ func parseTLS(host string, q map[string]string) (tlsPolicy, error) {
 	switch mode {
 	case "", "auto":
 	case "require":
-		p.require = true
+		st.TLS = "require"
 	default:
-		return p, fmt.Errorf("tls=%s: want auto (STARTTLS when offered, the default) or require", mode)
+		return st, fmt.Errorf("tls=%s: want auto (STARTTLS when offered, the default) or require", mode)
 	}
 	ca, ok := q["ca"]
 	if !ok {
@@ -52,23 +64,67 @@ func parseTLS(host string, q map[string]string) (tlsPolicy, error) {
 	insecure, hasInsecure := q["insecure"]
 	switch {
 	case hasInsecure && insecure != "true":
-		return p, fmt.Errorf("insecure=%s: the only value is true (certificates are verified unless it is given)", insecure)
+		return st, fmt.Errorf("insecure=%s: the only value is true (certificates are verified unless it is given)", insecure)
 	case hasInsecure && ca != "":
-		return p, errors.New("ca and insecure=true exclude each other: verify against the CA, or not at all")
+		return st, errors.New("ca and insecure=true exclude each other: verify against the CA, or not at all")
 	case hasInsecure:
-		p.config.InsecureSkipVerify = true
+		st.Insecure = true
 	case ca != "":
 		pem, err := os.ReadFile(ca)
 		if err != nil {
-			return p, fmt.Errorf("ca: %w", err)
+			return st, fmt.Errorf("ca: %w", err)
 		}
+		st.CA = string(pem)
+	}
+	return st, nil
+}
+
+// policy is how these settings verify the server host: against the
+// system's roots unless a CA is named, or not at all when insecure.
+func (st Settings) policy(host string) (tlsPolicy, error) {
+	p := tlsPolicy{require: st.TLS == "require", config: &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}}
+	switch {
+	case st.Insecure && st.CA != "":
+		return p, errors.New("ca and insecure=true exclude each other: verify against the CA, or not at all")
+	case st.Insecure:
+		p.config.InsecureSkipVerify = true
+	case st.CA != "":
 		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return p, fmt.Errorf("ca %s holds no PEM certificate", ca)
+		if !pool.AppendCertsFromPEM([]byte(st.CA)) {
+			return p, errors.New("ca holds no PEM certificate")
 		}
 		p.config.RootCAs = pool
 	}
 	return p, nil
+}
+
+// encode is the settings as an endpoint keeps them: canonical JSON, ""
+// for the defaults.
+func (st Settings) encode() string {
+	if st == (Settings{}) {
+		return ""
+	}
+	b, _ := json.Marshal(st) // a struct of strings and a bool always encodes
+	return string(b)
+}
+
+// decodeSettings reads settings an endpoint kept; "" is the defaults, to
+// which the environment still applies (an endpoint recorded before
+// settings were kept).
+func decodeSettings(raw string) (Settings, error) {
+	if raw == "" {
+		return resolveSettings(nil)
+	}
+	var st Settings
+	dec := json.NewDecoder(strings.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&st); err != nil {
+		return st, fmt.Errorf("recorded connection settings: %w", err)
+	}
+	if st.TLS != "" && st.TLS != "require" {
+		return st, fmt.Errorf("recorded connection settings: tls %q", st.TLS)
+	}
+	return st, nil
 }
 
 // negotiate opens the session by hand — greeting, EHLO, STARTTLS when the

@@ -253,9 +253,8 @@ func TestTLSParametersRefused(t *testing.T) {
 	}
 }
 
-// TestTLSFromEnvironment: a send that names no destination opens the
-// recorded identity, which holds no TLS options; they come from the
-// environment as credentials do.
+// TestTLSFromEnvironment: a URL without TLS options takes them from the
+// environment, as credentials do.
 func TestTLSFromEnvironment(t *testing.T) {
 	mb, err := testmailbox.Start(context.Background(), testmailbox.Config{TLS: testmailbox.TLSRequire})
 	if err != nil {

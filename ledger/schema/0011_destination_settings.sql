@@ -1,0 +1,11 @@
+-- gatehouse ledger, schema version 11: the connection settings an action's
+-- destination is reached with.
+--
+-- A send that names no destination opens the one the action was proposed
+-- for. Its identity (smtp://host:port) never held how to connect: the TLS
+-- mode and the certificates to trust, so such a send fell back to the
+-- system's roots and failed against a server approved with its own CA.
+-- The settings are kept here as the destination encodes them (the CA as
+-- certificates, not a path: hosts sharing a ledger do not share files).
+-- They are not approved and hold no secret.
+ALTER TABLE actions ADD COLUMN destination_settings TEXT NOT NULL DEFAULT '';
