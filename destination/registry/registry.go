@@ -84,8 +84,10 @@ var schemes = map[string]scheme{
 		},
 	},
 	"fake": {
-		open:   openFake,
-		reopen: func(ep destination.Endpoint, rest string) (destination.Destination, error) { return openFake(ep.Destination, rest) },
+		open: openFake,
+		reopen: func(ep destination.Endpoint, rest string) (destination.Destination, error) {
+			return openFake(ep.Destination, rest)
+		},
 	},
 }
 
