@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"gatehouse/internal/mailheader"
+	"gatehouse/internal/oswait"
 )
 
 // Message is what the gate hands a Destination for one attempt of one action.
@@ -72,6 +73,14 @@ type Receipt struct {
 // should be (or wrap) a *DeliveryError saying which Outcome it was; an error
 // that is not is treated as OutcomeUnknown, because the gate must not assume a
 // message was not delivered when it cannot tell.
+//
+// The deadline of Send's context is the end of the attempt's budget, in real
+// time. A destination never begins to hand over its commit point (SMTP's
+// final ".", an HTTP request's last bytes, a file's final rename) once that
+// deadline has passed, whatever its goroutine was doing meanwhile: it checks
+// the deadline immediately before, and holds its own socket deadlines to it,
+// so that a process paused past its lease cannot land the message after the
+// gate may have called the attempt absent.
 type Destination interface {
 	// Identity names where messages are handed over, without credentials,
 	// lookup parameters or connection settings: "smtp://host:port",
@@ -264,6 +273,23 @@ func ClassifyDelivery(err error) Outcome {
 		return de.Outcome
 	}
 	return OutcomeUnknown
+}
+
+// ErrBudgetSpent is why a destination did not hand over a message's
+// commit point: the attempt's budget had ended (see Destination).
+var ErrBudgetSpent = errors.New("the attempt's budget ended before its commit point was handed over; nothing was committed")
+
+// MayCommit is what a destination checks immediately before it hands over
+// a message's commit point: an error wrapping ErrBudgetSpent once ctx is
+// done or its deadline has passed in real time, nil while the budget lasts.
+func MayCommit(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%w (%v)", ErrBudgetSpent, context.Cause(ctx))
+	}
+	if end, ok := ctx.Deadline(); ok && !oswait.Now().Before(end) {
+		return ErrBudgetSpent
+	}
+	return nil
 }
 
 // NormalizeText is the formatting tolerance of a content digest: runs of

@@ -54,6 +54,9 @@ type newRecipient struct {
 // as an infrastructure error does.
 func (l *Ledger) beginAttempts(ctx context.Context, reqs []ExecuteRequest, fresh []*newRecipient) ([]Begun, error) {
 	out := make([]Begun, len(reqs))
+	// Every budget counts from before the transaction that starts the
+	// leases (see begin).
+	begun := l.clock.Now()
 	err := l.writeBatch(ctx, true, func(t *wtx) error {
 		// Every request reads the stop switch; nothing in the batch
 		// writes it, and no other writer can while this one holds the
@@ -101,9 +104,8 @@ func (l *Ledger) beginAttempts(ctx context.Context, reqs []ExecuteRequest, fresh
 	if err != nil {
 		return nil, fmt.Errorf("begin %d attempts: %w", len(reqs), err)
 	}
-	now := l.clock.Now()
 	for i := range out {
-		out[i].Attempt.begun = now
+		out[i].Attempt.begun = begun
 	}
 	return out, nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"gatehouse/destination"
 	"gatehouse/internal/clock"
+	"gatehouse/internal/oswait"
 )
 
 // ExecuteRequest asks the gate to execute one approved action.
@@ -87,8 +88,13 @@ func (l *Ledger) Deliver(ctx context.Context, att Attempt, msg destination.Messa
 			Err: fmt.Errorf("attempt %d of %s waited past three quarters of its lease before it could be handed over; nothing was sent", att.Number, att.ActionKey)}
 		return Delivery{Outcome: destination.OutcomeNotDelivered, Err: err}
 	}
+	// The budget ends on the ledger's clock (a rehearsal advancing its
+	// clock ends it) and, as a deadline, in real time: the destination holds
+	// its commit point to that deadline (see destination.Destination).
 	sendCtx, cancel := clock.WithTimeout(ctx, l.clock, budget)
 	defer cancel()
+	sendCtx, cancelFence := oswait.WithTimeout(sendCtx, budget)
+	defer cancelFence()
 	rcpt, err := dest.Send(sendCtx, msg)
 	return Delivery{Outcome: destination.ClassifyDelivery(err), Receipt: rcpt, Err: err}
 }
@@ -170,6 +176,10 @@ func (l *Ledger) begin(ctx context.Context, req ExecuteRequest) (Attempt, destin
 	var msg destination.Message
 	var a Action
 	var id int64
+	// The budget counts from before the transaction that starts the
+	// lease, so it ends no later than the lease does, however long the
+	// commit took or the process stood still meanwhile.
+	begun := l.clock.Now()
 	err := l.write(ctx, func(t *wtx) (err error) {
 		id = 0
 		t.attemptID = &id
@@ -182,7 +192,7 @@ func (l *Ledger) begin(ctx context.Context, req ExecuteRequest) (Attempt, destin
 	if err != nil && !isDecision(err) {
 		a = Action{}
 	}
-	att.begun = l.clock.Now()
+	att.begun = begun
 	return att, msg, a, err
 }
 

@@ -94,6 +94,10 @@ func (d *Destination) Send(ctx context.Context, msg destination.Message) (destin
 		return destination.Receipt{}, notDelivered(err)
 	}
 	defer os.Remove(tmp)
+	// The link is the commit point: not after the attempt's budget.
+	if err := destination.MayCommit(ctx); err != nil {
+		return destination.Receipt{}, notDelivered(err)
+	}
 	// A hard link publishes the complete file atomically and, unlike rename,
 	// refuses to replace a message already delivered for this attempt.
 	if err := os.Link(tmp, final); err != nil && !errors.Is(err, fs.ErrExist) {

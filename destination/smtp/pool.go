@@ -1,7 +1,6 @@
 package smtp
 
 import (
-	"net"
 	"sync"
 	"time"
 
@@ -40,7 +39,7 @@ func WithPoolSize(n int) Option { return func(c *config) { c.poolSize = max(n, 0
 // session is one SMTP connection that has greeted the server (and
 // authenticated, when the destination has credentials).
 type session struct {
-	conn net.Conn
+	conn *fencedConn
 	c    *smtp.Client
 	idle time.Time // when it was returned to the pool, in real time: servers close idle sessions by the wall clock
 }
@@ -55,7 +54,8 @@ type pool struct {
 // release ends one send's use of a session: kept for the next message when
 // keep is true and the pool has room, otherwise closed (with QUIT after an
 // accepted message, as a polite client does).
-func (d *Destination) release(conn net.Conn, c *smtp.Client, accepted, keep bool) {
+func (d *Destination) release(conn *fencedConn, c *smtp.Client, accepted, keep bool) {
+	conn.fence(time.Time{}) // the next message brings its own budget
 	if keep && d.pool.put(&session{conn: conn, c: c, idle: oswait.Now()}, d.cfg.poolSize) {
 		return
 	}

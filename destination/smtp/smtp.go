@@ -10,6 +10,7 @@
 //	4xx reply to MAIL, RCPT or DATA (the 354 stage) → OutcomeRejectedTemporary
 //	5xx reply to MAIL, RCPT or DATA (the 354 stage) → OutcomeRejectedPermanent
 //	other failure before the final "." was sent     → OutcomeNotDelivered
+//	the budget (ctx's deadline) over before the "."  → OutcomeNotDelivered (the "." is never written; fence.go)
 //	4xx / 5xx reply after the final "."             → OutcomeRejectedTemporary / OutcomeRejectedPermanent
 //	timeout or lost connection after the final "."  → OutcomeUnknown
 //	250 after the final "."                         → nil error and a Receipt
@@ -76,10 +77,40 @@ type config struct {
 	clock          clock.Clock
 	httpClient     *http.Client
 	poolSize       int
+	pauseAt        func(ctx context.Context, p Phase)
 }
 
 // Option adjusts a destination made by New.
 type Option func(*config)
+
+// Phase names a point of a send where a test may hold the sender, as a
+// scheduler, a GC or a SIGSTOP can: the proof that the commit point is
+// fenced pauses executors here past their lease.
+type Phase string
+
+// Phases of one message's mail transaction.
+const (
+	// PhaseData is before the DATA command: the sender then waits for the
+	// server's 354.
+	PhaseData Phase = "data"
+	// PhaseCommit is after the body was handed to the connection and
+	// before its final ".", the message's commit point.
+	PhaseCommit Phase = "commit"
+)
+
+// WithPause calls f at each Phase of every send, in the sending goroutine;
+// the send goes on when f returns. For tests that pause an executor at a
+// known point.
+func WithPause(f func(ctx context.Context, p Phase)) Option {
+	return func(c *config) { c.pauseAt = f }
+}
+
+// pause holds the send at p when a test asked for it.
+func (c *config) pause(ctx context.Context, p Phase) {
+	if c.pauseAt != nil {
+		c.pauseAt(ctx, p)
+	}
+}
 
 // WithConnectTimeout bounds the TCP connect.
 func WithConnectTimeout(d time.Duration) Option { return func(c *config) { c.connectTimeout = d } }
@@ -421,12 +452,16 @@ func (d *Destination) Send(ctx context.Context, msg destination.Message) (destin
 // open connects, negotiates TLS as the target asks, greets and
 // authenticates: a session ready for MAIL. Every failure is
 // OutcomeNotDelivered, and the connection is closed.
-func (d *Destination) open(ctx context.Context) (net.Conn, *smtp.Client, error) {
+func (d *Destination) open(ctx context.Context) (*fencedConn, *smtp.Client, error) {
 	dialer := net.Dialer{Timeout: d.cfg.connectTimeout}
-	conn, err := dialer.DialContext(ctx, "tcp", d.addr)
+	raw, err := dialer.DialContext(ctx, "tcp", d.addr)
 	if err != nil {
 		return nil, nil, fail(destination.OutcomeNotDelivered, "connect "+d.addr, err)
 	}
+	// The fence sits under TLS and go-smtp, so every deadline either sets
+	// is held to the budget (fence.go).
+	conn := &fencedConn{Conn: raw}
+	conn.fence(budgetEnd(ctx))
 	// Closing the socket is the one way to interrupt a blocked read.
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
@@ -478,8 +513,9 @@ func staleSession(err error) bool {
 // true when a kept session turned out gone at MAIL and ctx is still live:
 // nothing was sent, the session is closed, and the caller sends over a new
 // one instead.
-func (d *Destination) transact(ctx context.Context, conn net.Conn, c *smtp.Client, m mailrender.Mail, transportID string, kept bool) (r destination.Receipt, stale bool, err error) {
+func (d *Destination) transact(ctx context.Context, conn *fencedConn, c *smtp.Client, m mailrender.Mail, transportID string, kept bool) (r destination.Receipt, stale bool, err error) {
 	from, to, raw := m.From, m.To, m.Raw
+	conn.fence(budgetEnd(ctx))
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	accepted := false
 	// Only a session that ended in a clean 250, and was not closed by a
@@ -500,6 +536,7 @@ func (d *Destination) transact(ctx context.Context, conn net.Conn, c *smtp.Clien
 	if err := c.Rcpt(to, nil); err != nil {
 		return destination.Receipt{}, false, fail(replyOutcome(err), "RCPT TO", withCause(ctx, err))
 	}
+	d.cfg.pause(ctx, PhaseData)
 	w, err := c.Data()
 	if err != nil {
 		return destination.Receipt{}, false, fail(replyOutcome(err), "DATA", withCause(ctx, err))
@@ -511,9 +548,17 @@ func (d *Destination) transact(ctx context.Context, conn net.Conn, c *smtp.Clien
 		// cannot have taken the message.
 		return destination.Receipt{}, false, fail(destination.OutcomeNotDelivered, "message body", withCause(ctx, err))
 	}
+	// The commit point: the final "." goes out only within the budget. The
+	// fence refuses any write after it; this check makes a send that got
+	// here late (paused, say) stop before writing anything more.
+	d.cfg.pause(ctx, PhaseCommit)
+	if err := destination.MayCommit(ctx); err != nil {
+		return destination.Receipt{}, false, fail(destination.OutcomeNotDelivered, "end of data", err)
+	}
 	// The write deadline stays on for the final flush of the body's tail and
 	// "." (go-smtp writes them before it sets its own deadline for the
-	// reply, and clears every deadline afterwards).
+	// reply, and clears every deadline afterwards); the fence holds all of
+	// them to the budget.
 	resp, err := w.CloseWithResponse()
 	if err != nil {
 		var se *smtp.SMTPError

@@ -40,8 +40,11 @@ type System struct{}
 
 var _ Clock = System{}
 
-// Now returns the current wall-clock time in UTC.
-func (System) Now() time.Time { return time.Now().UTC() }
+// Now returns the current time with its monotonic reading, so that a
+// duration between two readings (a send's budget, a lease) is immune to
+// steps of the wall clock. Convert it (UTC, Format) only for display and
+// storage: t.UTC() and t.In() strip the monotonic reading.
+func (System) Now() time.Time { return time.Now() }
 
 // NewTimer is time.NewTimer.
 func (System) NewTimer(d time.Duration) (Timer, <-chan time.Time) {

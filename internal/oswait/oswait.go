@@ -56,3 +56,10 @@ func StartStopwatch() Stopwatch { return Stopwatch{start: time.Now()} }
 
 // Elapsed is the real time since the stopwatch started.
 func (s Stopwatch) Elapsed() time.Duration { return time.Since(s.start) }
+
+// WithTimeout is context.WithTimeout in real time: the fence on a send's
+// socket, which the kernel measures in real time whatever the domain clock
+// says. The context's Deadline is the fence's end.
+func WithTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, d)
+}

@@ -25,7 +25,7 @@ var layers = map[string][]string{
 	"gatehouse/internal/pgtest":      nil,
 	"gatehouse/internal/sourcerules": nil,
 
-	"gatehouse/destination":            {"gatehouse/internal/mailheader"},
+	"gatehouse/destination":            {"gatehouse/internal/mailheader", "gatehouse/internal/oswait"},
 	"gatehouse/destination/mailrender": {"gatehouse/destination", "gatehouse/internal/mailheader"},
 	"gatehouse/destination/smtp":       {"gatehouse/destination", "gatehouse/destination/mailrender", "gatehouse/internal/clock", "gatehouse/internal/oswait"},
 	"gatehouse/destination/file":       {"gatehouse/destination", "gatehouse/destination/mailrender", "gatehouse/internal/clock"},

@@ -1,0 +1,112 @@
+package smtp_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"gatehouse/destination"
+	"gatehouse/destination/registry"
+	smtpdest "gatehouse/destination/smtp"
+	"gatehouse/ledger"
+	"gatehouse/testmailbox"
+)
+
+// TestPausedExecutorAfterAnotherSent is the incident of a lease that is not
+// a fence, through the whole gate on real time: an executor stands still
+// inside its send (waiting for 354, or with the body written and its final
+// "." not yet) until its lease has run out; another process recovers the
+// attempt as unknown, reconciliation finds nothing, a person releases the
+// hold and a second executor sends attempt 2. Then the first wakes. Exactly
+// one message arrives, in every trial.
+func TestPausedExecutorAfterAnotherSent(t *testing.T) {
+	const lease = 400 * time.Millisecond
+	for _, phase := range []smtpdest.Phase{smtpdest.PhaseData, smtpdest.PhaseCommit} {
+		for trial := range 5 {
+			t.Run(fmt.Sprintf("%s/%d", phase, trial), func(t *testing.T) {
+				ctx := ctxT(t)
+				mb, err := testmailbox.Start(ctx, testmailbox.Config{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer mb.Close()
+				paused, resume := make(chan struct{}), make(chan struct{})
+				stalled, err := smtpdest.New(mb.Target(), smtpdest.WithPause(func(_ context.Context, p smtpdest.Phase) {
+					if p == phase {
+						close(paused)
+						<-resume
+					}
+				}))
+				if err != nil {
+					t.Fatal(err)
+				}
+				path := filepath.Join(t.TempDir(), "ledger.db")
+				first, err := ledger.Open(path, ledger.WithLease(lease))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer first.Close()
+				key := approvedAction(t, first, destination.EndpointOf(stalled.Gate()))
+				req := ledger.ExecuteRequest{Key: key, Executor: "wf-ack", Reread: []ledger.MaterialRead{{Source: "crm", Field: "consent", Value: "yes"}}}
+				done := make(chan error, 1)
+				go func() {
+					_, err := first.Execute(ctx, req, stalled.Gate())
+					done <- err
+				}()
+				<-paused
+
+				// Another process, once the lease has run out.
+				awaitRecoveryDue(t, first)
+				other, err := ledger.Open(path, ledger.WithLease(lease)) // recovers: attempt 1 unknown
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer other.Close()
+				if a, err := other.Reconcile(ctx, ledger.ReconcileRequest{Key: key, Actor: "lead", Open: registry.Records()}); err != nil || a.State != ledger.StateHeld {
+					t.Fatalf("reconcile of the paused attempt: %s, %v", a.State, err)
+				}
+				if _, err := other.ReleaseHold(ctx, key, "lead", "nothing arrived"); err != nil {
+					t.Fatal(err)
+				}
+				second, err := smtpdest.New(mb.Target())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := other.Execute(ctx, req, second.Gate()); err != nil {
+					t.Fatalf("attempt 2: %v", err)
+				}
+
+				close(resume)
+				err = <-done
+				if o := destination.ClassifyDelivery(err); o == destination.OutcomeAccepted {
+					t.Fatalf("the paused executor says its late send was accepted")
+				}
+				if n, err := mb.Count(ctx, testmailbox.Filter{ActionKey: key}); err != nil || n != 1 {
+					t.Fatalf("%d arrivals (%v), want exactly 1", n, err)
+				}
+			})
+		}
+	}
+}
+
+// awaitRecoveryDue waits until l's recovery would mark an attempt: its
+// lease has run out.
+func awaitRecoveryDue(t *testing.T, l *ledger.Ledger) {
+	t.Helper()
+	for {
+		due, err := l.RecoveryDue(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(due) > 0 {
+			return
+		}
+		select {
+		case <-time.After(10 * time.Millisecond):
+		case <-ctxT(t).Done():
+			t.Fatal("the lease never ran out")
+		}
+	}
+}
