@@ -8,6 +8,8 @@ package destination
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -134,10 +136,31 @@ type EpochReporter interface {
 }
 
 // FoundMessage is one stored message as the destination's records describe it.
+// Reconciliation counts it as an attempt's own message only when its
+// Message-ID, recipient, sender and content digest all match the attempt's:
+// a Message-ID alone can be copied by anyone who saw one.
 type FoundMessage struct {
 	MessageID  string   // without angle brackets
 	ActionKey  string   // its HeaderActionKey field ("" when absent)
 	Recipients []string // envelope (or To) recipients
+	// Sender is the bare address of its From field ("" when the records
+	// could not read it).
+	Sender string
+	// ContentDigest is ContentDigest of its decoded subject and body (""
+	// when the records could not read them).
+	ContentDigest string
+}
+
+// ContentDigest is how records and the gate compare what a message says:
+// a digest of its subject and body as the reader sees them (transfer
+// encodings and encoded words decoded), after NormalizeText, so that
+// re-wrapping or line endings do not change it and any changed word does.
+func ContentDigest(subject, body string) string {
+	h := sha256.New()
+	h.Write([]byte(NormalizeText(subject)))
+	h.Write([]byte{0})
+	h.Write([]byte(NormalizeText(body)))
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
 }
 
 // ErrLookupUnavailable means the destination's records cannot be consulted.
