@@ -182,6 +182,10 @@ type Endpoint struct {
 	// the approval did, and never compared: an endpoint that differs only
 	// in them is the same destination.
 	Settings string
+	// Settle is how long after an attempt's lease its message may still
+	// land here (SettleTimeOf): the attempt records it, and reconciliation
+	// concludes absence only once it has passed. Never compared.
+	Settle time.Duration
 }
 
 // Configured is the optional capability of a destination reached with
@@ -224,6 +228,7 @@ func EndpointOf(d Destination) Endpoint {
 	if c, ok := d.(Configured); ok {
 		ep.Settings = c.Settings()
 	}
+	ep.Settle = SettleTimeOf(d)
 	return ep
 }
 
@@ -241,6 +246,28 @@ func EndpointAt(ctx context.Context, d Destination) Endpoint {
 		}
 	}
 	return ep
+}
+
+// Settler is the optional capability of a destination to say how long
+// after an attempt's lease ran out its message may still land: a relay
+// holding a message it took the final "." for, a queue behind an API. The
+// gate concludes an attempt's absence from the records only after that
+// settle time too. A destination whose commit point is local and atomic
+// (a file's link) declares 0.
+type Settler interface {
+	SettleTime() time.Duration
+}
+
+// DefaultSettleTime is the settle time of a destination that declares none.
+const DefaultSettleTime = time.Minute
+
+// SettleTimeOf is d's settle time: what it declares, DefaultSettleTime if
+// it declares nothing.
+func SettleTimeOf(d Destination) time.Duration {
+	if s, ok := d.(Settler); ok {
+		return max(s.SettleTime(), 0)
+	}
+	return DefaultSettleTime
 }
 
 // Outcome is what the destination did with one attempt.

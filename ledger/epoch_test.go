@@ -98,6 +98,7 @@ func TestReconcileTakesAbsenceOnlyFromTheSameEpoch(t *testing.T) {
 					dest.epoch = tc.Later
 				}
 			}
+			w.settled(a.Key)
 			got, err := w.l.Reconcile(w.ctx, ledger.ReconcileRequest{Key: a.Key, Actor: "ops", Open: records(dest)})
 			if got.State != tc.State || got.HoldCause != tc.Cause {
 				t.Fatalf("after reconcile: %s/%s (%v)", got.State, got.HoldCause, err)

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
@@ -541,16 +542,23 @@ func (t *wtx) startAttempt(a *Action, ap Approval, req ExecuteRequest, checks []
 			return Attempt{}, err
 		}
 	}
-	att := Attempt{ActionKey: a.Key, Number: n + 1, TransportID: TransportID(a.Key, n+1), Executor: req.Executor,
+	ledgerID, err := t.ledgerID()
+	if err != nil {
+		return Attempt{}, err
+	}
+	settle := max(req.Endpoint.Settle, 0)
+	att := Attempt{ActionKey: a.Key, Number: n + 1, TransportID: NewTransportID(ledgerID, n+1), Executor: req.Executor,
 		Holder: t.l.holder, StartedAt: t.now(), LeaseUntil: t.now().Add(t.l.lease),
 		Destination: ap.Destination, Lookup: a.Lookup, Epoch: req.Endpoint.Epoch, Recipient: a.Recipient,
-		Sender: firstNonEmpty(ap.Sender, destination.DefaultSender)}
+		Sender: firstNonEmpty(ap.Sender, destination.DefaultSender), ContentDigest: destination.ContentDigest(a.Subject, a.Body)}
+	att.SettlesAt = att.LeaseUntil.Add(settle)
 	att.MessageID = att.TransportID
 	const insert = `INSERT INTO attempts (action_key, number, transport_id, executor, holder, started_at, lease_until,
-		destination, lookup, message_id, recipient, sender, epoch)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`
+		destination, lookup, message_id, recipient, sender, epoch, content_digest, settles_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`
 	args := []any{att.ActionKey, att.Number, att.TransportID, att.Executor, att.Holder,
-		ns(att.StartedAt), ns(att.LeaseUntil), att.Destination, att.Lookup, att.MessageID, att.Recipient, att.Sender, att.Epoch}
+		ns(att.StartedAt), ns(att.LeaseUntil), att.Destination, att.Lookup, att.MessageID, att.Recipient, att.Sender, att.Epoch,
+		att.ContentDigest, ns(att.SettlesAt)}
 	what := fmt.Sprintf("record attempt %d of %s", att.Number, a.Key)
 	moving := fmt.Sprintf("attempt %d in flight", att.Number)
 	moved := fresh && t.pg == nil
@@ -681,16 +689,20 @@ func (t *wtx) applyOutcome(a *Action, att Attempt, o destination.Outcome, respon
 }
 
 const attemptCols = `id, action_key, number, transport_id, executor, holder, started_at, lease_until, outcome, outcome_at, response, reconciled,
-	destination, lookup, message_id, recipient, sender, epoch`
+	destination, lookup, message_id, recipient, sender, epoch, content_digest, settles_at`
 
 func scanAttempt(s interface{ Scan(...any) error }) (Attempt, error) {
 	var at Attempt
-	var st, lu, oa int64
+	var st, lu, oa, sa int64
 	var o string
 	var rec int
 	err := s.Scan(&at.ID, &at.ActionKey, &at.Number, &at.TransportID, &at.Executor, &at.Holder, &st, &lu, &o, &oa, &at.Response, &rec,
-		&at.Destination, &at.Lookup, &at.MessageID, &at.Recipient, &at.Sender, &at.Epoch)
+		&at.Destination, &at.Lookup, &at.MessageID, &at.Recipient, &at.Sender, &at.Epoch, &at.ContentDigest, &sa)
 	at.StartedAt, at.LeaseUntil, at.OutcomeAt = fromNS(st), fromNS(lu), fromNS(oa)
+	if at.SettlesAt = fromNS(sa); sa == 0 {
+		// Recorded before attempts kept their settle time.
+		at.SettlesAt = at.LeaseUntil.Add(destination.DefaultSettleTime)
+	}
 	at.Outcome, at.Reconciled = destination.Outcome(o), rec == 1
 	if at.MessageID == "" {
 		// Attempts recorded before Message-IDs were stored carried their
@@ -724,4 +736,27 @@ func truncate(s string, n int) string {
 		n--
 	}
 	return s[:n] + "…"
+}
+
+// loadIdentity reads the ledger's name once, when it is opened, so that no
+// deciding transaction spends a round trip on it; a ledger whose schema
+// predates it is read later, by the first attempt (ledgerID).
+func (l *Ledger) loadIdentity(ctx context.Context, db *sql.DB) {
+	var id string
+	if err := db.QueryRowContext(ctx, `SELECT id FROM ledger_identity`).Scan(&id); err == nil {
+		l.identity.Store(&id)
+	}
+}
+
+// ledgerID is the ledger's name, which every Message-ID it draws carries.
+func (t *wtx) ledgerID() (string, error) {
+	if id := t.l.identity.Load(); id != nil {
+		return *id, nil
+	}
+	var id string
+	if err := t.QueryRow(`SELECT id FROM ledger_identity`).Scan(&id); err != nil {
+		return "", fmt.Errorf("read the ledger's identity: %w", err)
+	}
+	t.l.identity.Store(&id)
+	return id, nil
 }

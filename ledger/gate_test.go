@@ -446,6 +446,7 @@ func TestReconcile(t *testing.T) {
 			w.dest.Send(w.ctx, msg)
 			_, err = w.l.RecordOutcome(w.ctx, msg.TransportID, destination.OutcomeUnknown, "timeout after data")
 			w.must(err)
+			w.settled(a.Key)
 			got, err := w.l.Reconcile(w.ctx, ledger.ReconcileRequest{Key: a.Key, Actor: "ops", Open: tc.Records(w.dest)})
 			if tc.State == ledger.StateSent && err != nil {
 				t.Fatal(err)
@@ -621,6 +622,7 @@ func TestReconcileCountsOnlyItsOwnMessage(t *testing.T) {
 			if tc.Arrange != nil {
 				tc.Arrange(w.dest, a.Key, msg)
 			}
+			w.settled(a.Key)
 			got, _ := w.reconcile(a.Key, "ops")
 			if got.State != tc.State || got.HoldCause != tc.Cause || !strings.Contains(got.Reason, tc.Reason) {
 				t.Fatalf("after reconcile: %s/%s %q; want %s/%s containing %q", got.State, got.HoldCause, got.Reason, tc.State, tc.Cause, tc.Reason)
@@ -667,6 +669,7 @@ func TestReconcileAsksOnlyTheRecordedDestination(t *testing.T) {
 		t.Fatalf("moved without a reason: %v", err)
 	}
 	req.Reason = "the mailbox was restarted elsewhere"
+	w.settled(a.Key)
 	got, err := w.l.Reconcile(w.ctx, req)
 	w.must(err)
 	if got.State != ledger.StateHeld || got.HoldCause != ledger.HoldSafeToRetry {

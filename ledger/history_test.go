@@ -43,7 +43,7 @@ func TestHistoryCarriesWhatAFoldNeeds(t *testing.T) {
 	if m, _ := details[ledger.EvApproved]["material"].(map[string]any); m["crm.consent"] != "yes" || details[ledger.EvApproved]["destination"] != w.dest.Identity() {
 		t.Errorf("approval detail: %v", details[ledger.EvApproved])
 	}
-	if d := details[ledger.EvAttemptStarted]; d["destination"] != w.dest.Identity() || !strings.HasSuffix(d["message_id"].(string), "@gatehouse.invalid") {
+	if d := details[ledger.EvAttemptStarted]; d["destination"] != w.dest.Identity() || !strings.HasSuffix(d["message_id"].(string), ".gatehouse.invalid") {
 		t.Errorf("attempt detail: %v", d)
 	}
 	if vs, err := w.l.Check(w.ctx); err != nil || len(vs) != 0 {

@@ -1,8 +1,8 @@
 package ledger
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
+	"crypto/rand"
+	"encoding/base32"
 	"fmt"
 	"strconv"
 	"strings"
@@ -80,10 +80,22 @@ func unescapeKeyPart(s string) string {
 	return strings.ReplaceAll(s, "%25", "%")
 }
 
-// TransportID derives the transport id (used as Message-ID) of one attempt of
-// an action. It is unique per attempt and traceable to the key by anyone who
-// holds the key, but carries no customer data itself.
-func TransportID(actionKey string, attempt int) string {
-	sum := sha256.Sum256([]byte(actionKey))
-	return fmt.Sprintf("gh-%s-a%d@gatehouse.invalid", hex.EncodeToString(sum[:10]), attempt)
+// NewTransportID draws the transport id (used as Message-ID) of one attempt
+// of an action made by the ledger named ledgerID: 96 random bits from
+// crypto/rand, the attempt's number, and the ledger's name as the domain.
+// Nothing about it can be computed from the action key, so a message that
+// copies the key cannot also carry the id, and two ledgers (or two copies
+// of one backup) never draw the same one. The intent records it before
+// anything is handed over; it is evidence only because it was recorded.
+func NewTransportID(ledgerID string, attempt int) string {
+	var b [12]byte
+	rand.Read(b[:]) // never fails: crypto/rand crashes the program instead
+	if ledgerID == "" {
+		ledgerID = "unnamed"
+	}
+	return fmt.Sprintf("gh-%s-a%d@%s.gatehouse.invalid", transportEncoding.EncodeToString(b[:]), attempt, ledgerID)
 }
+
+// transportEncoding spells the random part: 20 lower-case base32 letters,
+// safe in a Message-ID's local part and in a file name.
+var transportEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)

@@ -100,6 +100,24 @@ func records(dests ...destination.Destination) destination.RecordsOpener {
 	})
 }
 
+// settled moves the world's clock past the moment every attempt of key
+// may still land (its lease's end plus its destination's settle time), so
+// that a reconciliation finding nothing may conclude absence.
+func (w *world) settled(key string) {
+	w.t.Helper()
+	atts, err := w.l.Attempts(w.ctx, key)
+	w.must(err)
+	var last time.Time
+	for _, at := range atts {
+		if at.SettlesAt.After(last) {
+			last = at.SettlesAt
+		}
+	}
+	if d := last.Sub(w.clock.Now()); d >= 0 {
+		w.clock.Advance(d + time.Second)
+	}
+}
+
 // reconcile asks the world's destination's records.
 func (w *world) reconcile(key, actor string) (ledger.Action, error) {
 	return w.l.Reconcile(w.ctx, ledger.ReconcileRequest{Key: key, Actor: actor, Open: records(w.dest)})

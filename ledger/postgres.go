@@ -102,6 +102,7 @@ func openPostgres(loc string, o options, readOnly bool) (*Ledger, error) {
 		db.Close()
 		return nil, fmt.Errorf("open ledger %s: %w", shown, err)
 	}
+	l.loadIdentity(ctx, db)
 	if !o.noRecover {
 		if _, err := l.Recover(ctx); err != nil {
 			db.Close()

@@ -173,6 +173,7 @@ func TestKilledExecutorLeavesUnknownUntilReconciled(t *testing.T) {
 		t.Fatal("recovery re-sent")
 	}
 	// Nothing arrived: reconcile proves it, and a reviewed retry sends once.
+	w.settled(a.Key)
 	got, err := w.reconcile(a.Key, "ops")
 	w.must(err)
 	if got.State != ledger.StateHeld || got.HoldCause != ledger.HoldSafeToRetry {

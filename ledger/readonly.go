@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -91,6 +92,7 @@ func OpenReadOnly(path string, opts ...Option) (*Ledger, error) {
 		r.Close()
 		return nil, fmt.Errorf("open ledger %s: %w", path, err)
 	}
+	l.loadIdentity(context.Background(), r)
 	return l, nil
 }
 

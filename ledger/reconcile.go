@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"gatehouse/destination"
 )
@@ -119,6 +120,8 @@ func (l *Ledger) Reconcile(ctx context.Context, req ReconcileRequest) (Action, e
 				fmt.Sprintf("reconciliation found its message %s for %s at %s", att.MessageID, asked.Recipient, ep.Destination))
 		case res.Epoch != att.Epoch:
 			return t.holdForgotten(&out, att, actor, ep, res.Epoch)
+		case t.now().Before(att.SettlesAt):
+			return t.holdNotFoundYet(&out, att, actor, ep)
 		default:
 			return t.settleReconciled(&out, att, actor, destination.OutcomeNotDelivered, "",
 				fmt.Sprintf("reconciliation found no message %s and nothing else for the key at %s", att.MessageID, ep.Destination))
@@ -238,6 +241,29 @@ func (t *wtx) holdForgotten(a *Action, att Attempt, actor string, ep destination
 		"%s tried to reconcile %s at %s, but the outcome cannot be established: its records are of epoch %s, not %s (cleared or restarted since the hand-over); it stays held and will not be re-sent.",
 		actor, a.Key, ep, orDash(now), then)
 }
+
+// holdNotFoundYet keeps the action's outcome open: the records hold
+// nothing for the attempt, but its message may still land (its executor
+// may be alive past its lease, a relay may hold it), so finding nothing is
+// not absence yet. Only a later reconciliation, after SettlesAt, may
+// conclude it; nothing else releases the hold.
+func (t *wtx) holdNotFoundYet(a *Action, att Attempt, actor string, ep destination.Endpoint) error {
+	reason := fmt.Sprintf("attempt %d not found yet at %s; looked at %s, it may still land until %s: reconcile again after that",
+		att.Number, ep.Destination, clockTime(t.now()), clockTime(att.SettlesAt))
+	if a.State != StateHeld || a.HoldCause != HoldNotFoundYet || a.Reason != reason {
+		if err := t.transition(a, StateHeld, reason, HoldNotFoundYet); err != nil {
+			return err
+		}
+	}
+	return t.refuseWith(a, "", "", actor, EvHeld,
+		&StateError{Key: a.Key, State: a.State, Err: ErrHeld, Hint: reason},
+		"%s reconciled %s: the records of %s hold nothing for attempt %d yet, but it may still land until %s (its lease and the destination's settle time); it stays held and will not be re-sent before then.",
+		actor, a.Key, ep.Destination, att.Number, clockTime(att.SettlesAt))
+}
+
+// clockTime shows an instant of the ledger's clock in its history: UTC,
+// to the second.
+func clockTime(at time.Time) string { return at.UTC().Format("2006-01-02 15:04:05 UTC") }
 
 // holdContradiction parks the action for a person: the records hold
 // something that is neither this attempt's message nor its absence.
@@ -360,6 +386,10 @@ func (l *Ledger) ReleaseHold(ctx context.Context, key, actor, reason string) (Ac
 		}
 		if a.State != StateHeld {
 			return &StateError{Key: key, State: a.State, Err: ErrWrongState, Hint: "it is not held"}
+		}
+		if a.HoldCause == HoldNotFoundYet {
+			return &StateError{Key: key, State: a.State, Err: ErrUnknownOutcome,
+				Hint: "its message was not found yet but may still land (" + a.Reason + "); only a later reconcile can release it"}
 		}
 		if a.HoldCause.outcomeOpen() {
 			return &StateError{Key: key, State: a.State, Err: ErrUnknownOutcome,

@@ -112,6 +112,7 @@ func TestLateAcceptanceAfterSettlingIsFlagged(t *testing.T) {
 	w.must(err)
 	_, err = w.l.RecordOutcome(w.ctx, msg.TransportID, destination.OutcomeUnknown, "timeout")
 	w.must(err)
+	w.settled(a.Key)
 	got, err := w.reconcile(a.Key, "ops") // nothing there yet
 	w.must(err)
 	if got.HoldCause != ledger.HoldSafeToRetry {

@@ -84,6 +84,10 @@ type Ledger struct {
 
 	// writes and reads count what this handle asked of its store (Activity).
 	writes, reads atomic.Int64
+
+	// identity is the ledger's name (ledger_identity), read once by the
+	// first attempt this handle starts: it never changes.
+	identity atomic.Pointer[string]
 }
 
 // Activity is what one ledger handle asked of its store since it was
@@ -170,6 +174,7 @@ func Open(path string, opts ...Option) (*Ledger, error) {
 		return nil, err
 	}
 	l.r.SetMaxOpenConns(4)
+	l.loadIdentity(context.Background(), l.r)
 	if !o.noRecover {
 		if _, err := l.Recover(context.Background()); err != nil {
 			l.Close()

@@ -50,14 +50,19 @@ const (
 	HoldUnknownOutcome    HoldCause = "unknown_outcome"    // outcome unknown and not reconciled
 	HoldSafeToRetry       HoldCause = "safe_to_retry"      // reconciliation proved nothing arrived
 	HoldContradiction     HoldCause = "contradiction"      // the destination's records contradict the attempt
+	HoldNotFoundYet       HoldCause = "not_found_yet"      // nothing found, but the message may still land
 )
 
 // outcomeOpen reports whether the hold sits on an attempt whose outcome is
 // not established: the message may have arrived, so nothing may start again
 // until reconciliation or a person settles it.
 func (c HoldCause) outcomeOpen() bool {
-	return c == HoldUnknownOutcome || c == HoldContradiction
+	return c == HoldUnknownOutcome || c == HoldContradiction || c == HoldNotFoundYet
 }
+
+// OutcomeOpen reports whether a hold of this cause sits on an attempt
+// whose outcome is not established (see the review's in-flight bucket).
+func (c HoldCause) OutcomeOpen() bool { return c.outcomeOpen() }
 
 // Task is the helpdesk conversation actions belong to, with its
 // authoritative owner.
@@ -163,12 +168,19 @@ type Attempt struct {
 	MessageID   string // the Message-ID the message carries, without angle brackets
 	Recipient   string
 	Sender      string
-	StartedAt   time.Time
-	LeaseUntil  time.Time
-	Outcome     destination.Outcome // "" while in flight
-	OutcomeAt   time.Time
-	Response    string
-	Reconciled  bool // the outcome was established by reconciliation
+	// ContentDigest is destination.ContentDigest of what was handed over
+	// ("" on attempts recorded before intents kept it).
+	ContentDigest string
+	// SettlesAt is when the attempt's message can no longer land: its
+	// lease's end plus the destination's settle time. Before it, records
+	// that hold nothing prove nothing.
+	SettlesAt  time.Time
+	StartedAt  time.Time
+	LeaseUntil time.Time
+	Outcome    destination.Outcome // "" while in flight
+	OutcomeAt  time.Time
+	Response   string
+	Reconciled bool // the outcome was established by reconciliation
 	// begun is when BeginAttempt(s) returned the attempt to this process, on
 	// the ledger's clock in this process (not the server's, which can
 	// disagree): Deliver bounds the send from here.

@@ -37,13 +37,22 @@ func newWorld(t *testing.T, faults ...string) *world {
 }
 
 func (w *world) env(extra ...string) []string {
-	return append([]string{"PROOF_LEDGER=" + w.path, "PROOF_TARGET=" + w.mb.Target(),
+	return append([]string{"PROOF_LEDGER=" + w.path, "PROOF_TARGET=" + w.target(), "PROOF_LEASE=" + proofLease.String(),
 		"PROOF_KEYS=" + strings.Join(w.keys, ","), "PROOF_TASK=" + w.task, "PROOF_RELEASE=" + w.releas}, extra...)
 }
 
+// proofLease is the lease the proofs' processes run with: a killed
+// executor's attempt can be concluded absent only once it has run out
+// (plus the mailbox's settle time, see target), so it is short.
+const proofLease = 500 * time.Millisecond
+
+// target is the mailbox's target with a short settle time: the test
+// mailbox stores a message before it answers, so nothing lands late.
+func (w *world) target() string { return w.mb.Target() + "&settle=100ms" }
+
 // destination is the endpoint of the mailbox every send goes to.
 func (w *world) destination() destination.Endpoint {
-	d, err := smtpdest.New(w.mb.Target())
+	d, err := smtpdest.New(w.target())
 	must(w.t, err)
 	return destination.EndpointOf(d.Gate())
 }

@@ -72,7 +72,16 @@ func playRole(role string) int {
 		return 2
 	}
 	mk := &marker{killAt: killAt}
-	l, err := ledger.Open(os.Getenv("PROOF_LEDGER"))
+	var opts []ledger.Option
+	if raw := os.Getenv("PROOF_LEASE"); raw != "" {
+		lease, err := time.ParseDuration(raw)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "PROOF_LEASE:", err)
+			return 2
+		}
+		opts = append(opts, ledger.WithLease(lease))
+	}
+	l, err := ledger.Open(os.Getenv("PROOF_LEDGER"), opts...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "open ledger:", err)
 		return 1
@@ -96,8 +105,7 @@ func playRole(role string) int {
 	case "finish":
 		err = playFinish(ctx, l, dest, actor, keys)
 	case "finish-audience":
-		_, err = l.SendAudience(ctx, ledger.AudienceSend{ReleaseID: os.Getenv("PROOF_RELEASE"), Actor: actor, Concurrency: concurrency()},
-			dest, l.Customers())
+		err = playFinishAudience(ctx, l, dest, actor, os.Getenv("PROOF_RELEASE"))
 	case "blast":
 		err = playBlast(ctx, os.Getenv("PROOF_TARGET"))
 	case "bench-send":

@@ -157,7 +157,9 @@ func TestMultiHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer mb.Close()
-	sd, err := smtpdest.New(mb.Target())
+	// The test mailbox stores a message before it answers: nothing lands
+	// late, so a short settle time serves.
+	sd, err := smtpdest.New(mb.Target() + "&settle=500ms")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +179,7 @@ func TestMultiHost(t *testing.T) {
 		ep := destination.EndpointOf(dest)
 		p := ledger.Proposal{Task: ledger.TaskRef{ID: "task-1"}, Customer: "c", Event: event, ActionType: "reply_ack",
 			Target: "task-1", Recipient: event + "@example.org", Subject: "Hello", Body: "We are on it.", Actor: "wf",
-			Destination: ep.Destination, Lookup: ep.Lookup}
+			Destination: ep.Destination, Lookup: ep.Lookup, DestinationSettings: ep.Settings}
 		act, err := l.Propose(ctx, p)
 		if err != nil {
 			t.Fatal(err)
@@ -266,8 +268,9 @@ func TestMultiHost(t *testing.T) {
 }
 
 // reconcileUntilSettled asks host h to reconcile key until the action is
-// settled (its lease must lapse first, by the server's clock), and returns
-// its state; it gives up after a bound.
+// settled (its lease and the destination's settle time must lapse first,
+// by the server's clock), and returns its state; it gives up after a
+// bound.
 func reconcileUntilSettled(t *testing.T, h *testHost, bin string, env []string, key string) string {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
@@ -280,12 +283,13 @@ func reconcileUntilSettled(t *testing.T, h *testHost, bin string, env []string, 
 		var v struct {
 			Action struct {
 				State string `json:"state"`
+				Cause string `json:"hold_cause"`
 			} `json:"action"`
 		}
 		if err := json.Unmarshal(out, &v); err != nil {
 			t.Fatalf("show: %v: %s", err, out)
 		}
-		if v.Action.State != "executing" && v.Action.State != "unknown" {
+		if v.Action.State != "executing" && v.Action.State != "unknown" && v.Action.Cause != string(ledger.HoldNotFoundYet) {
 			return v.Action.State
 		}
 		if time.Now().After(deadline) {
@@ -317,7 +321,7 @@ func killAtStepBoundaries(t *testing.T, ctx context.Context, loc string, mb *tes
 	}
 	defer db.Close()
 	relay := newFreezingRelay(t, mb.SMTPAddr())
-	sd, err := smtpdest.New(strings.Replace(mb.Target(), mb.SMTPAddr(), relay.addr(), 1))
+	sd, err := smtpdest.New(strings.Replace(mb.Target(), mb.SMTPAddr(), relay.addr(), 1) + "&settle=500ms")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,7 +332,7 @@ func killAtStepBoundaries(t *testing.T, ctx context.Context, loc string, mb *tes
 		event := strings.ReplaceAll(boundary, " ", "-")
 		act, err := l.Propose(ctx, ledger.Proposal{Task: ledger.TaskRef{ID: "task-1"}, Customer: "c", Event: event, ActionType: "reply_ack",
 			Target: "task-1", Recipient: event + "@example.org", Subject: "Hello", Body: "We are on it.", Actor: "wf",
-			Destination: ep.Destination, Lookup: ep.Lookup})
+			Destination: ep.Destination, Lookup: ep.Lookup, DestinationSettings: ep.Settings})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -226,7 +226,7 @@ func playBlast(ctx context.Context, target string) error {
 			defer wg.Done()
 			for i := range next {
 				key := ledger.Key(fmt.Sprintf("%s-%d", tag, i), "blast", "notice", "audience", 0)
-				_, err := d.Send(ctx, destination.Message{ActionKey: key, Attempt: 1, TransportID: ledger.TransportID(key, 1),
+				_, err := d.Send(ctx, destination.Message{ActionKey: key, Attempt: 1, TransportID: fixedTransportID(key, 1),
 					To: fmt.Sprintf("%s-%d@example.org", tag, i), Subject: "Opening hours change", Body: "Our opening hours change on 1 April."})
 				mu.Lock()
 				if err == nil {

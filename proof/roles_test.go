@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"gatehouse/destination"
 	"gatehouse/destination/registry"
@@ -124,6 +125,10 @@ func finishOne(ctx context.Context, l *ledger.Ledger, dest destination.Destinati
 			return err
 		}
 		switch {
+		case a.State == ledger.StateHeld && a.HoldCause == ledger.HoldNotFoundYet:
+			if err = awaitSettled(ctx, l, key); err == nil {
+				_, err = l.Reconcile(ctx, ledger.ReconcileRequest{Key: key, Actor: actor, Open: registry.Records()})
+			}
 		case needsReconcile(a):
 			_, err = l.Reconcile(ctx, ledger.ReconcileRequest{Key: key, Actor: actor, Open: registry.Records()})
 		case a.State == ledger.StateHeld && a.HoldCause == ledger.HoldSafeToRetry:
@@ -191,6 +196,12 @@ func (d markingDest) LookupEndpoint() string {
 	return ""
 }
 
+// SettleTime is the wrapped destination's: the marks hold no message.
+func (d markingDest) SettleTime() time.Duration { return destination.SettleTimeOf(d.dest) }
+
+// Settings are the wrapped destination's.
+func (d markingDest) Settings() string { return destination.EndpointOf(d.dest).Settings }
+
 // Epoch is the wrapped destination's, so that attempts through the marks
 // record the epoch of the records as any other attempt does.
 func (d markingDest) Epoch(ctx context.Context) (string, error) {
@@ -255,4 +266,61 @@ func (c claimOnly) Identity() string { return c.identity }
 
 func (claimOnly) Send(_ context.Context, m destination.Message) (destination.Receipt, error) {
 	return destination.Receipt{TransportID: m.TransportID, Response: "250 pretended"}, nil
+}
+
+// awaitSettled waits, in real time, until no attempt of key can still
+// land: what a person does when reconciliation says "not found yet".
+func awaitSettled(ctx context.Context, l *ledger.Ledger, key string) error {
+	atts, err := l.Attempts(ctx, key)
+	if err != nil {
+		return err
+	}
+	var last time.Time
+	for _, at := range atts {
+		if at.SettlesAt.After(last) {
+			last = at.SettlesAt
+		}
+	}
+	select {
+	case <-time.After(time.Until(last) + 10*time.Millisecond):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// playFinishAudience re-runs a release's send after a crash, as an operator
+// does: a recipient whose attempt was not found yet (it might still have
+// landed) waits until it can no longer land, and the send runs again.
+func playFinishAudience(ctx context.Context, l *ledger.Ledger, dest destination.Destination, actor, release string) error {
+	for range 4 {
+		if _, err := l.SendAudience(ctx, ledger.AudienceSend{ReleaseID: release, Actor: actor, Concurrency: concurrency()},
+			dest, l.Customers()); err != nil {
+			return err
+		}
+		rows, err := l.AudienceRows(ctx, release, "eligible", 1<<20, 0)
+		if err != nil {
+			return err
+		}
+		waited := false
+		for _, r := range rows {
+			if r.State != ledger.StateHeld {
+				continue
+			}
+			a, err := l.Action(ctx, r.ActionKey)
+			if err != nil {
+				return err
+			}
+			if a.HoldCause == ledger.HoldNotFoundYet {
+				if err := awaitSettled(ctx, l, r.ActionKey); err != nil {
+					return err
+				}
+				waited = true
+			}
+		}
+		if !waited {
+			return nil
+		}
+	}
+	return nil
 }

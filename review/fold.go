@@ -46,7 +46,7 @@ func BucketOf(code string) Bucket {
 	case ledger.StateExecuting, ledger.StateUnknown:
 		return InFlight
 	case ledger.StateHeld:
-		if c := ledger.HoldCause(cause); c == ledger.HoldUnknownOutcome || c == ledger.HoldContradiction {
+		if ledger.HoldCause(cause).OutcomeOpen() {
 			return InFlight
 		}
 		return Held

@@ -13,6 +13,7 @@ import (
 	"github.com/charmbracelet/x/exp/golden"
 	"github.com/charmbracelet/x/exp/teatest/v2"
 
+	"gatehouse/internal/idmask"
 	"gatehouse/scenarios"
 )
 
@@ -35,7 +36,7 @@ func finalScreen(t *testing.T, tm *teatest.TestModel) string {
 	t.Helper()
 	tm.Send(press("q"))
 	fm := tm.FinalModel(t, teatest.WithFinalTimeout(10*time.Second))
-	return ansi.Strip(fm.(*recorder).Render())
+	return idmask.Mask(ansi.Strip(fm.(*recorder).Render()))
 }
 
 // recorder keeps the frame the program drew last. The renderer writes only
@@ -120,7 +121,7 @@ func TestGoldenRehearsal(t *testing.T) {
 	}{
 		{"MidRun", "interrupted-after-accept", 4, 6, "step 4 of 6"},
 		{"Finished", "interrupted-after-accept", 6, 6, "finished: PASSED"},
-		{"RetryArrives", "interrupted-before-accept", 8, 8, "finished: PASSED"},
+		{"RetryArrives", "interrupted-before-accept", 11, 11, "finished: PASSED"},
 	} {
 		for _, sz := range sizes {
 			t.Run(stage.name+"/"+sizeName(sz.w, sz.h), func(t *testing.T) {

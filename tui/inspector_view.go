@@ -185,6 +185,8 @@ func causeWord(c ledger.HoldCause, short bool) string {
 			return "source down"
 		case ledger.HoldUnknownOutcome:
 			return "unknown"
+		case ledger.HoldNotFoundYet:
+			return "not yet"
 		}
 	}
 	return strings.ReplaceAll(string(c), "_", " ")

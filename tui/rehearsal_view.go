@@ -234,8 +234,8 @@ func (r *Rehearsal) seedWidths(short bool) []int {
 		grow(cOutcome, outcomeWord(string(o), true, short))
 	}
 	grow(cNum, "99")
-	grow(cTransport, localPart(ledger.TransportID("", 1)))
-	grow(cMessageID, localPart(ledger.TransportID("", 1)))
+	grow(cTransport, localPart(ledger.NewTransportID("", 1)))
+	grow(cMessageID, localPart(ledger.NewTransportID("", 1)))
 	grow(cAt, clockFormat)
 	out[cSubject] = threeCols[cSubject].min
 	return out

@@ -28,7 +28,14 @@ type Destination struct {
 	Name string
 	// Clock stamps receipts; the system clock when nil.
 	Clock clock.Clock
+	// Settle is the settle time it declares (destination.Settler): 0, an
+	// in-process fake holds nothing once Send has returned, unless a test
+	// says otherwise.
+	Settle time.Duration
 }
+
+// SettleTime implements destination.Settler.
+func (d *Destination) SettleTime() time.Duration { return d.Settle }
 
 // DefaultName is the identity of a fake destination that was given none.
 const DefaultName = "fake://destination"
@@ -55,6 +62,7 @@ func (d *Destination) Inject(msg destination.Message) {
 var (
 	_ destination.Destination = (*Destination)(nil)
 	_ destination.Records     = (*Destination)(nil)
+	_ destination.Settler     = (*Destination)(nil)
 )
 
 // New returns a destination that accepts everything.
@@ -164,7 +172,13 @@ func (d *Destination) Arrivals(key string) int {
 // relay without a query API.
 type Blind struct{ D *Destination }
 
-var _ destination.Destination = Blind{}
+var (
+	_ destination.Destination = Blind{}
+	_ destination.Settler     = Blind{}
+)
+
+// SettleTime implements destination.Settler: the wrapped destination's.
+func (b Blind) SettleTime() time.Duration { return b.D.SettleTime() }
 
 // Identity implements destination.Destination: the wrapped destination's.
 func (b Blind) Identity() string { return b.D.Identity() }

@@ -38,7 +38,13 @@ type Destination struct {
 	Clock clock.Clock
 }
 
+// SettleTime implements destination.Settler: 0. The commit point is a
+// link in a local directory, atomic and done when Send returns; nothing
+// holds a message after the executor.
+func (d *Destination) SettleTime() time.Duration { return 0 }
+
 var (
+	_ destination.Settler     = (*Destination)(nil)
 	_ destination.Destination = (*Destination)(nil)
 	_ destination.Records     = (*Destination)(nil)
 )

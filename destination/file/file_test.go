@@ -13,7 +13,7 @@ import (
 )
 
 func message(key string, attempt int) destination.Message {
-	return destination.Message{ActionKey: key, Attempt: attempt, TransportID: ledger.TransportID(key, attempt),
+	return destination.Message{ActionKey: key, Attempt: attempt, TransportID: fixedTransportID(key, attempt),
 		To: "ada@example.com", Subject: "We got your enquiry", Body: "Hello\nAda"}
 }
 
@@ -40,19 +40,19 @@ func TestSendWritesOneFileAndLookupFindsIt(t *testing.T) {
 	for _, m := range res.Messages {
 		got = append(got, m.MessageID)
 	}
-	want := []string{ledger.TransportID(key, 1), ledger.TransportID(key, 2)}
+	want := []string{fixedTransportID(key, 1), fixedTransportID(key, 2)}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Fatalf("lookup = %+v, want the two attempts oldest first", res)
 	}
 	// By Message-ID alone: the file of that attempt, with its recipient.
-	res, err = d.Lookup(ctx, destination.LookupQuery{MessageID: ledger.TransportID(key, 2)})
+	res, err = d.Lookup(ctx, destination.LookupQuery{MessageID: fixedTransportID(key, 2)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(res.Messages) != 1 || res.Messages[0].ActionKey != key || len(res.Messages[0].Recipients) != 1 {
 		t.Fatalf("lookup by Message-ID = %+v", res)
 	}
-	raw, err := os.ReadFile(filepath.Join(d.Dir, FileName(ledger.TransportID(key, 1))))
+	raw, err := os.ReadFile(filepath.Join(d.Dir, FileName(fixedTransportID(key, 1))))
 	if err != nil {
 		t.Fatal(err)
 	}

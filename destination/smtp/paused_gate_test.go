@@ -18,9 +18,10 @@ import (
 // a fence, through the whole gate on real time: an executor stands still
 // inside its send (waiting for 354, or with the body written and its final
 // "." not yet) until its lease has run out; another process recovers the
-// attempt as unknown, reconciliation finds nothing, a person releases the
-// hold and a second executor sends attempt 2. Then the first wakes. Exactly
-// one message arrives, in every trial.
+// attempt as unknown, reconciliation finds nothing but holds it as "not
+// found yet" until the settle time has passed, then as safe to retry; a
+// person releases the hold and a second executor sends attempt 2. Then the
+// first wakes. Exactly one message arrives, in every trial.
 func TestPausedExecutorAfterAnotherSent(t *testing.T) {
 	const lease = 400 * time.Millisecond
 	for _, phase := range []smtpdest.Phase{smtpdest.PhaseData, smtpdest.PhaseCommit} {
@@ -33,12 +34,14 @@ func TestPausedExecutorAfterAnotherSent(t *testing.T) {
 				}
 				defer mb.Close()
 				paused, resume := make(chan struct{}), make(chan struct{})
-				stalled, err := smtpdest.New(mb.Target(), smtpdest.WithPause(func(_ context.Context, p smtpdest.Phase) {
+				quick := []smtpdest.Option{smtpdest.WithConnectTimeout(100 * time.Millisecond), smtpdest.WithCommandTimeout(100 * time.Millisecond),
+					smtpdest.WithDataTimeout(100 * time.Millisecond), smtpdest.WithSettleTime(300 * time.Millisecond)}
+				stalled, err := smtpdest.New(mb.Target(), append(quick, smtpdest.WithPause(func(_ context.Context, p smtpdest.Phase) {
 					if p == phase {
 						close(paused)
 						<-resume
 					}
-				}))
+				}))...)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -64,8 +67,24 @@ func TestPausedExecutorAfterAnotherSent(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer other.Close()
-				if a, err := other.Reconcile(ctx, ledger.ReconcileRequest{Key: key, Actor: "lead", Open: registry.Records()}); err != nil || a.State != ledger.StateHeld {
-					t.Fatalf("reconcile of the paused attempt: %s, %v", a.State, err)
+				reconcile := func() ledger.Action {
+					a, _ := other.Reconcile(ctx, ledger.ReconcileRequest{Key: key, Actor: "lead", Open: registry.Records()})
+					return a
+				}
+				// Nothing found, but the paused executor may still land it.
+				if a := reconcile(); a.State != ledger.StateHeld || a.HoldCause != ledger.HoldNotFoundYet {
+					t.Fatalf("reconcile within the settle time: %s/%s", a.State, a.HoldCause)
+				}
+				if _, err := other.ReleaseHold(ctx, key, "lead", "nothing arrived"); err == nil {
+					t.Fatal("a person released an attempt that may still land")
+				}
+				atts, err := other.Attempts(ctx, key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				<-time.After(time.Until(atts[0].SettlesAt) + 20*time.Millisecond)
+				if a := reconcile(); a.State != ledger.StateHeld || a.HoldCause != ledger.HoldSafeToRetry {
+					t.Fatalf("reconcile after the settle time: %s/%s", a.State, a.HoldCause)
 				}
 				if _, err := other.ReleaseHold(ctx, key, "lead", "nothing arrived"); err != nil {
 					t.Fatal(err)

@@ -66,6 +66,8 @@ var (
 	_ destination.EpochReporter = (*LookingDestination)(nil)
 	_ destination.Configured    = (*Destination)(nil)
 	_ destination.Configured    = (*LookingDestination)(nil)
+	_ destination.Settler       = (*Destination)(nil)
+	_ destination.Settler       = (*LookingDestination)(nil)
 )
 
 type config struct {
@@ -78,6 +80,32 @@ type config struct {
 	httpClient     *http.Client
 	poolSize       int
 	pauseAt        func(ctx context.Context, p Phase)
+	settle         time.Duration
+}
+
+// DefaultSettleTime is how long after an attempt's lease an SMTP message
+// may still land by default: a relay that took the final "." may hold the
+// message, and a sender that timed out waiting for its reply cannot know.
+// The default is never below the send's own timeouts (connect, command,
+// data) either.
+const DefaultSettleTime = time.Minute
+
+// WithSettleTime sets the settle time the destination declares (see
+// destination.Settler) instead of the default; the target's settle
+// parameter sets it too.
+func WithSettleTime(d time.Duration) Option { return func(c *config) { c.settle = d } }
+
+// SettleTime implements destination.Settler.
+func (d *Destination) SettleTime() time.Duration {
+	if d.settings.Settle != "" {
+		if st, err := time.ParseDuration(d.settings.Settle); err == nil {
+			return st
+		}
+	}
+	if d.cfg.settle >= 0 {
+		return d.cfg.settle
+	}
+	return max(DefaultSettleTime, d.cfg.connectTimeout+2*d.cfg.commandTimeout+d.cfg.dataTimeout)
 }
 
 // Option adjusts a destination made by New.
@@ -287,10 +315,10 @@ func parse(target string, opts []Option) (*Destination, error) {
 			if err != nil {
 				return nil, bad("%v", err)
 			}
-		case "tls", "ca", "insecure":
+		case "tls", "ca", "insecure", "settle":
 			tlsParams[name] = vals[0]
 		default:
-			return nil, bad("unknown parameter %q (known: api, tls, ca, insecure)", name)
+			return nil, bad("unknown parameter %q (known: api, tls, ca, insecure, settle)", name)
 		}
 	}
 	st, err := resolveSettings(tlsParams)
@@ -358,6 +386,7 @@ func build(addr, host, user, pass string, st Settings, api *url.URL, opts []Opti
 			from:           DefaultFrom,
 			clock:          clock.System{},
 			poolSize:       DefaultPoolSize,
+			settle:         -1, // the default (SettleTime)
 		}}
 	if d.user == "" {
 		// Credentials are never part of what is stored or approved: they

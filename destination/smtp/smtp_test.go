@@ -41,7 +41,7 @@ func newMessage(event string, attempt int) destination.Message {
 	return destination.Message{
 		ActionKey:   key,
 		Attempt:     attempt,
-		TransportID: ledger.TransportID(key, attempt),
+		TransportID: fixedTransportID(key, attempt),
 		From:        "Support <support@shop.example>",
 		To:          "ann@example.com",
 		Subject:     "We received your enquiry",

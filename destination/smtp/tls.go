@@ -40,6 +40,9 @@ type Settings struct {
 	TLS      string `json:"tls,omitempty"`      // "require", or "" for auto
 	CA       string `json:"ca,omitempty"`       // PEM certificates to trust instead of the system's
 	Insecure bool   `json:"insecure,omitempty"` // verify no certificate at all (explicitly)
+	// Settle is the settle time the target named (a Go duration), "" for
+	// the default: how long after a lease a relay may still deliver.
+	Settle string `json:"settle,omitempty"`
 }
 
 // resolveSettings reads the tls, ca and insecure parameters of a target,
@@ -60,6 +63,13 @@ func resolveSettings(q map[string]string) (Settings, error) {
 	ca, ok := q["ca"]
 	if !ok {
 		ca = os.Getenv(CAEnv)
+	}
+	if raw, ok := q["settle"]; ok {
+		d, err := time.ParseDuration(raw)
+		if err != nil || d < 0 {
+			return st, fmt.Errorf("settle=%s: want a duration such as 90s: how long after a lease a relay may still deliver", raw)
+		}
+		st.Settle = d.String()
 	}
 	insecure, hasInsecure := q["insecure"]
 	switch {
@@ -123,6 +133,9 @@ func decodeSettings(raw string) (Settings, error) {
 	}
 	if st.TLS != "" && st.TLS != "require" {
 		return st, fmt.Errorf("recorded connection settings: tls %q", st.TLS)
+	}
+	if d, err := time.ParseDuration(st.Settle); st.Settle != "" && (err != nil || d < 0) {
+		return st, fmt.Errorf("recorded connection settings: settle %q", st.Settle)
 	}
 	return st, nil
 }
