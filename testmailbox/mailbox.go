@@ -68,10 +68,11 @@ type Config struct {
 	AuthUsername    string        // default TestUsername
 	AuthPassword    string        // default TestPassword
 	Faults          []Fault       // faults in force from the start
-	// Clock stamps arrivals and times delay_reply and down faults; the
-	// system clock when nil. With a fake clock a delayed reply comes, and
-	// a timed down ends, only when the clock is advanced past it. Session
-	// read timeouts stay on the wall clock: the kernel measures them.
+	// Clock stamps arrivals and times the timed faults (delay_reply,
+	// hold_354, a timed down); the system clock when nil. With a fake
+	// clock a delayed reply comes, a held 354 is released and a timed down
+	// ends only when the clock is advanced past it. Session read timeouts
+	// stay on the wall clock: the kernel measures them.
 	Clock clock.Clock
 
 	// AllowRemote permits listen addresses that are not loopback. Without
@@ -211,7 +212,7 @@ func Start(ctx context.Context, cfg Config) (*Mailbox, error) {
 		s.ErrorLog = cfg.ErrorLog
 	}
 	m.server = s
-	go s.Serve(m.ln)
+	go s.Serve(faultListener{m.ln, m})
 
 	if err := m.SetFaults(cfg.Faults); err != nil {
 		m.Close()
@@ -325,7 +326,8 @@ func (m *Mailbox) closeListeners() {
 }
 
 // Close stops the servers and closes the store. Replies still delayed by a
-// fault are abandoned. It is safe to call more than once.
+// fault are abandoned (delay_reply: the message is stored; hold_354: the
+// sender never got to send it). It is safe to call more than once.
 func (m *Mailbox) Close() error {
 	m.closeOnce.Do(func() {
 		close(m.closing)
@@ -351,6 +353,22 @@ func (m *Mailbox) Close() error {
 		}
 	})
 	return m.closeErr
+}
+
+// wait lets d pass on the mailbox's clock, or less when the mailbox closes
+// or abandon (which may be nil) is closed first. It reports whether d
+// passed in full.
+func (m *Mailbox) wait(d time.Duration, abandon <-chan struct{}) bool {
+	t, fired := m.cfg.Clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-fired:
+		return true
+	case <-m.closing:
+		return false
+	case <-abandon:
+		return false
+	}
 }
 
 // Filter selects messages. Empty fields match everything; Limit 0 means no

@@ -31,17 +31,31 @@ var (
 		Message: "Message rejected (injected fault reject_permanent)"}
 )
 
+// errForeignConn refuses a session on a connection that did not come
+// through the mailbox's listener, which cannot happen: faults need it.
+var errForeignConn = errors.New("testmailbox: connection not accepted by the mailbox's listener")
+
 type backend struct{ m *Mailbox }
 
+// NewSession runs at EHLO, and again after STARTTLS, on the same faultConn.
 func (b backend) NewSession(c *smtp.Conn) (smtp.Session, error) {
-	return &session{m: b.m, conn: c}, nil
+	fc := faultConnOf(c.Conn())
+	if fc == nil {
+		return nil, errForeignConn
+	}
+	_, isTLS := c.TLSConnectionState()
+	fc.sessionCalled(nil, !isTLS)
+	return &session{m: b.m, conn: c, fc: fc, plain: !isTLS}, nil
 }
 
 // session is one SMTP connection's state. It keeps the *smtp.Conn because
-// accept_then_drop must close the connection itself.
+// accept_then_drop must close the connection itself, and tells fc of every
+// call go-smtp makes, so that hold_354 can tell the 354 from other replies.
 type session struct {
 	m      *Mailbox
 	conn   *smtp.Conn
+	fc     *faultConn
+	plain  bool // no TLS: a session after STARTTLS is a new one
 	authed bool
 	from   string
 	to     []string
@@ -56,7 +70,12 @@ func (s *session) AuthMechanisms() []string {
 	return []string{sasl.Plain}
 }
 
+// told tells fc that go-smtp called the session, and which recipients
+// the transaction has now.
+func (s *session) told() { s.fc.sessionCalled(s.to, s.plain) }
+
 func (s *session) Auth(mech string) (sasl.Server, error) {
+	s.told()
 	if !s.m.cfg.RequireAuth || mech != sasl.Plain {
 		return nil, smtp.ErrAuthUnknownMechanism
 	}
@@ -70,6 +89,7 @@ func (s *session) Auth(mech string) (sasl.Server, error) {
 }
 
 func (s *session) Mail(from string, _ *smtp.MailOptions) error {
+	defer s.told()
 	if _, isTLS := s.conn.TLSConnectionState(); s.m.cfg.TLS == TLSRequire && !isTLS {
 		return replyNeedTLS
 	}
@@ -83,20 +103,30 @@ func (s *session) Mail(from string, _ *smtp.MailOptions) error {
 
 func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 	s.to = append(s.to, to)
+	s.told()
 	return nil
 }
 
 func (s *session) Reset() {
 	s.from = ""
 	s.to = nil
+	s.told()
 }
 
-func (s *session) Logout() error { return nil }
+// Logout may run on go-smtp's Close, beside Data, so it reads no session
+// field that changes.
+func (s *session) Logout() error {
+	s.fc.sessionCalled(nil, s.plain)
+	return nil
+}
 
 // Data reads the whole message first, so that an oversize, malformed or
 // interrupted message is refused before anything is stored; then it lets a
 // fault decide, stores, and replies (or does not).
 func (s *session) Data(r io.Reader) error {
+	// The 354 has gone out; what is answered next is the message, and
+	// this transaction has no 354 left to hold.
+	s.fc.sessionCalled(nil, s.plain)
 	raw, err := io.ReadAll(r)
 	if err != nil {
 		s.m.refused.Add(1)
@@ -117,7 +147,7 @@ func (s *session) Data(r io.Reader) error {
 	a.from = s.from
 	a.to = append([]string(nil), s.to...)
 
-	fault := s.m.faults.pick(a.to)
+	fault := s.m.faults.pick(atEndOfData, a.to)
 	switch fault.Kind {
 	case FaultRejectTemporary:
 		s.m.refused.Add(1)
@@ -140,12 +170,7 @@ func (s *session) Data(r io.Reader) error {
 		s.m.dropped.Add(1)
 		s.conn.Conn().Close()
 	case FaultDelayReply:
-		t, fired := s.m.cfg.Clock.NewTimer(fault.Duration)
-		defer t.Stop()
-		select {
-		case <-fired:
-		case <-s.m.closing:
-		}
+		s.m.wait(fault.Duration, nil)
 	}
 	return nil
 }

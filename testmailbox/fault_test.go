@@ -1,0 +1,292 @@
+package testmailbox
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/emersion/go-smtp"
+
+	"gatehouse/fakes"
+)
+
+// t0 is where the fake clocks of these tests start.
+var t0 = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+
+// timedFaultMailbox starts a mailbox on a fake clock with one fault.
+func timedFaultMailbox(t *testing.T, spec string, cfg Config) (*Mailbox, *fakes.Clock) {
+	t.Helper()
+	f, err := ParseFault(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := fakes.NewClock(t0)
+	cfg.Clock, cfg.Faults = clk, []Fault{f}
+	return start(t, cfg), clk
+}
+
+// dialTransaction connects (over STARTTLS when tc is set), gives MAIL and
+// RCPT for to, and leaves DATA to the test. The timeouts are long: a test
+// that wants the client to give up shortens them.
+func dialTransaction(t *testing.T, m *Mailbox, to string, tc *tls.Config) *smtp.Client {
+	t.Helper()
+	var c *smtp.Client
+	var err error
+	if tc != nil {
+		var conn net.Conn
+		if conn, err = net.Dial("tcp", m.SMTPAddr()); err == nil {
+			c, err = smtp.NewClientStartTLS(conn, tc)
+		}
+	} else {
+		c, err = smtp.Dial(m.SMTPAddr())
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.CommandTimeout, c.SubmissionTimeout = time.Minute, time.Minute
+	if err := c.Mail("shop@example.com", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Rcpt(to, nil); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// sendBody writes raw through an open DATA and returns the final reply's error.
+func sendBody(w io.WriteCloser, raw string) error {
+	if _, err := io.WriteString(w, raw); err != nil {
+		w.Close()
+		return err
+	}
+	return w.Close()
+}
+
+// pending fails the test when ch has already delivered.
+func pending[T any](t *testing.T, ch <-chan T, what string) {
+	t.Helper()
+	select {
+	case v := <-ch:
+		t.Fatalf("%s before the clock passed the fault's duration: %v", what, v)
+	default:
+	}
+}
+
+// await returns ch's value, or fails once ctx ends.
+func await[T any](t *testing.T, ctx context.Context, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-ctx.Done():
+		t.Fatalf("no %s once the clock passed the fault's duration", what)
+		panic("unreachable")
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+func firedOf(t *testing.T, m *Mailbox, k FaultKind) int64 {
+	t.Helper()
+	st, err := m.Stats(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.FaultsFired[k]
+}
+
+// TestHold354HoldsTheGoAhead: under hold_354 a sender that gave DATA gets
+// no 354 until the mailbox's clock passes the hold; one that gives up
+// first leaves nothing stored, one that waits delivers exactly one copy.
+// Other recipients pass untouched.
+func TestHold354HoldsTheGoAhead(t *testing.T) {
+	const spec = "hold_354=1h:to=Ben@Example.com"
+	t.Run("OtherRecipientPasses", func(t *testing.T) {
+		m, _ := timedFaultMailbox(t, spec, Config{})
+		c := dialTransaction(t, m, "ann@example.com", nil)
+		c.CommandTimeout = 10 * time.Second
+		w, err := c.Data()
+		if err != nil {
+			t.Fatalf("DATA for ann: %v", err)
+		}
+		if err := sendBody(w, message("ann", "s")); err != nil {
+			t.Fatal(err)
+		}
+		if n := firedOf(t, m, FaultHold354); n != 0 {
+			t.Errorf("hold_354 fired %d times for another recipient", n)
+		}
+	})
+	t.Run("SenderGivesUpAtData", func(t *testing.T) {
+		m, clk := timedFaultMailbox(t, spec, Config{})
+		c := dialTransaction(t, m, "ben@example.com", nil)
+		c.CommandTimeout = 300 * time.Millisecond
+		if _, err := c.Data(); !isTimeout(err) {
+			t.Fatalf("DATA: %v; want the client to time out waiting for 354", err)
+		}
+		if err := clk.BlockUntil(ctxT(t), 1); err != nil {
+			t.Errorf("the hold's timer: %v", err)
+		}
+		if n := mustCount(t, m, Filter{}); n != 0 {
+			t.Errorf("stored %d; want 0", n)
+		}
+	})
+	t.Run("NoopBeforeDataIsNotHeld", func(t *testing.T) {
+		// On a plain connection the mailbox reads the reply it would
+		// hold, so only the 354 is held.
+		m, clk := timedFaultMailbox(t, spec, Config{})
+		c := dialTransaction(t, m, "ben@example.com", nil)
+		c.CommandTimeout = 10 * time.Second
+		if err := c.Noop(); err != nil {
+			t.Fatalf("NOOP between RCPT and DATA: %v", err)
+		}
+		c.CommandTimeout = 300 * time.Millisecond
+		if _, err := c.Data(); !isTimeout(err) {
+			t.Fatalf("DATA after NOOP: %v; want the 354 held", err)
+		}
+		if err := clk.BlockUntil(ctxT(t), 1); err != nil {
+			t.Errorf("the hold's timer: %v", err)
+		}
+	})
+	for name, tlsMode := range map[string]TLSMode{"Plain": TLSOff, "STARTTLS": TLSRequire} {
+		t.Run("SenderWaits/"+name, func(t *testing.T) {
+			m, clk := timedFaultMailbox(t, spec, Config{TLS: tlsMode})
+			var tc *tls.Config
+			if tlsMode != TLSOff {
+				tc = trustMailbox(t, m)
+			}
+			ctx := ctxT(t)
+			c := dialTransaction(t, m, "ben@example.com", tc)
+			goAhead := make(chan io.WriteCloser, 1)
+			failed := make(chan error, 1)
+			go func() {
+				w, err := c.Data()
+				if err != nil {
+					failed <- err
+					return
+				}
+				goAhead <- w
+			}()
+			if err := clk.BlockUntil(ctx, 1); err != nil {
+				t.Fatal(err)
+			}
+			clk.Advance(time.Hour - time.Second)
+			pending(t, goAhead, "354")
+			pending(t, failed, "DATA failed")
+			clk.Advance(time.Second)
+			w := await(t, ctx, goAhead, "354")
+			if err := sendBody(w, message("ben", "held")); err != nil {
+				t.Fatalf("message after the held 354: %v", err)
+			}
+			if n := mustCount(t, m, Filter{ActionKey: "ben"}); n != 1 {
+				t.Errorf("stored %d; want 1", n)
+			}
+			if n := firedOf(t, m, FaultHold354); n != 1 {
+				t.Errorf("hold_354 fired %d times; want 1", n)
+			}
+		})
+	}
+}
+
+// TestTimedFaultsOutlastGoSMTPDeadlines: go-smtp measures its read and
+// write deadlines on the wall clock from the DATA command, so a hold or a
+// stall longer than the session timeout must renew them or the message
+// fails. This runs on the system clock, with a short session timeout.
+func TestTimedFaultsOutlastGoSMTPDeadlines(t *testing.T) {
+	for _, spec := range []string{"hold_354=750ms"} {
+		t.Run(spec, func(t *testing.T) {
+			t.Parallel()
+			f, err := ParseFault(spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := start(t, Config{ReadTimeout: 250 * time.Millisecond, Faults: []Fault{f}})
+			c := dialTransaction(t, m, "ann@example.com", nil)
+			w, err := c.Data()
+			if err != nil {
+				t.Fatalf("DATA: %v", err)
+			}
+			// Larger than go-smtp's read buffer, so that the stalled
+			// read goes back to the socket afterwards.
+			raw := message("late", "s") + strings.Repeat(strings.Repeat("x", 70)+"\r\n", 1000)
+			if err := sendBody(w, raw); err != nil {
+				t.Fatalf("send: %v", err)
+			}
+			if n := mustCount(t, m, Filter{ActionKey: "late"}); n != 1 {
+				t.Errorf("stored %d; want 1", n)
+			}
+		})
+	}
+}
+
+// TestTimedFaultSpecsAndJSON: the new kinds read and print in the spec
+// format and as JSON, and each requires a positive duration.
+func TestTimedFaultSpecsAndJSON(t *testing.T) {
+	good := []struct {
+		spec string
+		want Fault
+	}{
+		{"hold_354=3s:count=1:to=ben@example.com", Fault{Kind: FaultHold354, Duration: 3 * time.Second, Count: 1, To: "ben@example.com"}},
+	}
+	for _, tt := range good {
+		t.Run(tt.spec, func(t *testing.T) {
+			got, err := ParseFault(tt.spec)
+			if err != nil || got != tt.want {
+				t.Fatalf("ParseFault = %+v, %v; want %+v", got, err, tt.want)
+			}
+			if again, err := ParseFault(got.String()); err != nil || again != got {
+				t.Errorf("spec round trip via %q: %+v, %v", got.String(), again, err)
+			}
+			b, err := json.Marshal(got)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var back Fault
+			if err := json.Unmarshal(b, &back); err != nil || back != got {
+				t.Errorf("JSON round trip via %s: %+v, %v", b, back, err)
+			}
+		})
+	}
+	bad := []struct{ name, spec, json, want string }{
+		{"Hold354NoDuration", "hold_354", `{"kind":"hold_354"}`, `fault hold_354: field "duration": required`},
+		{"ZeroDuration", "hold_354=0s", `{"kind":"hold_354","duration":"0s"}`, `field "duration": required`},
+		{"NegativeDuration", "hold_354=-2s", `{"kind":"hold_354","duration":"-2s"}`, `field "duration": -2s is negative`},
+		{"NotADuration", "hold_354=soon", `{"kind":"hold_354","duration":"soon"}`, `"soon"`},
+		{"UnknownField", "hold_354=3s:colour=red", `{"kind":"hold_354","duration":"3s","colour":"red"}`, `"colour"`},
+	}
+	for _, tt := range bad {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := ParseFault(tt.spec); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("ParseFault(%q) = %v; want an error containing %s", tt.spec, err, tt.want)
+			}
+			var f Fault
+			err := json.Unmarshal([]byte(tt.json), &f)
+			if err == nil {
+				err = f.Validate()
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("JSON %s: %v; want an error containing %s", tt.json, err, tt.want)
+			}
+		})
+	}
+}
+
+// TestFaultKindsOrderIsStable: stats and the CLI list kinds in this order;
+// new kinds are appended, never inserted.
+func TestFaultKindsOrderIsStable(t *testing.T) {
+	want := []FaultKind{"accept_then_drop", "delay_reply", "reject_temporary", "reject_permanent", "down",
+		"hold_354"}
+	if !slices.Equal(FaultKinds, want) {
+		t.Errorf("FaultKinds %v; want %v", FaultKinds, want)
+	}
+}
