@@ -15,7 +15,8 @@ type FaultKind string
 
 // Fault kinds. Message faults act at the DATA stage, where a sender's
 // knowledge of the outcome is lost: hold_354 when the DATA command comes,
-// the others once the whole message has been read.
+// stall_body while the message is read, the others once the whole message
+// has been read.
 const (
 	// FaultAcceptThenDrop stores the message, then closes the connection
 	// without the final reply: the mailbox has it, the sender cannot know.
@@ -39,12 +40,17 @@ const (
 	// answers a command the session was not called for, which is the 354
 	// unless the sender sends NOOP, VRFY or the like before DATA.
 	FaultHold354 FaultKind = "hold_354"
+	// FaultStallBody stops reading the message after its first line (at
+	// most stallAfter bytes) for Fault.Duration, then reads the rest,
+	// stores it and answers as normal. Nothing is stored during the stall,
+	// nor at all when the mailbox closes during it.
+	FaultStallBody FaultKind = "stall_body"
 )
 
 // FaultKinds lists every fault kind, in the order stats report them. New
 // kinds are appended, so the order stays stable.
 var FaultKinds = []FaultKind{FaultAcceptThenDrop, FaultDelayReply, FaultRejectTemporary, FaultRejectPermanent, FaultDown,
-	FaultHold354}
+	FaultHold354, FaultStallBody}
 
 // faultPoint is where in an SMTP transaction a kind of fault acts. A
 // message meets at most one fault at each point.
@@ -53,6 +59,7 @@ type faultPoint int
 const (
 	atListener    faultPoint = iota // down: no message involved
 	atDataCommand                   // hold_354: DATA given, 354 not yet sent
+	inBody                          // stall_body: while the message is read
 	atEndOfData                     // the rest: the whole message read
 )
 
@@ -63,6 +70,8 @@ func (k FaultKind) point() faultPoint {
 		return atListener
 	case FaultHold354:
 		return atDataCommand
+	case FaultStallBody:
+		return inBody
 	}
 	return atEndOfData
 }
@@ -75,6 +84,8 @@ func (k FaultKind) timedWhat() string {
 		return "how late the reply comes"
 	case FaultHold354:
 		return "how long the 354 is held"
+	case FaultStallBody:
+		return "how long reading stalls"
 	}
 	return ""
 }
@@ -87,15 +98,15 @@ func (k FaultKind) timedWhat() string {
 // Count is 0). The draws come from a generator seeded with Seed, so the same
 // seed and the same sequence of matching messages fire on the same messages.
 // When several faults match a message at the same point (the DATA
-// command or the end of the message; see the fault kinds), the
+// command, the body or the end of the message; see the fault kinds), the
 // first in the list fires; faults acting at different points may both
 // fire on one message, e.g. hold_354 and then reject_temporary.
 type Fault struct {
 	Kind FaultKind `json:"kind"`
-	// Duration is required by delay_reply (how late the reply comes) and
-	// hold_354 (how long the 354 is held); for down it is how long the
-	// listener stays closed (zero: until cleared). It runs on the
-	// mailbox's clock.
+	// Duration is required by delay_reply (how late the reply comes),
+	// hold_354 (how long the 354 is held) and stall_body (how long reading
+	// stalls); for down it is how long the listener stays closed (zero:
+	// until cleared). It runs on the mailbox's clock.
 	Duration time.Duration `json:"-"`
 	Count    int           `json:"count,omitempty"`
 	To       string        `json:"to,omitempty"`
@@ -149,7 +160,7 @@ func (f Fault) Validate() error {
 		if f.Duration != 0 {
 			return fmt.Errorf("fault %s: field \"duration\": not used by this kind", f.Kind)
 		}
-	case FaultDelayReply, FaultHold354:
+	case FaultDelayReply, FaultHold354, FaultStallBody:
 		if err := f.validateDuration(); err != nil {
 			return err
 		}
@@ -226,22 +237,24 @@ func (f Fault) String() string {
 //
 //	spec  = kind ["=" duration] *(":" field "=" value)
 //	kind  = accept_then_drop | delay_reply | reject_temporary | reject_permanent | down
-//	      | hold_354
+//	      | hold_354 | stall_body
 //	field = count  the next N matching messages (positive integer; default: no end)
 //	      | to     only messages with this envelope recipient (case-insensitive)
 //	      | p      probability of firing per matching message (0 < p <= 1; default 1)
 //	      | seed   seed of the probability draws (integer; default 0)
 //
 // The duration (Go syntax: 500ms, 3s, 1m) is required by delay_reply (how
-// late the reply comes) and hold_354 (how long the 354 is held), and
-// optional for down (how long the listener stays closed; without it, until
-// the fault is cleared). down takes no fields. Examples:
+// late the reply comes), hold_354 (how long the 354 is held) and
+// stall_body (how long reading stalls), and optional for down (how long
+// the listener stays closed; without it, until the fault is cleared). down
+// takes no fields. Examples:
 //
 //	accept_then_drop:count=1
 //	delay_reply=3s:to=bob@example.com
 //	reject_temporary:p=0.3:seed=7
 //	down=5s
 //	hold_354=3s:count=1:to=ben@example.com
+//	stall_body=10s:count=1
 //
 // A parse error names the spec and the field that is wrong.
 func ParseFault(spec string) (Fault, error) {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -68,6 +69,23 @@ func sendBody(w io.WriteCloser, raw string) error {
 		return err
 	}
 	return w.Close()
+}
+
+// sendAsync sends raw on a transaction of its own and reports the final
+// reply's error on the channel.
+func sendAsync(t *testing.T, m *Mailbox, to, raw string) <-chan error {
+	t.Helper()
+	c := dialTransaction(t, m, to, nil)
+	done := make(chan error, 1)
+	go func() {
+		w, err := c.Data()
+		if err != nil {
+			done <- err
+			return
+		}
+		done <- sendBody(w, raw)
+	}()
+	return done
 }
 
 // pending fails the test when ch has already delivered.
@@ -198,12 +216,83 @@ func TestHold354HoldsTheGoAhead(t *testing.T) {
 	}
 }
 
+// TestStallBodyStoresOnlyAfterTheStall: stall_body reads the message's
+// first line (at most 1 KiB), stores nothing and answers nothing until the
+// mailbox's clock passes the stall, then stores the message whole.
+func TestStallBodyStoresOnlyAfterTheStall(t *testing.T) {
+	long := "From: shop@example.com\r\nSubject: " + strings.Repeat("s", 1500) + "\r\nX-Gatehouse-Action-Key: stall\r\n\r\nHello.\r\n"
+	tests := []struct{ name, raw string }{
+		{"ShortFirstLine", message("stall", "stalled")},
+		{"FirstLineOver1KiB", long},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, clk := timedFaultMailbox(t, "stall_body=10m:count=1", Config{})
+			ctx := ctxT(t)
+			done := sendAsync(t, m, "ann@example.com", tt.raw)
+			if err := clk.BlockUntil(ctx, 1); err != nil {
+				t.Fatal(err)
+			}
+			clk.Advance(10*time.Minute - time.Second)
+			pending(t, done, "reply")
+			if n := mustCount(t, m, Filter{ActionKey: "stall"}); n != 0 {
+				t.Fatalf("stored %d during the stall; want 0", n)
+			}
+			clk.Advance(time.Second)
+			if err := await(t, ctx, done, "reply"); err != nil {
+				t.Fatalf("send after the stall: %v", err)
+			}
+			_, msgs, err := m.List(ctx, Filter{ActionKey: "stall"})
+			if err != nil || len(msgs) != 1 {
+				t.Fatalf("list: %v, %d messages; want 1", err, len(msgs))
+			}
+			got, err := m.Get(ctx, msgs[0].ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got.Raw) != tt.raw {
+				t.Errorf("stored\n%q\nwant\n%q", got.Raw, tt.raw)
+			}
+			if n := firedOf(t, m, FaultStallBody); n != 1 {
+				t.Errorf("stall_body fired %d times; want 1", n)
+			}
+		})
+	}
+}
+
+// TestCloseDuringStallStoresNothing: a message whose read stall_body
+// stalled when the mailbox closes is refused, never half stored.
+func TestCloseDuringStallStoresNothing(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mbox.db")
+	clk := fakes.NewClock(t0)
+	ctx := ctxT(t)
+	m, err := Start(ctx, Config{DBPath: path, Clock: clk, NoHTTP: true,
+		Faults: []Fault{{Kind: FaultStallBody, Duration: time.Hour}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := sendAsync(t, m, "ann@example.com", message("stalled", "s"))
+	if err := clk.BlockUntil(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if err := await(t, ctx, done, "end of the send"); err == nil {
+		t.Error("the send succeeded although the mailbox closed during the stall")
+	}
+	again := start(t, Config{DBPath: path, NoHTTP: true})
+	if n := mustCount(t, again, Filter{}); n != 0 {
+		t.Fatalf("after a close during the stall: %d stored; want 0", n)
+	}
+}
+
 // TestTimedFaultsOutlastGoSMTPDeadlines: go-smtp measures its read and
 // write deadlines on the wall clock from the DATA command, so a hold or a
 // stall longer than the session timeout must renew them or the message
 // fails. This runs on the system clock, with a short session timeout.
 func TestTimedFaultsOutlastGoSMTPDeadlines(t *testing.T) {
-	for _, spec := range []string{"hold_354=750ms"} {
+	for _, spec := range []string{"hold_354=750ms", "stall_body=750ms"} {
 		t.Run(spec, func(t *testing.T) {
 			t.Parallel()
 			f, err := ParseFault(spec)
@@ -237,6 +326,7 @@ func TestTimedFaultSpecsAndJSON(t *testing.T) {
 		want Fault
 	}{
 		{"hold_354=3s:count=1:to=ben@example.com", Fault{Kind: FaultHold354, Duration: 3 * time.Second, Count: 1, To: "ben@example.com"}},
+		{"stall_body=500ms:p=0.5:seed=7", Fault{Kind: FaultStallBody, Duration: 500 * time.Millisecond, P: 0.5, Seed: 7}},
 	}
 	for _, tt := range good {
 		t.Run(tt.spec, func(t *testing.T) {
@@ -259,9 +349,10 @@ func TestTimedFaultSpecsAndJSON(t *testing.T) {
 	}
 	bad := []struct{ name, spec, json, want string }{
 		{"Hold354NoDuration", "hold_354", `{"kind":"hold_354"}`, `fault hold_354: field "duration": required`},
+		{"StallBodyNoDuration", "stall_body:count=1", `{"kind":"stall_body","count":1}`, `fault stall_body: field "duration": required`},
 		{"ZeroDuration", "hold_354=0s", `{"kind":"hold_354","duration":"0s"}`, `field "duration": required`},
-		{"NegativeDuration", "hold_354=-2s", `{"kind":"hold_354","duration":"-2s"}`, `field "duration": -2s is negative`},
-		{"NotADuration", "hold_354=soon", `{"kind":"hold_354","duration":"soon"}`, `"soon"`},
+		{"NegativeDuration", "stall_body=-2s", `{"kind":"stall_body","duration":"-2s"}`, `field "duration": -2s is negative`},
+		{"NotADuration", "stall_body=soon", `{"kind":"stall_body","duration":"soon"}`, `"soon"`},
 		{"UnknownField", "hold_354=3s:colour=red", `{"kind":"hold_354","duration":"3s","colour":"red"}`, `"colour"`},
 	}
 	for _, tt := range bad {
@@ -285,7 +376,7 @@ func TestTimedFaultSpecsAndJSON(t *testing.T) {
 // new kinds are appended, never inserted.
 func TestFaultKindsOrderIsStable(t *testing.T) {
 	want := []FaultKind{"accept_then_drop", "delay_reply", "reject_temporary", "reject_permanent", "down",
-		"hold_354"}
+		"hold_354", "stall_body"}
 	if !slices.Equal(FaultKinds, want) {
 		t.Errorf("FaultKinds %v; want %v", FaultKinds, want)
 	}

@@ -69,10 +69,11 @@ type Config struct {
 	AuthPassword    string        // default TestPassword
 	Faults          []Fault       // faults in force from the start
 	// Clock stamps arrivals and times the timed faults (delay_reply,
-	// hold_354, a timed down); the system clock when nil. With a fake
-	// clock a delayed reply comes, a held 354 is released and a timed down
-	// ends only when the clock is advanced past it. Session read timeouts
-	// stay on the wall clock: the kernel measures them.
+	// hold_354, stall_body, a timed down); the system clock when nil. With
+	// a fake clock a delayed reply comes, a held 354 is released, a stall
+	// ends and a timed down ends only when the clock is advanced past it.
+	// Session read timeouts stay on the wall clock: the kernel measures
+	// them.
 	Clock clock.Clock
 
 	// AllowRemote permits listen addresses that are not loopback. Without
@@ -327,7 +328,8 @@ func (m *Mailbox) closeListeners() {
 
 // Close stops the servers and closes the store. Replies still delayed by a
 // fault are abandoned (delay_reply: the message is stored; hold_354: the
-// sender never got to send it). It is safe to call more than once.
+// sender never got to send it), and a message whose read stall_body
+// stalled is refused, not stored. It is safe to call more than once.
 func (m *Mailbox) Close() error {
 	m.closeOnce.Do(func() {
 		close(m.closing)

@@ -12,6 +12,7 @@ import (
 	"github.com/emersion/go-smtp"
 
 	"gatehouse/internal/mailheader"
+	"gatehouse/internal/oswait"
 )
 
 // Replies the mailbox gives in its own words. They are *smtp.SMTPError values
@@ -30,6 +31,14 @@ var (
 	replyFaultPermanent = &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 7, 1},
 		Message: "Message rejected (injected fault reject_permanent)"}
 )
+
+// stallAfter bounds how much of a message stall_body reads before it
+// stalls, for a first line longer than that.
+const stallAfter = 1 << 10
+
+// errStallAbandoned ends a message whose read stall_body stalled when the
+// mailbox closed: it is refused, never half stored.
+var errStallAbandoned = errors.New("testmailbox: mailbox closed during stall_body")
 
 // errForeignConn refuses a session on a connection that did not come
 // through the mailbox's listener, which cannot happen: faults need it.
@@ -127,7 +136,7 @@ func (s *session) Data(r io.Reader) error {
 	// The 354 has gone out; what is answered next is the message, and
 	// this transaction has no 354 left to hold.
 	s.fc.sessionCalled(nil, s.plain)
-	raw, err := io.ReadAll(r)
+	raw, err := s.readMessage(r, s.m.faults.pick(inBody, s.to))
 	if err != nil {
 		s.m.refused.Add(1)
 		var se *smtp.SMTPError
@@ -173,6 +182,54 @@ func (s *session) Data(r io.Reader) error {
 		s.m.wait(fault.Duration, nil)
 	}
 	return nil
+}
+
+// readMessage reads the whole message. Under stall_body it reads the
+// message's first line (at most stallAfter bytes), then stops reading for
+// the fault's duration on the mailbox's clock, then reads the rest. What
+// the sender wrote meanwhile waits in go-smtp's buffer and the socket's,
+// so a sender whose message is larger than those finds its write blocked.
+// When the mailbox closes during the stall the message is abandoned.
+func (s *session) readMessage(r io.Reader, stall Fault) ([]byte, error) {
+	if stall.Kind != FaultStallBody {
+		return io.ReadAll(r)
+	}
+	head, err := readFirstLine(r, stallAfter)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return head, err
+	}
+	if !s.m.wait(stall.Duration, nil) {
+		return head, errStallAbandoned
+	}
+	if err != nil { // the message was one line
+		return head, nil
+	}
+	// go-smtp's read deadline dates from the DATA command and runs on the
+	// wall clock; the stall is the mailbox's doing, not the sender's.
+	s.conn.Conn().SetReadDeadline(oswait.Deadline(s.m.cfg.ReadTimeout))
+	rest, err := io.ReadAll(r)
+	return append(head, rest...), err
+}
+
+// readFirstLine reads up to and including the first LF, or n bytes when
+// no LF comes before. It reads a byte at a time, so nothing beyond the
+// line is taken from r.
+func readFirstLine(r io.Reader, n int) ([]byte, error) {
+	line := make([]byte, 0, n)
+	b := make([]byte, 1)
+	for len(line) < n {
+		k, err := r.Read(b)
+		if k == 1 {
+			line = append(line, b[0])
+			if b[0] == '\n' {
+				return line, nil
+			}
+		}
+		if err != nil {
+			return line, err
+		}
+	}
+	return line, nil
 }
 
 // parseArrival reads the header fields the mailbox indexes. A header section
