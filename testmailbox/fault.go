@@ -45,12 +45,20 @@ const (
 	// stores it and answers as normal. Nothing is stored during the stall,
 	// nor at all when the mailbox closes during it.
 	FaultStallBody FaultKind = "stall_body"
+	// FaultHoldThenStore reads the whole message, keeps it out of the
+	// store for Fault.Duration, then stores it (stamped with the time it
+	// is stored) and answers 250, like a relay holding the final dot: a
+	// look at the records during the hold finds nothing. The message is
+	// stored after the hold even when the sender has gone away, and at
+	// once when the mailbox closes during the hold, as a relay's queue
+	// outlives the connection it came on.
+	FaultHoldThenStore FaultKind = "hold_then_store"
 )
 
 // FaultKinds lists every fault kind, in the order stats report them. New
 // kinds are appended, so the order stays stable.
 var FaultKinds = []FaultKind{FaultAcceptThenDrop, FaultDelayReply, FaultRejectTemporary, FaultRejectPermanent, FaultDown,
-	FaultHold354, FaultStallBody}
+	FaultHold354, FaultStallBody, FaultHoldThenStore}
 
 // faultPoint is where in an SMTP transaction a kind of fault acts. A
 // message meets at most one fault at each point.
@@ -86,6 +94,8 @@ func (k FaultKind) timedWhat() string {
 		return "how long the 354 is held"
 	case FaultStallBody:
 		return "how long reading stalls"
+	case FaultHoldThenStore:
+		return "how long the message is held before it is stored"
 	}
 	return ""
 }
@@ -104,9 +114,10 @@ func (k FaultKind) timedWhat() string {
 type Fault struct {
 	Kind FaultKind `json:"kind"`
 	// Duration is required by delay_reply (how late the reply comes),
-	// hold_354 (how long the 354 is held) and stall_body (how long reading
-	// stalls); for down it is how long the listener stays closed (zero:
-	// until cleared). It runs on the mailbox's clock.
+	// hold_354 (how long the 354 is held), stall_body (how long reading
+	// stalls) and hold_then_store (how long the message is held before it
+	// is stored); for down it is how long the listener stays closed
+	// (zero: until cleared). It runs on the mailbox's clock.
 	Duration time.Duration `json:"-"`
 	Count    int           `json:"count,omitempty"`
 	To       string        `json:"to,omitempty"`
@@ -160,7 +171,7 @@ func (f Fault) Validate() error {
 		if f.Duration != 0 {
 			return fmt.Errorf("fault %s: field \"duration\": not used by this kind", f.Kind)
 		}
-	case FaultDelayReply, FaultHold354, FaultStallBody:
+	case FaultDelayReply, FaultHold354, FaultStallBody, FaultHoldThenStore:
 		if err := f.validateDuration(); err != nil {
 			return err
 		}
@@ -237,24 +248,25 @@ func (f Fault) String() string {
 //
 //	spec  = kind ["=" duration] *(":" field "=" value)
 //	kind  = accept_then_drop | delay_reply | reject_temporary | reject_permanent | down
-//	      | hold_354 | stall_body
+//	      | hold_354 | stall_body | hold_then_store
 //	field = count  the next N matching messages (positive integer; default: no end)
 //	      | to     only messages with this envelope recipient (case-insensitive)
 //	      | p      probability of firing per matching message (0 < p <= 1; default 1)
 //	      | seed   seed of the probability draws (integer; default 0)
 //
 // The duration (Go syntax: 500ms, 3s, 1m) is required by delay_reply (how
-// late the reply comes), hold_354 (how long the 354 is held) and
-// stall_body (how long reading stalls), and optional for down (how long
-// the listener stays closed; without it, until the fault is cleared). down
-// takes no fields. Examples:
+// late the reply comes), hold_354 (how long the 354 is held), stall_body
+// (how long reading stalls) and hold_then_store (how long the message is
+// held before it is stored), and optional for down (how long the listener
+// stays closed; without it, until the fault is cleared). down takes no
+// fields. Examples:
 //
 //	accept_then_drop:count=1
 //	delay_reply=3s:to=bob@example.com
 //	reject_temporary:p=0.3:seed=7
 //	down=5s
 //	hold_354=3s:count=1:to=ben@example.com
-//	stall_body=10s:count=1
+//	hold_then_store=10s:count=1
 //
 // A parse error names the spec and the field that is wrong.
 func ParseFault(spec string) (Fault, error) {

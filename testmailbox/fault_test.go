@@ -287,6 +287,127 @@ func TestCloseDuringStallStoresNothing(t *testing.T) {
 	}
 }
 
+// countEverywhere reads the count of key through every COUNT the mailbox
+// offers: the Go method, the HTTP API with limit=0, and the API client.
+func countEverywhere(t *testing.T, m *Mailbox, key string) []int {
+	t.Helper()
+	ctx := ctxT(t)
+	direct := mustCount(t, m, Filter{ActionKey: key})
+	status, body := httpDo(t, "GET", m.APIURL()+"/api/v1/messages?limit=0&action_key="+key, "")
+	var r MessagesResponse
+	if err := json.Unmarshal(body, &r); status != 200 || err != nil {
+		t.Fatalf("GET messages: %d %s", status, body)
+	}
+	c, err := NewClient(m.APIURL(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	viaClient, err := c.Count(ctx, Filter{ActionKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []int{direct, r.Total, viaClient}
+}
+
+// TestHoldThenStoreIsAbsentDuringTheHold: hold_then_store has the whole
+// message but keeps it out of the records until the mailbox's clock passes
+// the hold, whether or not the sender still waits; then exactly one copy
+// is there, stamped with the time it was stored.
+func TestHoldThenStoreIsAbsentDuringTheHold(t *testing.T) {
+	t.Run("SenderWaits", func(t *testing.T) {
+		m, clk := timedFaultMailbox(t, "hold_then_store=1h:count=1", Config{})
+		ctx := ctxT(t)
+		done := sendAsync(t, m, "ann@example.com", message("held", "s"))
+		if err := clk.BlockUntil(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(time.Hour - time.Second)
+		pending(t, done, "reply")
+		if got := countEverywhere(t, m, "held"); got[0] != 0 || got[1] != 0 || got[2] != 0 {
+			t.Fatalf("counts during the hold (Go, HTTP, client) %v; want all 0", got)
+		}
+		clk.Advance(time.Second)
+		if err := await(t, ctx, done, "reply"); err != nil {
+			t.Fatalf("send: %v", err)
+		}
+		if got := countEverywhere(t, m, "held"); got[0] != 1 || got[1] != 1 || got[2] != 1 {
+			t.Fatalf("counts after the hold (Go, HTTP, client) %v; want all 1", got)
+		}
+		got, err := m.Get(ctx, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := t0.Add(time.Hour); !got.ReceivedAt.Equal(want) {
+			t.Errorf("received at %v; want %v, when the hold ended", got.ReceivedAt, want)
+		}
+		st, err := m.Stats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Accepted != 1 || st.FaultsFired[FaultHoldThenStore] != 1 {
+			t.Errorf("stats %+v; want 1 accepted, hold_then_store fired once", st)
+		}
+	})
+	t.Run("SenderGone", func(t *testing.T) {
+		m, clk := timedFaultMailbox(t, "hold_then_store=1h:count=1", Config{})
+		ctx := ctxT(t)
+		c := dialTransaction(t, m, "ann@example.com", nil)
+		w, err := c.Data()
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- sendBody(w, message("gone", "s")) }()
+		if err := clk.BlockUntil(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		c.Close() // the sender goes away while the mailbox holds its message
+		if err := await(t, ctx, done, "end of the send"); err == nil {
+			t.Fatal("the send succeeded on a closed connection")
+		}
+		if got := countEverywhere(t, m, "gone"); got[0] != 0 || got[1] != 0 || got[2] != 0 {
+			t.Fatalf("counts during the hold (Go, HTTP, client) %v; want all 0", got)
+		}
+		clk.Advance(time.Hour)
+		if n, err := m.WaitFor(ctx, Filter{ActionKey: "gone"}, 1); err != nil || n != 1 {
+			t.Fatalf("after the hold: %d stored, %v; want 1", n, err)
+		}
+		if got := countEverywhere(t, m, "gone"); got[0] != 1 || got[1] != 1 || got[2] != 1 {
+			t.Fatalf("counts after the hold (Go, HTTP, client) %v; want all 1", got)
+		}
+	})
+	t.Run("CloseStoresTheHeld", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "mbox.db")
+		clk := fakes.NewClock(t0)
+		ctx := ctxT(t)
+		m, err := Start(ctx, Config{DBPath: path, Clock: clk, NoHTTP: true,
+			Faults: []Fault{{Kind: FaultHoldThenStore, Duration: time.Hour}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		const senders = 16
+		var sends []<-chan error
+		for range senders {
+			sends = append(sends, sendAsync(t, m, "ann@example.com", message("closing", "s")))
+		}
+		if err := clk.BlockUntil(ctx, senders); err != nil {
+			t.Fatal(err)
+		}
+		closed := make(chan error, 1)
+		go func() { closed <- m.Close() }()
+		if err := await(t, ctx, closed, "return from Close"); err != nil {
+			t.Fatalf("close: %v", err)
+		}
+		for _, done := range sends {
+			await(t, ctx, done, "end of the send")
+		}
+		again := start(t, Config{DBPath: path, NoHTTP: true})
+		if n := mustCount(t, again, Filter{ActionKey: "closing"}); n != senders {
+			t.Fatalf("after a close during the hold: %d stored; want all %d held", n, senders)
+		}
+	})
+}
+
 // TestTimedFaultsOutlastGoSMTPDeadlines: go-smtp measures its read and
 // write deadlines on the wall clock from the DATA command, so a hold or a
 // stall longer than the session timeout must renew them or the message
@@ -327,6 +448,7 @@ func TestTimedFaultSpecsAndJSON(t *testing.T) {
 	}{
 		{"hold_354=3s:count=1:to=ben@example.com", Fault{Kind: FaultHold354, Duration: 3 * time.Second, Count: 1, To: "ben@example.com"}},
 		{"stall_body=500ms:p=0.5:seed=7", Fault{Kind: FaultStallBody, Duration: 500 * time.Millisecond, P: 0.5, Seed: 7}},
+		{"hold_then_store=1m", Fault{Kind: FaultHoldThenStore, Duration: time.Minute}},
 	}
 	for _, tt := range good {
 		t.Run(tt.spec, func(t *testing.T) {
@@ -350,9 +472,10 @@ func TestTimedFaultSpecsAndJSON(t *testing.T) {
 	bad := []struct{ name, spec, json, want string }{
 		{"Hold354NoDuration", "hold_354", `{"kind":"hold_354"}`, `fault hold_354: field "duration": required`},
 		{"StallBodyNoDuration", "stall_body:count=1", `{"kind":"stall_body","count":1}`, `fault stall_body: field "duration": required`},
+		{"HoldThenStoreNoDuration", "hold_then_store:to=a@b", `{"kind":"hold_then_store","to":"a@b"}`, `fault hold_then_store: field "duration": required`},
 		{"ZeroDuration", "hold_354=0s", `{"kind":"hold_354","duration":"0s"}`, `field "duration": required`},
 		{"NegativeDuration", "stall_body=-2s", `{"kind":"stall_body","duration":"-2s"}`, `field "duration": -2s is negative`},
-		{"NotADuration", "stall_body=soon", `{"kind":"stall_body","duration":"soon"}`, `"soon"`},
+		{"NotADuration", "hold_then_store=soon", `{"kind":"hold_then_store","duration":"soon"}`, `"soon"`},
 		{"UnknownField", "hold_354=3s:colour=red", `{"kind":"hold_354","duration":"3s","colour":"red"}`, `"colour"`},
 	}
 	for _, tt := range bad {
@@ -376,7 +499,7 @@ func TestTimedFaultSpecsAndJSON(t *testing.T) {
 // new kinds are appended, never inserted.
 func TestFaultKindsOrderIsStable(t *testing.T) {
 	want := []FaultKind{"accept_then_drop", "delay_reply", "reject_temporary", "reject_permanent", "down",
-		"hold_354", "stall_body"}
+		"hold_354", "stall_body", "hold_then_store"}
 	if !slices.Equal(FaultKinds, want) {
 		t.Errorf("FaultKinds %v; want %v", FaultKinds, want)
 	}

@@ -62,6 +62,7 @@ func TestHTTPErrors(t *testing.T) {
 		{"FaultUnknownField", "PUT", "/api/v1/faults", `{"faults":[{"kind":"down","cuont":1}]}`, 400, "cuont"},
 		{"FaultBadDuration", "PUT", "/api/v1/faults", `{"faults":[{"kind":"delay_reply","duration":"soon"}]}`, 400, `"duration"`},
 		{"FaultMissingDelay", "PUT", "/api/v1/faults", `{"faults":[{"kind":"delay_reply"}]}`, 400, `"duration"`},
+		{"FaultMissingHold", "PUT", "/api/v1/faults", `{"faults":[{"kind":"hold_then_store"}]}`, 400, `fault hold_then_store: field "duration": required`},
 		{"FaultNegativeStall", "PUT", "/api/v1/faults", `{"specs":["stall_body=-1s"]}`, 400, `field "duration": -1s is negative`},
 		{"FaultHoldUnknownField", "PUT", "/api/v1/faults", `{"faults":[{"kind":"hold_354","duration":"3s","dur":"4s"}]}`, 400, `unknown field "dur"`},
 		{"FaultBadProbability", "PUT", "/api/v1/faults", `{"faults":[{"kind":"reject_temporary","p":2}]}`, 400, `"p"`},

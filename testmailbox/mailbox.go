@@ -69,11 +69,11 @@ type Config struct {
 	AuthPassword    string        // default TestPassword
 	Faults          []Fault       // faults in force from the start
 	// Clock stamps arrivals and times the timed faults (delay_reply,
-	// hold_354, stall_body, a timed down); the system clock when nil. With
-	// a fake clock a delayed reply comes, a held 354 is released, a stall
-	// ends and a timed down ends only when the clock is advanced past it.
-	// Session read timeouts stay on the wall clock: the kernel measures
-	// them.
+	// hold_354, stall_body, hold_then_store, a timed down); the system
+	// clock when nil. With a fake clock a delayed reply comes, a held 354
+	// or message is released, a stall ends and a timed down ends only when
+	// the clock is advanced past it. Session read timeouts stay on the
+	// wall clock: the kernel measures them.
 	Clock clock.Clock
 
 	// AllowRemote permits listen addresses that are not loopback. Without
@@ -119,6 +119,12 @@ type Mailbox struct {
 
 	downMu    sync.Mutex
 	downTimer clock.Timer
+
+	// holds counts the messages hold_then_store keeps out of the store,
+	// so that Close stores them before it closes the store. holdMu orders
+	// a hold's start against Close's start (see beginHold).
+	holdMu sync.Mutex
+	holds  sync.WaitGroup
 
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -329,10 +335,15 @@ func (m *Mailbox) closeListeners() {
 // Close stops the servers and closes the store. Replies still delayed by a
 // fault are abandoned (delay_reply: the message is stored; hold_354: the
 // sender never got to send it), and a message whose read stall_body
-// stalled is refused, not stored. It is safe to call more than once.
+// stalled is refused, not stored. A message held by hold_then_store is
+// stored at once, as a relay that has a message keeps it through its own
+// shutdown: Close returns after it is on record. It is safe to call more
+// than once.
 func (m *Mailbox) Close() error {
 	m.closeOnce.Do(func() {
+		m.holdMu.Lock()
 		close(m.closing)
+		m.holdMu.Unlock()
 		m.downMu.Lock()
 		if m.downTimer != nil {
 			m.downTimer.Stop()
@@ -342,6 +353,9 @@ func (m *Mailbox) Close() error {
 		if err := m.server.Close(); err != nil && !errors.Is(err, smtp.ErrServerClosed) {
 			m.closeErr = fmt.Errorf("close smtp server: %w", err)
 		}
+		// Held messages end their hold on m.closing and are stored now,
+		// while the store still takes them.
+		m.holds.Wait()
 		if m.httpSrv != nil {
 			if err := m.httpSrv.Close(); err != nil && m.closeErr == nil {
 				m.closeErr = fmt.Errorf("close http server: %w", err)
@@ -371,6 +385,23 @@ func (m *Mailbox) wait(d time.Duration, abandon <-chan struct{}) bool {
 	case <-abandon:
 		return false
 	}
+}
+
+// beginHold registers a message hold_then_store is about to keep out of
+// the store; the caller calls m.holds.Done once it is stored. It reports
+// false once Close has begun: the message is then stored without a hold.
+// Taking holdMu makes every registration happen before Close's Wait, or
+// not at all.
+func (m *Mailbox) beginHold() bool {
+	m.holdMu.Lock()
+	defer m.holdMu.Unlock()
+	select {
+	case <-m.closing:
+		return false
+	default:
+	}
+	m.holds.Add(1)
+	return true
 }
 
 // Filter selects messages. Empty fields match everything; Limit 0 means no

@@ -166,6 +166,10 @@ func (s *session) Data(r io.Reader) error {
 		return replyFaultPermanent
 	}
 
+	if fault.Kind == FaultHoldThenStore && s.m.beginHold() {
+		defer s.m.holds.Done() // after the store below
+		s.holdBack(a, fault.Duration)
+	}
 	if _, err := s.m.store.add(a); err != nil {
 		s.m.refused.Add(1)
 		return replyStoreFailed
@@ -182,6 +186,15 @@ func (s *session) Data(r io.Reader) error {
 		s.m.wait(fault.Duration, nil)
 	}
 	return nil
+}
+
+// holdBack keeps a read message out of the store for d on the mailbox's
+// clock, or until the mailbox closes, and stamps it with the time the hold
+// ends: the message arrives then. The sender is not watched meanwhile, so
+// a sender that went away changes nothing.
+func (s *session) holdBack(a *arrival, d time.Duration) {
+	s.m.wait(d, nil)
+	a.receivedAt = s.m.cfg.Clock.Now().UTC()
 }
 
 // readMessage reads the whole message. Under stall_body it reads the
