@@ -13,8 +13,10 @@ import (
 // FaultKind names one way the mailbox can misbehave on purpose.
 type FaultKind string
 
-// Fault kinds. Message faults fire after the whole message has been read, at
-// the DATA stage, which is where a sender's knowledge of the outcome is lost.
+// Fault kinds. Message faults act at the DATA stage, where a sender's
+// knowledge of the outcome is lost: hold_354 when the DATA command comes,
+// stall_body while the message is read, the others once the whole message
+// has been read.
 const (
 	// FaultAcceptThenDrop stores the message, then closes the connection
 	// without the final reply: the mailbox has it, the sender cannot know.
@@ -29,10 +31,74 @@ const (
 	// FaultDown closes the SMTP listener, so connections are refused, for
 	// Fault.Duration or (when zero) until the fault is cleared.
 	FaultDown FaultKind = "down"
+	// FaultHold354 answers the DATA command with 354 only after
+	// Fault.Duration, so the sender waits before it may hand over the
+	// message, as behind a paused or slow path. Nothing is read or stored
+	// meanwhile; afterwards the message goes through as normal. It acts
+	// on DATA only (BDAT has no 354). After STARTTLS the mailbox cannot
+	// read the reply it holds: it holds the first reply after RCPT that
+	// answers a command the session was not called for, which is the 354
+	// unless the sender sends NOOP, VRFY or the like before DATA.
+	FaultHold354 FaultKind = "hold_354"
+	// FaultStallBody stops reading the message after its first line (at
+	// most stallAfter bytes) for Fault.Duration, then reads the rest,
+	// stores it and answers as normal. Nothing is stored during the stall,
+	// nor at all when the mailbox closes during it.
+	FaultStallBody FaultKind = "stall_body"
+	// FaultHoldThenStore reads the whole message, keeps it out of the
+	// store for Fault.Duration, then stores it (stamped with the time it
+	// is stored) and answers 250, like a relay holding the final dot: a
+	// look at the records during the hold finds nothing. The message is
+	// stored after the hold even when the sender has gone away, and at
+	// once when the mailbox closes during the hold, as a relay's queue
+	// outlives the connection it came on.
+	FaultHoldThenStore FaultKind = "hold_then_store"
 )
 
-// FaultKinds lists every fault kind, in the order stats report them.
-var FaultKinds = []FaultKind{FaultAcceptThenDrop, FaultDelayReply, FaultRejectTemporary, FaultRejectPermanent, FaultDown}
+// FaultKinds lists every fault kind, in the order stats report them. New
+// kinds are appended, so the order stays stable.
+var FaultKinds = []FaultKind{FaultAcceptThenDrop, FaultDelayReply, FaultRejectTemporary, FaultRejectPermanent, FaultDown,
+	FaultHold354, FaultStallBody, FaultHoldThenStore}
+
+// faultPoint is where in an SMTP transaction a kind of fault acts. A
+// message meets at most one fault at each point.
+type faultPoint int
+
+const (
+	atListener    faultPoint = iota // down: no message involved
+	atDataCommand                   // hold_354: DATA given, 354 not yet sent
+	inBody                          // stall_body: while the message is read
+	atEndOfData                     // the rest: the whole message read
+)
+
+// point tells where faults of kind k act.
+func (k FaultKind) point() faultPoint {
+	switch k {
+	case FaultDown:
+		return atListener
+	case FaultHold354:
+		return atDataCommand
+	case FaultStallBody:
+		return inBody
+	}
+	return atEndOfData
+}
+
+// timedWhat says what the duration of a kind that requires one measures,
+// for error messages; "" for kinds that do not require one.
+func (k FaultKind) timedWhat() string {
+	switch k {
+	case FaultDelayReply:
+		return "how late the reply comes"
+	case FaultHold354:
+		return "how long the 354 is held"
+	case FaultStallBody:
+		return "how long reading stalls"
+	case FaultHoldThenStore:
+		return "how long the message is held before it is stored"
+	}
+	return ""
+}
 
 // Fault is one injected misbehaviour and the messages it applies to.
 //
@@ -41,11 +107,17 @@ var FaultKinds = []FaultKind{FaultAcceptThenDrop, FaultDelayReply, FaultRejectTe
 // probability P (always when P is 0), at most Count times (without end when
 // Count is 0). The draws come from a generator seeded with Seed, so the same
 // seed and the same sequence of matching messages fire on the same messages.
-// When several faults match a message, the first in the list fires.
+// When several faults match a message at the same point (the DATA
+// command, the body or the end of the message; see the fault kinds), the
+// first in the list fires; faults acting at different points may both
+// fire on one message, e.g. hold_354 and then reject_temporary.
 type Fault struct {
 	Kind FaultKind `json:"kind"`
-	// Duration is the reply delay of delay_reply (required) and how long
-	// down lasts (zero: until cleared).
+	// Duration is required by delay_reply (how late the reply comes),
+	// hold_354 (how long the 354 is held), stall_body (how long reading
+	// stalls) and hold_then_store (how long the message is held before it
+	// is stored); for down it is how long the listener stays closed
+	// (zero: until cleared). It runs on the mailbox's clock.
 	Duration time.Duration `json:"-"`
 	Count    int           `json:"count,omitempty"`
 	To       string        `json:"to,omitempty"`
@@ -99,9 +171,9 @@ func (f Fault) Validate() error {
 		if f.Duration != 0 {
 			return fmt.Errorf("fault %s: field \"duration\": not used by this kind", f.Kind)
 		}
-	case FaultDelayReply:
-		if f.Duration <= 0 {
-			return fmt.Errorf("fault %s: field \"duration\": must be positive, e.g. delay_reply=3s", f.Kind)
+	case FaultDelayReply, FaultHold354, FaultStallBody, FaultHoldThenStore:
+		if err := f.validateDuration(); err != nil {
+			return err
 		}
 	case FaultDown:
 		if f.Duration < 0 {
@@ -126,6 +198,18 @@ func (f Fault) Validate() error {
 	}
 	if f.P < 0 || f.P > 1 {
 		return fmt.Errorf("fault %s: field \"p\": %v is not a probability in [0, 1]", f.Kind, f.P)
+	}
+	return nil
+}
+
+// validateDuration checks the duration of a kind that requires one.
+func (f Fault) validateDuration() error {
+	switch {
+	case f.Duration == 0:
+		return fmt.Errorf("fault %s: field \"duration\": required (%s), e.g. %s=3s", f.Kind, f.Kind.timedWhat(), f.Kind)
+	case f.Duration < 0:
+		return fmt.Errorf("fault %s: field \"duration\": %s is negative; want a positive duration (%s), e.g. %s=3s",
+			f.Kind, f.Duration, f.Kind.timedWhat(), f.Kind)
 	}
 	return nil
 }
@@ -164,20 +248,25 @@ func (f Fault) String() string {
 //
 //	spec  = kind ["=" duration] *(":" field "=" value)
 //	kind  = accept_then_drop | delay_reply | reject_temporary | reject_permanent | down
+//	      | hold_354 | stall_body | hold_then_store
 //	field = count  the next N matching messages (positive integer; default: no end)
 //	      | to     only messages with this envelope recipient (case-insensitive)
 //	      | p      probability of firing per matching message (0 < p <= 1; default 1)
 //	      | seed   seed of the probability draws (integer; default 0)
 //
 // The duration (Go syntax: 500ms, 3s, 1m) is required by delay_reply (how
-// late the reply comes) and optional for down (how long the listener stays
-// closed; without it, until the fault is cleared). down takes no fields.
-// Examples:
+// late the reply comes), hold_354 (how long the 354 is held), stall_body
+// (how long reading stalls) and hold_then_store (how long the message is
+// held before it is stored), and optional for down (how long the listener
+// stays closed; without it, until the fault is cleared). down takes no
+// fields. Examples:
 //
 //	accept_then_drop:count=1
 //	delay_reply=3s:to=bob@example.com
 //	reject_temporary:p=0.3:seed=7
 //	down=5s
+//	hold_354=3s:count=1:to=ben@example.com
+//	hold_then_store=10s:count=1
 //
 // A parse error names the spec and the field that is wrong.
 func ParseFault(spec string) (Fault, error) {
@@ -360,13 +449,13 @@ func (s *faultSet) downUntil(t time.Time) {
 	}
 }
 
-// pick decides which fault, if any, fires for a message with these
-// recipients, and counts it. The zero Fault means none.
-func (s *faultSet) pick(rcpts []string) Fault {
+// pick decides which fault acting at point p, if any, fires for a message
+// with these recipients, and counts it. The zero Fault means none.
+func (s *faultSet) pick(p faultPoint, rcpts []string) Fault {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, a := range s.active {
-		if a.Kind == FaultDown || a.remaining == 0 {
+		if a.Kind.point() != p || a.remaining == 0 {
 			continue
 		}
 		if a.To != "" && !hasRecipient(rcpts, a.To) {

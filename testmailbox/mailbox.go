@@ -68,10 +68,12 @@ type Config struct {
 	AuthUsername    string        // default TestUsername
 	AuthPassword    string        // default TestPassword
 	Faults          []Fault       // faults in force from the start
-	// Clock stamps arrivals and times delay_reply and down faults; the
-	// system clock when nil. With a fake clock a delayed reply comes, and
-	// a timed down ends, only when the clock is advanced past it. Session
-	// read timeouts stay on the wall clock: the kernel measures them.
+	// Clock stamps arrivals and times the timed faults (delay_reply,
+	// hold_354, stall_body, hold_then_store, a timed down); the system
+	// clock when nil. With a fake clock a delayed reply comes, a held 354
+	// or message is released, a stall ends and a timed down ends only when
+	// the clock is advanced past it. Session read timeouts stay on the
+	// wall clock: the kernel measures them.
 	Clock clock.Clock
 
 	// AllowRemote permits listen addresses that are not loopback. Without
@@ -117,6 +119,12 @@ type Mailbox struct {
 
 	downMu    sync.Mutex
 	downTimer clock.Timer
+
+	// holds counts the messages hold_then_store keeps out of the store,
+	// so that Close stores them before it closes the store. holdMu orders
+	// a hold's start against Close's start (see beginHold).
+	holdMu sync.Mutex
+	holds  sync.WaitGroup
 
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -211,7 +219,7 @@ func Start(ctx context.Context, cfg Config) (*Mailbox, error) {
 		s.ErrorLog = cfg.ErrorLog
 	}
 	m.server = s
-	go s.Serve(m.ln)
+	go s.Serve(faultListener{m.ln, m})
 
 	if err := m.SetFaults(cfg.Faults); err != nil {
 		m.Close()
@@ -325,10 +333,17 @@ func (m *Mailbox) closeListeners() {
 }
 
 // Close stops the servers and closes the store. Replies still delayed by a
-// fault are abandoned. It is safe to call more than once.
+// fault are abandoned (delay_reply: the message is stored; hold_354: the
+// sender never got to send it), and a message whose read stall_body
+// stalled is refused, not stored. A message held by hold_then_store is
+// stored at once, as a relay that has a message keeps it through its own
+// shutdown: Close returns after it is on record. It is safe to call more
+// than once.
 func (m *Mailbox) Close() error {
 	m.closeOnce.Do(func() {
+		m.holdMu.Lock()
 		close(m.closing)
+		m.holdMu.Unlock()
 		m.downMu.Lock()
 		if m.downTimer != nil {
 			m.downTimer.Stop()
@@ -338,6 +353,9 @@ func (m *Mailbox) Close() error {
 		if err := m.server.Close(); err != nil && !errors.Is(err, smtp.ErrServerClosed) {
 			m.closeErr = fmt.Errorf("close smtp server: %w", err)
 		}
+		// Held messages end their hold on m.closing and are stored now,
+		// while the store still takes them.
+		m.holds.Wait()
 		if m.httpSrv != nil {
 			if err := m.httpSrv.Close(); err != nil && m.closeErr == nil {
 				m.closeErr = fmt.Errorf("close http server: %w", err)
@@ -351,6 +369,39 @@ func (m *Mailbox) Close() error {
 		}
 	})
 	return m.closeErr
+}
+
+// wait lets d pass on the mailbox's clock, or less when the mailbox closes
+// or abandon (which may be nil) is closed first. It reports whether d
+// passed in full.
+func (m *Mailbox) wait(d time.Duration, abandon <-chan struct{}) bool {
+	t, fired := m.cfg.Clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-fired:
+		return true
+	case <-m.closing:
+		return false
+	case <-abandon:
+		return false
+	}
+}
+
+// beginHold registers a message hold_then_store is about to keep out of
+// the store; the caller calls m.holds.Done once it is stored. It reports
+// false once Close has begun: the message is then stored without a hold.
+// Taking holdMu makes every registration happen before Close's Wait, or
+// not at all.
+func (m *Mailbox) beginHold() bool {
+	m.holdMu.Lock()
+	defer m.holdMu.Unlock()
+	select {
+	case <-m.closing:
+		return false
+	default:
+	}
+	m.holds.Add(1)
+	return true
 }
 
 // Filter selects messages. Empty fields match everything; Limit 0 means no

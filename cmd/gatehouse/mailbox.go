@@ -78,7 +78,9 @@ Fault specs (repeat --fault for several):
   accept_then_drop[:count=N][:to=ADDR][:p=P][:seed=S]
   delay_reply=DURATION[…same fields]
   reject_temporary[…] | reject_permanent[…]
-  down[=DURATION]`,
+  down[=DURATION]
+  hold_354=DURATION[…] | stall_body=DURATION[…] | hold_then_store=DURATION[…]
+(see "mailbox fault --help" for what each does)`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			for _, s := range faults {
@@ -364,6 +366,11 @@ shows the faults in force. Spec format:
   reject_temporary   reply 451, store nothing
   reject_permanent   reply 550, store nothing
   down[=D]           refuse connections for D, or until cleared
+  hold_354=D         answer DATA with 354 only after D; nothing stored meanwhile
+  stall_body=D       stop reading after the message's first line for D, then
+                     store and reply as normal
+  hold_then_store=D  read the whole message, store nothing for D, then store
+                     it and reply 250 (stored even if the sender has gone)
 
 count=N fires on the next N matching messages; to=ADDR matches one envelope
 recipient; p=P fires with probability P, drawn from a generator seeded by S.`,

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -39,5 +40,44 @@ func TestMailboxFaultSaysWhenItEnds(t *testing.T) {
 		"smtp listener is down\n"
 	if b.String() != want {
 		t.Fatalf("got\n%s\nwant\n%s", b.String(), want)
+	}
+}
+
+// TestMailboxHelpNamesEveryFaultKind: the usage of `mailbox fault` and
+// `mailbox serve` lists every kind the mailbox knows, so a new kind cannot
+// be left out of the help.
+func TestMailboxHelpNamesEveryFaultKind(t *testing.T) {
+	for _, verb := range []string{"fault", "serve"} {
+		t.Run(verb, func(t *testing.T) {
+			code, out, errOut := runMailboxCLI("mailbox", verb, "--help")
+			if code != 0 {
+				t.Fatalf("exit %d, stderr %q", code, errOut)
+			}
+			for _, k := range testmailbox.FaultKinds {
+				if !strings.Contains(out, string(k)) {
+					t.Errorf("mailbox %s --help does not name %s:\n%s", verb, k, out)
+				}
+			}
+		})
+	}
+}
+
+// TestMailboxDocsTableEveryFaultKind: docs/mailbox.md has a row for every
+// kind in its table of kinds, saying what a sender sees and what the
+// records hold.
+func TestMailboxDocsTableEveryFaultKind(t *testing.T) {
+	raw, err := os.ReadFile("../../docs/mailbox.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(raw), "### Fault kinds\n")
+	if !ok {
+		t.Fatal("docs/mailbox.md has no ### Fault kinds section")
+	}
+	for _, k := range testmailbox.FaultKinds {
+		row := "| `" + string(k)
+		if !strings.Contains(table, row+"`") && !strings.Contains(table, row+"=") && !strings.Contains(table, row+"[") {
+			t.Errorf("docs/mailbox.md's table of kinds has no row for %s", k)
+		}
 	}
 }
