@@ -1,6 +1,9 @@
 // Package mailrender renders a gate message as the RFC 5322 text every mail
 // destination hands over (an SMTP server, an .eml file), so that what a
-// destination writes and what it refuses is decided once.
+// destination writes and what it refuses is decided once; and it reads a
+// stored message back as a reader sees it (Decode, Digest), so that every
+// mail destination's records describe a message's sender and content the
+// same way.
 //
 // The body is declared UTF-8, the only encoding the gate accepts, and sent
 // as 7bit or 8bit while every line fits SMTP's 998-octet limit; a body with a
