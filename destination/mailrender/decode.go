@@ -63,7 +63,8 @@ func Digest(d Decoded) string { return destination.ContentDigest(d.Subject, d.Bo
 //   - Content-Transfer-Encoding is absent (7bit), 7bit, 8bit (the body as
 //     stored), quoted-printable or base64;
 //   - the decoded subject and body are valid in their charset: UTF-8, or
-//     7-bit for us-ascii. Raw 8-bit header text must be UTF-8 (RFC 6532).
+//     7-bit for us-ascii; subject text outside encoded words must be UTF-8
+//     (RFC 6532).
 //
 // Display names in From and To are parsed by net/mail, only to find the
 // addresses: they are not part of the digest.
