@@ -36,6 +36,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz='^FuzzHTTPQuery$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=1s ./testmailbox
 	$(GO) test -run '^$$' -fuzz='^FuzzRead$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=1s ./ledger/audiencefile
 	$(GO) test -run '^$$' -fuzz='^FuzzRead$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=1s ./ledger/crmfile
+	$(GO) test -run '^$$' -fuzz='^FuzzDecode$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=1s ./destination/mailrender
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)

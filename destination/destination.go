@@ -12,6 +12,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"strings"
 	"time"
 
@@ -156,11 +157,50 @@ type FoundMessage struct {
 // encodings and encoded words decoded), after NormalizeText, so that
 // re-wrapping or line endings do not change it and any changed word does.
 func ContentDigest(subject, body string) string {
-	h := sha256.New()
-	h.Write([]byte(NormalizeText(subject)))
-	h.Write([]byte{0})
-	h.Write([]byte(NormalizeText(body)))
-	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+	h := &normalizingHash{h: sha256.New(), buf: make([]byte, 0, 32<<10)}
+	h.writeNormalized(subject)
+	h.write("\x00")
+	h.writeNormalized(body)
+	return "sha256:" + hex.EncodeToString(h.sum())
+}
+
+// normalizingHash hashes NormalizeText of its input without building it:
+// records read back messages of tens of megabytes that anyone may have
+// written, and the slice of words strings.Fields builds for one made of
+// one-letter words is ten times its size.
+type normalizingHash struct {
+	h   hash.Hash
+	buf []byte
+}
+
+// writeNormalized hashes exactly the bytes of NormalizeText(s): the same
+// words (strings.FieldsSeq yields what strings.Fields returns), one space
+// between them.
+func (n *normalizingHash) writeNormalized(s string) {
+	first := true
+	for w := range strings.FieldsSeq(s) {
+		if !first {
+			n.write(" ")
+		}
+		n.write(w)
+		first = false
+	}
+}
+
+func (n *normalizingHash) write(s string) {
+	for s != "" {
+		if len(n.buf) == cap(n.buf) {
+			n.h.Write(n.buf)
+			n.buf = n.buf[:0]
+		}
+		k := copy(n.buf[len(n.buf):cap(n.buf)], s)
+		n.buf, s = n.buf[:len(n.buf)+k], s[k:]
+	}
+}
+
+func (n *normalizingHash) sum() []byte {
+	n.h.Write(n.buf)
+	return n.h.Sum(nil)
 }
 
 // ErrLookupUnavailable means the destination's records cannot be consulted.

@@ -3,6 +3,8 @@ package fake
 import (
 	"context"
 	"errors"
+	"net/mail"
+	"strings"
 	"sync"
 	"time"
 
@@ -123,7 +125,9 @@ func (d *Destination) Send(ctx context.Context, msg destination.Message) (destin
 }
 
 // Lookup implements destination.Records over the stored messages: every one that
-// carries the query's key or Message-ID.
+// carries the query's key or Message-ID, with the bare address of its
+// sender and the content digest of its subject and body as stored (Send's
+// or Inject's message, nothing to decode).
 func (d *Destination) Lookup(_ context.Context, q destination.LookupQuery) (destination.LookupResult, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -134,10 +138,25 @@ func (d *Destination) Lookup(_ context.Context, q destination.LookupQuery) (dest
 	for _, m := range d.arrived {
 		if m.ActionKey == q.ActionKey || (q.MessageID != "" && m.MessageID() == q.MessageID) {
 			res.Messages = append(res.Messages, destination.FoundMessage{MessageID: m.MessageID(), ActionKey: m.ActionKey,
-				Recipients: []string{m.To}})
+				Recipients: []string{m.To}, Sender: senderOf(m), ContentDigest: destination.ContentDigest(m.Subject, m.Body)})
 		}
 	}
 	return res, nil
+}
+
+// senderOf is the bare address a stored message is from: its From, which
+// may carry a display name, or destination.DefaultSender when it names
+// none, as the mail destinations write it; "" when From is no address, as
+// records that cannot read a sender report it.
+func senderOf(m destination.Message) string {
+	if strings.TrimSpace(m.From) == "" {
+		return destination.DefaultSender
+	}
+	a, err := mail.ParseAddress(m.From)
+	if err != nil {
+		return ""
+	}
+	return a.Address
 }
 
 // Calls is how many times Send was called.

@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/mail"
 	"os"
@@ -159,8 +160,13 @@ func notDelivered(err error) error {
 
 // Lookup reports every message in Dir that carries the query's action key
 // in its X-Gatehouse-Action-Key header or its Message-ID, oldest attempt
-// first. A directory or file that cannot be read makes the lookup
-// unavailable, never "absent".
+// first, with the sender and content digest mailrender.Decode reads from
+// the file. A directory or file that cannot be read makes the lookup
+// unavailable, never "absent". A matching file that cannot be decoded (not
+// written by the gate, or altered) is still reported, with Sender and
+// ContentDigest empty: it carries the attempt's key or Message-ID, so it is
+// a contradiction for a person, and neither the attempt's own message nor
+// evidence that nothing arrived.
 func (d *Destination) Lookup(ctx context.Context, q destination.LookupQuery) (destination.LookupResult, error) {
 	entries, err := os.ReadDir(d.Dir)
 	if err != nil {
@@ -174,11 +180,11 @@ func (d *Destination) Lookup(ctx context.Context, q destination.LookupQuery) (de
 		if err := ctx.Err(); err != nil {
 			return destination.LookupResult{}, fmt.Errorf("%w: %v", destination.ErrLookupUnavailable, err)
 		}
-		s, err := readHeaders(filepath.Join(d.Dir, e.Name()))
+		s, ok, err := readMatching(filepath.Join(d.Dir, e.Name()), q)
 		if err != nil {
 			return destination.LookupResult{}, fmt.Errorf("%w: %v", destination.ErrLookupUnavailable, err)
 		}
-		if s.key == q.ActionKey || (q.MessageID != "" && s.messageID == q.MessageID) {
+		if ok {
 			found = append(found, s)
 		}
 	}
@@ -190,7 +196,8 @@ func (d *Destination) Lookup(ctx context.Context, q destination.LookupQuery) (de
 	})
 	var res destination.LookupResult
 	for _, s := range found {
-		res.Messages = append(res.Messages, destination.FoundMessage{MessageID: s.messageID, ActionKey: s.key, Recipients: s.to})
+		res.Messages = append(res.Messages, destination.FoundMessage{MessageID: s.messageID, ActionKey: s.key, Recipients: s.to,
+			Sender: s.sender, ContentDigest: s.digest})
 	}
 	return res, nil
 }
@@ -201,25 +208,44 @@ type stored struct {
 	messageID string // without angle brackets
 	to        []string
 	attempt   int
+	sender    string // "" when the file does not decode
+	digest    string // "" when the file does not decode
 }
 
-func readHeaders(path string) (stored, error) {
+// readMatching reads the header of the file at path and, when it carries
+// q's action key or Message-ID, decodes the whole file (at most
+// mailrender.MaxMessageOctets of it: Decode refuses a longer one anyway).
+// ok is false for a file that does not match.
+func readMatching(path string, q destination.LookupQuery) (s stored, ok bool, err error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return stored{}, err
+		return stored{}, false, err
 	}
 	defer f.Close()
 	m, err := mail.ReadMessage(bufio.NewReader(f))
 	if err != nil {
-		return stored{}, fmt.Errorf("read %s: %w", path, err)
+		return stored{}, false, fmt.Errorf("read %s: %w", path, err)
 	}
 	n, _ := strconv.Atoi(m.Header.Get(destination.HeaderAttempt))
-	s := stored{key: m.Header.Get(destination.HeaderActionKey), attempt: n,
+	s = stored{key: m.Header.Get(destination.HeaderActionKey), attempt: n,
 		messageID: strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(m.Header.Get("Message-ID")), "<"), ">")}
+	if s.key != q.ActionKey && (q.MessageID == "" || s.messageID != q.MessageID) {
+		return stored{}, false, nil
+	}
 	if to, err := m.Header.AddressList("To"); err == nil {
 		for _, a := range to {
 			s.to = append(s.to, a.Address)
 		}
 	}
-	return s, nil
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return stored{}, false, fmt.Errorf("read %s: %w", path, err)
+	}
+	raw, err := io.ReadAll(io.LimitReader(f, mailrender.MaxMessageOctets+1))
+	if err != nil {
+		return stored{}, false, fmt.Errorf("read %s: %w", path, err)
+	}
+	if dec, err := mailrender.Decode(raw); err == nil {
+		s.sender, s.digest = dec.From, mailrender.Digest(dec)
+	}
+	return s, true, nil
 }

@@ -1,6 +1,9 @@
 // Package mailrender renders a gate message as the RFC 5322 text every mail
 // destination hands over (an SMTP server, an .eml file), so that what a
-// destination writes and what it refuses is decided once.
+// destination writes and what it refuses is decided once; and it reads a
+// stored message back as a reader sees it (Decode, Digest), so that every
+// mail destination's records describe a message's sender and content the
+// same way.
 //
 // The body is declared UTF-8, the only encoding the gate accepts, and sent
 // as 7bit or 8bit while every line fits SMTP's 998-octet limit; a body with a
@@ -29,6 +32,13 @@ import (
 // (RFC 5321 §4.5.3.1.6).
 const MaxLineOctets = 998
 
+// MaxMessageOctets is the largest message Render produces and Decode reads.
+// It leaves room for the largest body the gate accepts (10 MiB of UTF-8),
+// which quoted-printable can grow threefold, plus its header; anything
+// larger is no message of the gate's, and refusing it bounds what a record
+// planted by someone else can make a reader allocate.
+const MaxMessageOctets = 32 << 20
+
 // Mail is a rendered message and its envelope.
 type Mail struct {
 	From string // bare envelope sender
@@ -37,11 +47,13 @@ type Mail struct {
 }
 
 // Render renders msg, stamped with date; a message that names no sender is
-// from defaultFrom. A message that cannot be rendered (no transport id, an
-// address that does not parse, a header value with a line break, a body
-// that is not UTF-8) would fail the same way on every try, so the error is a
-// *destination.DeliveryError with OutcomeRejectedPermanent: nothing was handed
-// over and nothing should be retried.
+// from defaultFrom. Decode reads every message Render returns back to the
+// same sender, subject and body (the same Digest). A message that cannot be
+// rendered (no transport id, an address that does not parse, a header value
+// with a line break, a subject, recipient name or body that is not UTF-8, a
+// rendering over MaxMessageOctets) would fail the same way on every try, so
+// the error is a *destination.DeliveryError with OutcomeRejectedPermanent:
+// nothing was handed over and nothing should be retried.
 func Render(msg destination.Message, defaultFrom string, date time.Time) (Mail, error) {
 	m, err := render(msg, defaultFrom, date)
 	if err != nil {
@@ -80,6 +92,9 @@ func render(msg destination.Message, defaultFrom string, date time.Time) (Mail, 
 	if !utf8.ValidString(msg.Body) {
 		return Mail{}, errors.New("body is not UTF-8, the only charset it can be declared in")
 	}
+	if !utf8.ValidString(msg.Subject) || !utf8.ValidString(msg.ToName) {
+		return Mail{}, errors.New("subject or recipient name is not UTF-8, the only charset it can be encoded in")
+	}
 	cte, body := encodeBody(msg.Body)
 
 	var b bytes.Buffer
@@ -88,7 +103,7 @@ func render(msg destination.Message, defaultFrom string, date time.Time) (Mail, 
 	h("Date", date.Format(time.RFC1123Z))
 	h("From", addressHeader(from))
 	h("To", addressHeader(to))
-	h("Subject", mime.QEncoding.Encode("utf-8", msg.Subject))
+	h("Subject", encodeSubject(msg.Subject))
 	h(mailheader.MessageID, headers[mailheader.MessageID])
 	delete(headers, mailheader.MessageID)
 	names := make([]string, 0, len(headers))
@@ -104,7 +119,24 @@ func render(msg destination.Message, defaultFrom string, date time.Time) (Mail, 
 	h("Content-Transfer-Encoding", cte)
 	b.WriteString("\r\n")
 	b.WriteString(body)
+	if b.Len() > MaxMessageOctets {
+		// Records could not read it back (Decode), so reconciliation could
+		// never recognise it; no mail server takes that much anyway.
+		return Mail{}, fmt.Errorf("rendered message is %d octets, over the %d records read back", b.Len(), MaxMessageOctets)
+	}
 	return Mail{From: from.Address, To: to.Address, Raw: b.Bytes()}, nil
+}
+
+// encodeSubject writes a subject as header text: as it is when it is
+// printable ASCII, as encoded words otherwise. A printable subject holding
+// "=?" is encoded too, because readers would decode a word of it that
+// looks like an encoded word, and show (and digest) another subject.
+func encodeSubject(s string) string {
+	enc := mime.QEncoding.Encode("utf-8", s)
+	if enc == s && strings.Contains(s, "=?") {
+		return encodeLongWord(s)
+	}
+	return enc
 }
 
 // addressHeader writes an address as a header value: bare when it has no
@@ -113,7 +145,17 @@ func addressHeader(a *mail.Address) string {
 	if a.Name == "" {
 		return a.Address
 	}
-	return a.String()
+	s := a.String()
+	for _, w := range strings.Split(s, " ") {
+		if len(w) > longWord {
+			// fold would cut this word into encoded words, which a quoted
+			// display name may not hold and readers would then fail to
+			// parse; a name written as encoded words is an RFC 2047 §5
+			// phrase every reader takes.
+			return encodeLongWord(a.Name) + " " + (&mail.Address{Address: a.Address}).String()
+		}
+	}
+	return s
 }
 
 func parseAddress(field, s string) (*mail.Address, error) {
@@ -166,7 +208,7 @@ func encodeLongWord(w string) string {
 	var words []string
 	for w != "" {
 		n := min(encodedChunk, len(w))
-		for n < len(w) && !utf8.RuneStart(w[n]) {
+		for n < len(w) && n > 1 && !utf8.RuneStart(w[n]) {
 			n--
 		}
 		words = append(words, "=?utf-8?b?"+base64.StdEncoding.EncodeToString([]byte(w[:n]))+"?=")

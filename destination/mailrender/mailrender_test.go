@@ -141,6 +141,8 @@ var unrenderable = []struct {
 	{"RecipientInjection", func(m *destination.Message) { m.To = "ada@example.com\r\nBcc: eve@example.com" }},
 	{"SubjectInjection", func(m *destination.Message) { m.Subject = "Hi\r\nBcc: eve@example.com" }},
 	{"BodyNotUTF8", func(m *destination.Message) { m.Body = "caf\xe9" }},
+	{"SubjectNotUTF8", func(m *destination.Message) { m.Subject = "caf\xe9" }},
+	{"RecipientNameNotUTF8", func(m *destination.Message) { m.ToName = strings.Repeat("\x80", 2000) }},
 }
 
 func TestRenderRefusesPermanently(t *testing.T) {
@@ -230,5 +232,40 @@ func TestRenderFoldsLongHeaders(t *testing.T) {
 				t.Errorf("subject read back differs: %d bytes, want %d", len(got), len(msg.Subject))
 			}
 		})
+	}
+}
+
+// TestRenderRefusesOverMaxMessageOctets: a message its records could
+// not read back (Decode refuses it) is not handed over.
+func TestRenderRefusesOverMaxMessageOctets(t *testing.T) {
+	// One line, so quoted-printable: each "é" becomes six octets.
+	msg := message(strings.Repeat("é", mailrender.MaxMessageOctets/4))
+	_, err := mailrender.Render(msg, "x@y.example", date)
+	if got := destination.ClassifyDelivery(err); got != destination.OutcomeRejectedPermanent {
+		t.Fatalf("outcome = %s (%v), want rejected_permanent", got, err)
+	}
+}
+
+// TestRenderWritesHeadersReadersAgreeOn: a subject that looks like
+// encoded words is encoded, so that no reader takes it for another
+// subject, and a display name too long for one line still parses.
+func TestRenderWritesHeadersReadersAgreeOn(t *testing.T) {
+	msg := message("Hello")
+	msg.Subject = "=?utf-8?q?Gr=C3=BC=C3=9Fe?= from us"
+	msg.ToName = strings.Repeat("Ada", 400)
+	m, err := mailrender.Render(msg, "x@y.example", date)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := longestLine(m.Raw); n > mailrender.MaxLineOctets {
+		t.Errorf("a line of %d octets", n)
+	}
+	h, _ := decoded(t, m.Raw)
+	if got, err := new(mime.WordDecoder).DecodeHeader(h.Get("Subject")); err != nil || got != msg.Subject {
+		t.Errorf("subject reads %q (%v), want %q", got, err, msg.Subject)
+	}
+	to, err := h.AddressList("To")
+	if err != nil || len(to) != 1 || to[0].Address != msg.To {
+		t.Errorf("To reads %v (%v), want %s", to, err, msg.To)
 	}
 }

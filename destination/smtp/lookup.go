@@ -6,12 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 
 	"gatehouse/destination"
+	"gatehouse/destination/mailrender"
 )
 
 // lookupPage is how many records one query asks for; Lookup pages until it
@@ -26,43 +27,123 @@ type mailboxPage struct {
 	Epoch    string `json:"epoch"` // "" from a mailbox older than epochs
 	Total    *int   `json:"total"`
 	Messages *[]struct {
+		ID        *int64   `json:"id"` // the mailbox's record id, what /raw is fetched by
 		MessageID *string  `json:"message_id"`
 		ActionKey string   `json:"action_key"`
 		To        []string `json:"to"`
 	} `json:"messages"`
 }
 
+// listed is one message a query listed: its record id and what the
+// listing says of it.
+type listed struct {
+	id    int64
+	found destination.FoundMessage
+}
+
 // Lookup asks the test mailbox for every message that carries the query's
 // action key or its Message-ID, and reports the epoch of the store that
 // answered. Any failure to consult it (connection, status, a reply without
-// its total or its messages, pages from different epochs) wraps
+// its total or its messages, pages from different epochs, a found
+// message's raw form that cannot be read) wraps
 // destination.ErrLookupUnavailable, so that reconciliation holds the action
 // instead of guessing.
+//
+// Each found message's Sender and ContentDigest come from its raw form as
+// stored (GET /api/v1/messages/{id}/raw, read through mailrender.Decode),
+// never from the summary the listing gives, which the mailbox derives its
+// own way (its from is the envelope sender). The two failures are told
+// apart on purpose:
+//
+//   - a raw form that cannot be fetched or read in full is the records
+//     being unavailable: reporting the message without its digest would
+//     read as "another content" and could hide the attempt's own message,
+//     so the whole lookup fails;
+//   - a raw form that arrived but does not decode (not the gate's format,
+//     hostile bytes, over mailrender.MaxMessageOctets) is an answer: the
+//     message is reported with every other field and Sender and
+//     ContentDigest "", so the ledger sees a message it cannot count as the
+//     attempt's, a contradiction for a person, never absence.
+//
+// The epoch is read once more after the raw forms, so that a store cleared
+// or restarted meanwhile (whose record ids may name other messages) makes
+// the lookup unavailable too.
 func (d *LookingDestination) Lookup(ctx context.Context, q destination.LookupQuery) (destination.LookupResult, error) {
-	seen := map[string]bool{}
-	var res destination.LookupResult
+	seen := map[int64]bool{}
+	var found []listed
 	epochs := &epochTracker{}
 	for _, filter := range []url.Values{{"action_key": {q.ActionKey}}, {"message_id": {q.MessageID}}} {
 		if filter.Get("action_key") == "" && filter.Get("message_id") == "" {
 			continue
 		}
-		found, err := d.lookupAll(ctx, filter, epochs)
+		page, err := d.lookupAll(ctx, filter, epochs)
 		if err != nil {
 			return destination.LookupResult{}, fmt.Errorf("%w: look up %s at %s: %w", destination.ErrLookupUnavailable, filter.Encode(), d.api, err)
 		}
-		for _, m := range found {
-			// The mailbox's own record id would be better, but the
-			// Message-ID and recipients identify a stored copy well enough
-			// to merge the two queries.
-			id := m.MessageID + "\x00" + m.ActionKey + "\x00" + strings.Join(m.Recipients, ",")
-			if !seen[id] {
-				seen[id] = true
-				res.Messages = append(res.Messages, m)
+		for _, m := range page {
+			// A message both queries list is one record; two records are
+			// two messages even when their fields agree (a copy of the
+			// attempt's Message-ID, key and recipient, with another body).
+			if !seen[m.id] {
+				seen[m.id] = true
+				found = append(found, m)
 			}
 		}
 	}
-	res.Epoch = epochs.epoch
+	res := destination.LookupResult{Epoch: epochs.epoch}
+	for _, m := range found {
+		raw, err := d.fetchRaw(ctx, m.id)
+		if err != nil {
+			return destination.LookupResult{}, fmt.Errorf("%w: fetch message %d from %s: %w", destination.ErrLookupUnavailable, m.id, d.api, err)
+		}
+		if dec, err := mailrender.Decode(raw); err == nil {
+			m.found.Sender, m.found.ContentDigest = dec.From, mailrender.Digest(dec)
+		}
+		res.Messages = append(res.Messages, m.found)
+	}
+	if len(found) > 0 {
+		page, err := d.fetch(ctx, url.Values{"limit": {"0"}}, 0)
+		if err == nil {
+			err = epochs.check(page.Epoch)
+		}
+		if err != nil {
+			return destination.LookupResult{}, fmt.Errorf("%w: read the epoch of %s after the messages: %w", destination.ErrLookupUnavailable, d.api, err)
+		}
+	}
 	return res, nil
+}
+
+// fetchRaw returns the raw form of the mailbox's record id, or an error
+// when it could not be read in full or the reply is not a message. It
+// reads at most one octet more than mailrender.MaxMessageOctets: Decode
+// refuses anything longer, so the rest would only cost memory.
+func (d *LookingDestination) fetchRaw(ctx context.Context, id int64) ([]byte, error) {
+	u := *d.api
+	u.Path = "/api/v1/messages/" + strconv.FormatInt(id, 10) + "/raw"
+	u.RawQuery = ""
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := d.cfg.httpClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return nil, fmt.Errorf("%s: %s", resp.Status, b)
+	}
+	// Anything but a message is no answer to "the raw form of record id"
+	// (a proxy's page, another API): it says nothing of what is stored.
+	if mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type")); err != nil || mt != "message/rfc822" {
+		return nil, fmt.Errorf("the reply is %q, not message/rfc822: not a test mailbox answer", resp.Header.Get("Content-Type"))
+	}
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, mailrender.MaxMessageOctets+1))
+	if err != nil {
+		return nil, fmt.Errorf("read the raw message: %w", err)
+	}
+	return raw, nil
 }
 
 // Epoch implements destination.EpochReporter: the mailbox store's current epoch,
@@ -91,8 +172,8 @@ func (e *epochTracker) check(epoch string) error {
 	return nil
 }
 
-func (d *LookingDestination) lookupAll(ctx context.Context, filter url.Values, epochs *epochTracker) ([]destination.FoundMessage, error) {
-	var out []destination.FoundMessage
+func (d *LookingDestination) lookupAll(ctx context.Context, filter url.Values, epochs *epochTracker) ([]listed, error) {
+	var out []listed
 	for {
 		page, err := d.fetch(ctx, filter, len(out))
 		if err != nil {
@@ -105,7 +186,10 @@ func (d *LookingDestination) lookupAll(ctx context.Context, filter url.Values, e
 			if m.MessageID == nil {
 				return nil, errors.New("reply lists a message without message_id")
 			}
-			out = append(out, destination.FoundMessage{MessageID: *m.MessageID, ActionKey: m.ActionKey, Recipients: m.To})
+			if m.ID == nil {
+				return nil, errors.New("reply lists a message without id")
+			}
+			out = append(out, listed{id: *m.ID, found: destination.FoundMessage{MessageID: *m.MessageID, ActionKey: m.ActionKey, Recipients: m.To}})
 		}
 		if len(out) >= *page.Total {
 			return out, nil

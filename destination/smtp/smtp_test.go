@@ -432,6 +432,8 @@ func TestLookupRefusesWhatIsNotAnAnswer(t *testing.T) {
 		{"NotJSON", `<html>ok</html>`, 200, false},
 		{"PagesEndEarly", `{"total":3,"messages":[]}`, 200, false},
 		{"MessageWithoutID", `{"total":1,"messages":[{"action_key":"k"}]}`, 200, false},
+		{"MessageWithoutRecordID", `{"total":1,"messages":[{"message_id":"m","action_key":"k"}]}`, 200, false},
+		{"RawNotThere", `{"total":1,"messages":[{"id":1,"message_id":"m","action_key":"k"}]}`, 200, false},
 		{"NegativeTotal", `{"total":-1,"messages":[]}`, 200, false},
 		{"ServerError", `{"total":0,"messages":[]}`, 500, false},
 	}
