@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/mail"
 	"strings"
 	"time"
 
@@ -193,8 +194,12 @@ type verdict struct {
 	contradictions []string // everything else found, in plain words
 }
 
-// judge counts the attempt's own message (its Message-ID, its recipient)
-// and names everything else as a contradiction.
+// judge counts the attempt's own message and names everything else as a
+// contradiction. A stored message is the attempt's only when its
+// Message-ID, recipient, sender and content digest all match what the
+// intent recorded: a Message-ID alone can be copied by anyone who saw one,
+// so a copy that says something else, or comes from someone else, is
+// evidence for a person, never proof of delivery.
 func judge(att Attempt, res destination.LookupResult) verdict {
 	var v verdict
 	for _, m := range res.Messages {
@@ -205,11 +210,33 @@ func judge(att Attempt, res destination.LookupResult) verdict {
 		case !containsFold(m.Recipients, att.Recipient):
 			v.contradictions = append(v.contradictions, fmt.Sprintf("message %s arrived for %s, not for %s",
 				m.MessageID, strings.Join(m.Recipients, ", "), att.Recipient))
+		case !sameSender(m.Sender, att.Sender):
+			v.contradictions = append(v.contradictions, fmt.Sprintf("message %s carries attempt %d's Message-ID but comes from %s, not %s",
+				m.MessageID, att.Number, orDash(m.Sender), att.Sender))
+		case att.ContentDigest != "" && m.ContentDigest != att.ContentDigest:
+			what := "says something else than what the attempt handed over"
+			if m.ContentDigest == "" {
+				what = "could not be read to tell what it says"
+			}
+			v.contradictions = append(v.contradictions, fmt.Sprintf("message %s carries attempt %d's Message-ID but %s",
+				m.MessageID, att.Number, what))
 		default:
 			v.own++
 		}
 	}
 	return v
+}
+
+// sameSender compares the sender records report with the attempt's, as
+// bare addresses (the attempt may name a display name too).
+func sameSender(found, recorded string) bool {
+	bare := func(s string) string {
+		if a, err := mail.ParseAddress(s); err == nil {
+			return a.Address
+		}
+		return s
+	}
+	return found != "" && destination.NormalizeAddress(bare(found)) == destination.NormalizeAddress(bare(recorded))
 }
 
 func containsFold(list []string, s string) bool {

@@ -107,7 +107,14 @@ func (d *Destination) Send(ctx context.Context, msg destination.Message) (destin
 	}
 	// A hard link publishes the complete file atomically and, unlike rename,
 	// refuses to replace a message already delivered for this attempt.
-	if err := os.Link(tmp, final); err != nil && !errors.Is(err, fs.ErrExist) {
+	if err := os.Link(tmp, final); errors.Is(err, fs.ErrExist) {
+		// A file already named for this attempt: its own message written
+		// before (a retried Send), or something else under its name, which
+		// is no acceptance at all but a contradiction for a person.
+		if err := sameContent(final, msg); err != nil {
+			return destination.Receipt{}, &destination.DeliveryError{Outcome: destination.OutcomeUnknown, Err: err}
+		}
+	} else if err != nil {
 		return destination.Receipt{}, notDelivered(err)
 	}
 	if err := syncDir(d.Dir); err != nil {
@@ -152,6 +159,23 @@ func syncDir(dir string) error {
 	}
 	defer f.Close()
 	return f.Sync()
+}
+
+// sameContent checks that the file at path holds msg: its sender, subject
+// and body as a reader sees them.
+func sameContent(path string, msg destination.Message) error {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("%s already exists and cannot be read: %w", path, err)
+	}
+	d, err := mailrender.Decode(raw)
+	if err != nil {
+		return fmt.Errorf("%s already exists and cannot be read as a message: %w", path, err)
+	}
+	if mailrender.Digest(d) != destination.ContentDigest(msg.Subject, msg.Body) {
+		return fmt.Errorf("%s already exists and holds other content than attempt %d of %s", path, msg.Attempt, msg.ActionKey)
+	}
+	return nil
 }
 
 func notDelivered(err error) error {

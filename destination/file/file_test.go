@@ -131,3 +131,29 @@ func TestSendRefusesHeaderInjection(t *testing.T) {
 		})
 	}
 }
+
+// TestExistingFileWithOtherContentIsNoAcceptance: a file already named for
+// an attempt counts as its delivery only when it holds the attempt's own
+// message (a Send retried); anything else under that name is a
+// contradiction, reported as unknown, never as accepted.
+func TestExistingFileWithOtherContentIsNoAcceptance(t *testing.T) {
+	ctx := context.Background()
+	d, err := New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := message(ledger.Key("cust-42", "enq-exists", "reply_ack", "task-7", 0), 1)
+	if _, err := d.Send(ctx, msg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Send(ctx, msg); err != nil {
+		t.Fatalf("the same attempt written again: %v, want accepted", err)
+	}
+	other := message(ledger.Key("cust-42", "enq-exists-too", "reply_ack", "task-7", 0), 1)
+	other.TransportID = msg.TransportID
+	other.Body = "Something else entirely."
+	_, err = d.Send(ctx, other)
+	if o := destination.ClassifyDelivery(err); o != destination.OutcomeUnknown {
+		t.Fatalf("another message under an attempt's name: %s (%v), want unknown", o, err)
+	}
+}
