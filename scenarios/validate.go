@@ -92,7 +92,7 @@ var Classes = []string{ClassOK, ClassSent, ClassDuplicate, ClassInFlight, ClassD
 // Crash points, mailbox faults, sources and actor kinds the format knows.
 var (
 	CrashPoints  = []string{"before_send", "after_accept", "before_record"}
-	FaultNames   = []string{"accept_then_drop", "delay_reply", "reject_temporary", "reject_permanent", "down", "none"}
+	FaultNames   = []string{"accept_then_drop", "delay_reply", "reject_temporary", "reject_permanent", "down", "hold_354", "stall_body", "hold_then_store", "none"}
 	SourceNames  = []string{"crm", "helpdesk"}
 	ActorKinds   = []string{KindStaff, KindWorkflow, KindAgent}
 	PresenceKind = []string{"viewer", "automation"}
@@ -386,8 +386,11 @@ func (v *validator) stepWords(name string, s *Step) {
 	if s.Do == "set" && s.Task != "" && s.Field == fakeOwnerField {
 		v.problem(s.KeyPos["field"], "use claim, take_over or release", "%s: the owner is changed through the gate, not set", name)
 	}
-	if s.Fault == "delay_reply" && s.Delay == "" {
-		v.problem(s.Pos, "add delay: e.g. 2s", "%s: delay_reply needs a delay", name)
+	switch s.Fault {
+	case "delay_reply", "hold_354", "stall_body", "hold_then_store":
+		if s.Delay == "" {
+			v.problem(s.Pos, "add delay: e.g. 2s", "%s: %s needs a delay", name, s.Fault)
+		}
 	}
 	if s.Count < 0 {
 		v.problem(s.KeyPos["count"], "use a positive count, or leave it out for no end", "%s: count is negative", name)
