@@ -19,6 +19,7 @@ import (
 
 	"gatehouse/destination"
 	smtpdest "gatehouse/destination/smtp"
+	"gatehouse/internal/testids"
 	"gatehouse/ledger"
 )
 
@@ -226,7 +227,7 @@ func playBlast(ctx context.Context, target string) error {
 			defer wg.Done()
 			for i := range next {
 				key := ledger.Key(fmt.Sprintf("%s-%d", tag, i), "blast", "notice", "audience", 0)
-				_, err := d.Send(ctx, destination.Message{ActionKey: key, Attempt: 1, TransportID: fixedTransportID(key, 1),
+				_, err := d.Send(ctx, destination.Message{ActionKey: key, Attempt: 1, TransportID: testids.Fixed(key, 1),
 					To: fmt.Sprintf("%s-%d@example.org", tag, i), Subject: "Opening hours change", Body: "Our opening hours change on 1 April."})
 				mu.Lock()
 				if err == nil {

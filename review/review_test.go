@@ -18,7 +18,7 @@ import (
 	"gatehouse/destination"
 	"gatehouse/destination/fake"
 	"gatehouse/fakes"
-	"gatehouse/internal/idmask"
+	"gatehouse/internal/testids"
 	"gatehouse/ledger"
 	"gatehouse/review"
 )
@@ -274,7 +274,7 @@ func TestReportGolden(t *testing.T) {
 		t.Run(f.name, func(t *testing.T) {
 			var buf bytes.Buffer
 			s.must(f.write(&buf))
-			masked := []byte(idmask.Mask(buf.String())) // Message-IDs are drawn at random
+			masked := []byte(testids.Mask(buf.String())) // Message-IDs are drawn at random
 			golden := filepath.Join("testdata", f.name)
 			if *update {
 				s.must(os.WriteFile(golden, masked, 0o644))

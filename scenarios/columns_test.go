@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"gatehouse/internal/idmask"
+	"gatehouse/internal/testids"
 )
 
 // TestArrivalSitsOnItsAttempt: in interrupted-before-accept attempt 1 never
@@ -84,10 +84,10 @@ func TestUnmatchedArrival(t *testing.T) {
 }
 
 // checkGolden compares got with the golden file at path, the random parts
-// of Message-IDs masked (internal/idmask).
+// of Message-IDs masked (internal/testids).
 func checkGolden(t *testing.T, path, got string) {
 	t.Helper()
-	got = idmask.Mask(got)
+	got = testids.Mask(got)
 	if *update {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			t.Fatal(err)

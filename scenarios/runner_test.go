@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"gatehouse/internal/idmask"
+	"gatehouse/internal/testids"
 )
 
 func mustRun(t *testing.T, sc *Scenario, opts Options) Report {
@@ -57,7 +57,7 @@ func TestSameReportTwice(t *testing.T) {
 				}
 			}
 			// Message-IDs are drawn at random: all else is the same.
-			if idmask.Mask(out[0].String()) != idmask.Mask(out[1].String()) {
+			if testids.Mask(out[0].String()) != testids.Mask(out[1].String()) {
 				t.Fatalf("reports differ:\n%s\n---\n%s", out[0].String(), out[1].String())
 			}
 		})

@@ -13,7 +13,7 @@ import (
 	"github.com/charmbracelet/x/exp/golden"
 	"github.com/charmbracelet/x/exp/teatest/v2"
 
-	"gatehouse/internal/idmask"
+	"gatehouse/internal/testids"
 	"gatehouse/scenarios"
 )
 
@@ -36,7 +36,7 @@ func finalScreen(t *testing.T, tm *teatest.TestModel) string {
 	t.Helper()
 	tm.Send(press("q"))
 	fm := tm.FinalModel(t, teatest.WithFinalTimeout(10*time.Second))
-	return idmask.Mask(ansi.Strip(fm.(*recorder).Render()))
+	return testids.Mask(ansi.Strip(fm.(*recorder).Render()))
 }
 
 // recorder keeps the frame the program drew last. The renderer writes only

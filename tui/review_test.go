@@ -15,7 +15,7 @@ import (
 
 	"gatehouse/destination"
 	"gatehouse/destination/fake"
-	"gatehouse/internal/idmask"
+	"gatehouse/internal/testids"
 	"gatehouse/ledger"
 )
 
@@ -112,7 +112,7 @@ func TestGoldenReview(t *testing.T) {
 			t.Run(v.name+"/"+sizeName(sz.w, sz.h), func(t *testing.T) {
 				a, _, _ := newTestReview(t, sz.w, sz.h)
 				typeKeys(a, v.keys...)
-				golden.RequireEqual(t, idmask.Mask(screenText(a)))
+				golden.RequireEqual(t, testids.Mask(screenText(a)))
 			})
 		}
 	}

@@ -10,8 +10,8 @@ import (
 
 	_ "github.com/jackc/pgx/v5/stdlib"
 
-	"gatehouse/internal/idmask"
 	"gatehouse/internal/pgtest"
+	"gatehouse/internal/testids"
 	"gatehouse/testmailbox"
 )
 
@@ -136,7 +136,7 @@ func withoutLedgerName(report string) string {
 		if strings.Contains(line, `"ledger":`) || strings.HasPrefix(line, "# Incident review:") {
 			continue
 		}
-		keep = append(keep, idmask.Mask(mailboxPort.ReplaceAllString(line, "127.0.0.1:PORT")))
+		keep = append(keep, testids.Mask(mailboxPort.ReplaceAllString(line, "127.0.0.1:PORT")))
 	}
 	return strings.Join(keep, "\n")
 }

@@ -9,11 +9,12 @@ import (
 	"testing"
 
 	"gatehouse/destination"
+	"gatehouse/internal/testids"
 	"gatehouse/ledger"
 )
 
 func message(key string, attempt int) destination.Message {
-	return destination.Message{ActionKey: key, Attempt: attempt, TransportID: fixedTransportID(key, attempt),
+	return destination.Message{ActionKey: key, Attempt: attempt, TransportID: testids.Fixed(key, attempt),
 		To: "ada@example.com", Subject: "We got your enquiry", Body: "Hello\nAda"}
 }
 
@@ -40,19 +41,19 @@ func TestSendWritesOneFileAndLookupFindsIt(t *testing.T) {
 	for _, m := range res.Messages {
 		got = append(got, m.MessageID)
 	}
-	want := []string{fixedTransportID(key, 1), fixedTransportID(key, 2)}
+	want := []string{testids.Fixed(key, 1), testids.Fixed(key, 2)}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Fatalf("lookup = %+v, want the two attempts oldest first", res)
 	}
 	// By Message-ID alone: the file of that attempt, with its recipient.
-	res, err = d.Lookup(ctx, destination.LookupQuery{MessageID: fixedTransportID(key, 2)})
+	res, err = d.Lookup(ctx, destination.LookupQuery{MessageID: testids.Fixed(key, 2)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(res.Messages) != 1 || res.Messages[0].ActionKey != key || len(res.Messages[0].Recipients) != 1 {
 		t.Fatalf("lookup by Message-ID = %+v", res)
 	}
-	raw, err := os.ReadFile(filepath.Join(d.Dir, FileName(fixedTransportID(key, 1))))
+	raw, err := os.ReadFile(filepath.Join(d.Dir, FileName(testids.Fixed(key, 1))))
 	if err != nil {
 		t.Fatal(err)
 	}

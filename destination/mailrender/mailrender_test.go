@@ -17,6 +17,7 @@ import (
 	"gatehouse/destination/mailrender"
 	smtpdest "gatehouse/destination/smtp"
 	"gatehouse/internal/mailheader"
+	"gatehouse/internal/testids"
 	"gatehouse/ledger"
 	"gatehouse/testmailbox"
 )
@@ -25,7 +26,7 @@ var date = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 
 func message(body string) destination.Message {
 	key := ledger.Key("cust-42", "enquiry-1", "reply_ack", "task-7", 0)
-	return destination.Message{ActionKey: key, Attempt: 1, TransportID: fixedTransportID(key, 1),
+	return destination.Message{ActionKey: key, Attempt: 1, TransportID: testids.Fixed(key, 1),
 		From: "support@shop.example", To: "ada@example.com", ToName: "Ada Lovelace",
 		Subject: "Ihre Anfrage – erhalten", Body: body}
 }

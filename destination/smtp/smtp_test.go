@@ -16,6 +16,7 @@ import (
 
 	"gatehouse/destination"
 	smtpdest "gatehouse/destination/smtp"
+	"gatehouse/internal/testids"
 	"gatehouse/ledger"
 	"gatehouse/testmailbox"
 )
@@ -41,7 +42,7 @@ func newMessage(event string, attempt int) destination.Message {
 	return destination.Message{
 		ActionKey:   key,
 		Attempt:     attempt,
-		TransportID: fixedTransportID(key, attempt),
+		TransportID: testids.Fixed(key, attempt),
 		From:        "Support <support@shop.example>",
 		To:          "ann@example.com",
 		Subject:     "We received your enquiry",

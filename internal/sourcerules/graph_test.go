@@ -19,7 +19,7 @@ import (
 // place in the map deliberately.
 var layers = map[string][]string{
 	"gatehouse/internal/clock":       nil,
-	"gatehouse/internal/idmask":      nil,
+	"gatehouse/internal/testids":     nil,
 	"gatehouse/internal/mailheader":  nil,
 	"gatehouse/internal/oswait":      nil,
 	"gatehouse/internal/textenc":     nil,

@@ -1,4 +1,4 @@
-package idmask
+package testids
 
 import "testing"
 
