@@ -637,8 +637,14 @@ func (t *wtx) recordOutcome(transportID string, o destination.Outcome, response 
 		return out, t.event(att.Executor, out.TaskID, out.Key, EvLateOutcome, "",
 			"Attempt %d of %s was confirmed accepted after it had been settled as %s; if it was retried, the customer may receive it twice. Check the destination.",
 			att.Number, out.Key, att.Outcome)
+	case o == att.Outcome:
+		return out, nil // the same report again (a retried RecordDelivery): nothing new
 	default:
-		return out, nil // already settled: a late report changes nothing
+		// Settled already: the report changes nothing, but it is evidence
+		// the gate did not have when it settled, and it is kept.
+		return out, t.event(att.Executor, out.TaskID, out.Key, EvLateOutcome, "",
+			"Attempt %d of %s reported %s (%s) after it had been settled as %s; recorded, it changes nothing.",
+			att.Number, out.Key, o, truncate(response, 300), att.Outcome)
 	}
 	if err := t.later("record outcome of "+transportID, `UPDATE attempts SET outcome = ?, outcome_at = ?, response = ? WHERE id = ?`,
 		string(o), ns(t.now()), truncate(response, 2000), att.ID); err != nil {

@@ -559,6 +559,7 @@ func (l *Ledger) Metrics(ctx context.Context) (Metrics, error) {
 			{&m.Confirmed, `SELECT count(*) FROM attempts WHERE outcome = 'accepted'`},
 			{&m.UnknownOutcomes, `SELECT COALESCE(sum(n), 0) FROM counters WHERE kind IN ('unknown', 'recovered_unknown')`},
 			{&m.DuplicateBlocks, `SELECT COALESCE(sum(n), 0) FROM counters WHERE kind = 'duplicate_block'`},
+			{&m.LateEvidence, `SELECT COALESCE(sum(n), 0) FROM counters WHERE kind = 'late_outcome'`},
 			{&m.Denials, `SELECT COALESCE(sum(n), 0) FROM counters WHERE kind = 'denied'`},
 			{&m.OwnershipConflicts, `SELECT COALESCE(sum(n), 0) FROM counters WHERE kind = 'ownership_conflict'`},
 			{&m.Unknown, `SELECT count(*) FROM actions WHERE state = 'unknown' OR (state = 'held' AND hold_cause = 'unknown_outcome')`},

@@ -123,6 +123,20 @@ func TestLateAcceptanceAfterSettlingIsFlagged(t *testing.T) {
 	if h := historyText(t, w, a.Key); !strings.Contains(h, "may receive it twice") {
 		t.Fatalf("a late acceptance went unremarked:\n%s", h)
 	}
+	// Any other late report is kept too, and each is counted; the same
+	// report twice is one fact, not two.
+	_, err = w.l.RecordOutcome(w.ctx, msg.TransportID, destination.OutcomeUnknown, "connection lost after all")
+	w.must(err)
+	_, err = w.l.RecordOutcome(w.ctx, msg.TransportID, destination.OutcomeNotDelivered, "not delivered")
+	w.must(err)
+	if h := historyText(t, w, a.Key); !strings.Contains(h, "reported unknown (connection lost after all) after it had been settled") {
+		t.Fatalf("a late unknown was dropped:\n%s", h)
+	}
+	m, err := w.l.Metrics(w.ctx)
+	w.must(err)
+	if m.LateEvidence != 2 {
+		t.Fatalf("late evidence counted %d, want 2 (the late 250 and the late unknown)", m.LateEvidence)
+	}
 }
 
 // removingDirectory is a CRM that, the first time it is asked about

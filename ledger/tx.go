@@ -197,7 +197,7 @@ func countedName(k EventKind) string {
 // countedKinds are the history events Metrics counts.
 var countedKinds = map[EventKind]bool{EvDuplicateBlock: true, EvDenied: true,
 	EvOwnershipConflict: true, EvUnknown: true, EvRecoveredUnknown: true,
-	EvHoldReleased: true, EvDestinationMoved: true}
+	EvHoldReleased: true, EvDestinationMoved: true, EvLateOutcome: true}
 
 // CounterResolvedByPerson counts the outcomes a person established by
 // checking the destination by hand (ResolveUnknown): a manual override whose

@@ -311,6 +311,10 @@ type Metrics struct {
 	// UnmatchedByRelease counts, per audience release, the source rows
 	// whose identity matched no customer.
 	UnmatchedByRelease map[string]int
+	// LateEvidence counts reports that arrived for an attempt after it was
+	// settled otherwise (a late 250, a late "unknown"): each is a line in
+	// the history, never dropped; a late acceptance may mean two arrivals.
+	LateEvidence int
 }
 
 // StaleAfter is how long a proposal may wait for approval before it counts

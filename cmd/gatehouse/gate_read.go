@@ -261,6 +261,7 @@ type metricsView struct {
 	Stopped            bool           `json:"stopped"`
 	StaleProposals     int            `json:"stale_proposals"`
 	ManualOverrides    int            `json:"manual_overrides"`
+	LateEvidence       int            `json:"late_evidence"`
 	UnmatchedByRelease map[string]int `json:"unmatched_by_release"`
 }
 
@@ -274,6 +275,7 @@ func (m metricsView) text(w io.Writer) {
 		{"ownership conflicts", m.OwnershipConflicts}, {"held now", m.Holds},
 		{"unknown now", m.Unknown}, {"unknown outcomes ever", m.UnknownOutcomes},
 		{"stale proposals", m.StaleProposals}, {"manual overrides", m.ManualOverrides},
+		{"late evidence", m.LateEvidence},
 	} {
 		fmt.Fprintf(w, "%s:\t%d\n", r.name, r.n)
 	}
@@ -307,7 +309,7 @@ func metricsVerb() verbSpec {
 				DuplicateBlocks: m.DuplicateBlocks, Denials: m.Denials, OwnershipConflicts: m.OwnershipConflicts,
 				Holds: m.Holds, Unknown: m.Unknown, UnknownOutcomes: m.UnknownOutcomes,
 				ByState: map[string]int{}, Stopped: m.Stopped, StaleProposals: m.StaleProposals,
-				ManualOverrides: m.ManualOverrides, UnmatchedByRelease: m.UnmatchedByRelease}
+				ManualOverrides: m.ManualOverrides, LateEvidence: m.LateEvidence, UnmatchedByRelease: m.UnmatchedByRelease}
 			for s, n := range m.ByState {
 				v.ByState[string(s)] = n
 			}

@@ -12,6 +12,7 @@
 -- nothing proves nothing, because a relay may still be holding the message
 -- (the lease's end plus the destination's settle time). 0 on attempts
 -- recorded before: their lease's end plus the default settle time applies.
+-- And late evidence is counted from now on.
 CREATE TABLE ledger_identity (
   id         TEXT PRIMARY KEY,
   created_at BIGINT NOT NULL
@@ -19,3 +20,7 @@ CREATE TABLE ledger_identity (
 INSERT INTO ledger_identity (id, created_at) VALUES (lower(hex(randomblob(8))), 0);
 ALTER TABLE attempts ADD COLUMN content_digest TEXT NOT NULL DEFAULT '';
 ALTER TABLE attempts ADD COLUMN settles_at BIGINT NOT NULL DEFAULT 0;
+-- Late evidence (a report for an attempt already settled) is counted from
+-- now on: count the lines written before, so the counters match the history.
+INSERT INTO counters (kind, n)
+  SELECT 'late_outcome', count(*) FROM events WHERE kind = 'late_outcome' HAVING count(*) > 0;

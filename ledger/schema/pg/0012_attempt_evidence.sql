@@ -11,3 +11,7 @@ INSERT INTO ledger_identity (id, created_at)
   VALUES (substr(md5(random()::text || clock_timestamp()::text || pg_backend_pid()::text), 1, 16), 0);
 ALTER TABLE attempts ADD COLUMN content_digest TEXT NOT NULL DEFAULT '';
 ALTER TABLE attempts ADD COLUMN settles_at BIGINT NOT NULL DEFAULT 0;
+-- Late evidence (a report for an attempt already settled) is counted from
+-- now on: count the lines written before, so the counters match the history.
+INSERT INTO counters (kind, n)
+  SELECT 'late_outcome', count(*) FROM events WHERE kind = 'late_outcome' HAVING count(*) > 0;
