@@ -157,7 +157,10 @@ type FoundMessage struct {
 // encodings and encoded words decoded), after NormalizeText, so that
 // re-wrapping or line endings do not change it and any changed word does.
 func ContentDigest(subject, body string) string {
-	h := &normalizingHash{h: sha256.New(), buf: make([]byte, 0, 32<<10)}
+	// A small buffer: the gate digests every attempt's content (an audience
+	// send, every recipient's), most of them a few hundred bytes, and a
+	// large one only flushes more often.
+	h := &normalizingHash{h: sha256.New(), buf: make([]byte, 0, 1<<10)}
 	h.writeNormalized(subject)
 	h.write("\x00")
 	h.writeNormalized(body)
