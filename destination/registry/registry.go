@@ -54,6 +54,9 @@ func bad(raw, format string, a ...any) error {
 type scheme struct {
 	open   func(raw, rest string) (destination.Destination, error)
 	reopen func(ep destination.Endpoint, rest string) (destination.Destination, error)
+	// parse is the endpoint a URL names without opening anything (nil:
+	// what open makes, for schemes whose open touches nothing).
+	parse func(raw, rest string) (destination.Endpoint, error)
 }
 
 var schemes = map[string]scheme{
@@ -66,6 +69,14 @@ var schemes = map[string]scheme{
 			return filedest.New(dir)
 		},
 		reopen: func(_ destination.Endpoint, rest string) (destination.Destination, error) { return filedest.New(rest) },
+		parse: func(raw, rest string) (destination.Endpoint, error) {
+			// Parsing must not create the directory open would.
+			dir, err := fileDir(raw, rest)
+			if err != nil {
+				return destination.Endpoint{}, err
+			}
+			return destination.EndpointOf(&filedest.Destination{Dir: dir}), nil
+		},
 	},
 	"smtp": {
 		open: func(raw, _ string) (destination.Destination, error) {
@@ -130,18 +141,14 @@ func OpenEndpoint(ep destination.Endpoint) (destination.Destination, error) {
 // Parse returns the endpoint a URL names (identity, records and connection
 // settings) without opening anything or creating a directory.
 func Parse(raw string) (destination.Endpoint, error) {
-	_, rest, err := schemeOf(raw)
+	sc, rest, err := schemeOf(raw)
 	if err != nil {
 		return destination.Endpoint{}, err
 	}
-	if strings.HasPrefix(raw, "file://") {
-		dir, err := fileDir(raw, rest)
-		if err != nil {
-			return destination.Endpoint{}, err
-		}
-		return destination.EndpointOf(&filedest.Destination{Dir: dir}), nil
+	if sc.parse != nil {
+		return sc.parse(raw, rest)
 	}
-	d, err := Open(raw) // smtp and fake open nothing but a value
+	d, err := sc.open(raw, rest)
 	if err != nil {
 		return destination.Endpoint{}, err
 	}

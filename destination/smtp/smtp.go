@@ -97,11 +97,6 @@ func WithSettleTime(d time.Duration) Option { return func(c *config) { c.settle 
 
 // SettleTime implements destination.Settler.
 func (d *Destination) SettleTime() time.Duration {
-	if d.settings.Settle != "" {
-		if st, err := time.ParseDuration(d.settings.Settle); err == nil {
-			return st
-		}
-	}
 	if d.cfg.settle >= 0 {
 		return d.cfg.settle
 	}
@@ -392,6 +387,11 @@ func build(addr, host, user, pass string, st Settings, api *url.URL, opts []Opti
 		// Credentials are never part of what is stored or approved: they
 		// may come from the environment at send time instead.
 		d.user, d.pass = os.Getenv(UserEnv), os.Getenv(PasswordEnv)
+	}
+	if st.Settle != "" {
+		// Checked when the settings were read or decoded; an option may
+		// still set it below.
+		d.cfg.settle, _ = time.ParseDuration(st.Settle)
 	}
 	for _, o := range opts {
 		o(&d.cfg)
