@@ -80,6 +80,9 @@ type AudienceRow struct {
 // AudienceSummary keeps every count of a release apart. The counts always
 // add up (see Check).
 type AudienceSummary struct {
+	// Restore is what this send looked up after a restore (SendAudience
+	// only; zero otherwise).
+	Restore      RestoreCheck
 	ReleaseID    string
 	SourceName   string
 	SourceDigest string

@@ -135,6 +135,10 @@ type AudienceSend struct {
 	// Progress, when set, is called from the sending goroutine after each
 	// batch has been handed over and once at the end.
 	Progress func(SendProgress)
+	// RestoreCheckedBy is a person's word (why) that what a restored
+	// ledger's release sent before the restore was checked by hand, for a
+	// destination whose records the gate cannot consult; recorded.
+	RestoreCheckedBy string
 }
 
 // SendProgress is how far a running send got.
@@ -246,8 +250,16 @@ func (l *Ledger) SendAudience(ctx context.Context, req AudienceSend, dest destin
 		return rel, err
 	}
 	run := newSendRun(l, req, rel, body, dest, dir)
+	rc, err := run.verifyRelease(ctx, dest)
+	if err != nil {
+		out, serr := l.summaryAfter(ctx, req.ReleaseID, err)
+		out.Restore = rc
+		return out, serr
+	}
 	err = run.send(ctx)
-	return l.summaryAfter(ctx, req.ReleaseID, err)
+	out, err := l.summaryAfter(ctx, req.ReleaseID, err)
+	out.Restore = rc
+	return out, err
 }
 
 // bindRelease checks the destination and sender of a send against the ones

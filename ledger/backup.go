@@ -30,6 +30,11 @@ type BackupInfo struct {
 	Bytes   int64
 	Actions int // actions in the copy: the ledger's count at the moment copied
 	Events  int
+	// Point is the copy's last history line and Generation the ledger's
+	// generation then: a restore compares them with the ledger it replaces.
+	Point      int64
+	Generation int64
+	TakenAt    time.Time
 }
 
 // Backup writes a consistent copy of the ledger as of one moment to dst,
@@ -68,6 +73,12 @@ func (l *Ledger) Backup(ctx context.Context, dst string, overwrite bool) (Backup
 	if err := dest.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM actions), (SELECT count(*) FROM events)`).
 		Scan(&info.Actions, &info.Events); err != nil {
 		return info, fmt.Errorf("backup to %s: read the copy: %w", dst, err)
+	}
+	if hasLineage(ctx, dest) {
+		info.TakenAt = l.clock.Now()
+		if info.Point, info.Generation, err = markBackup(ctx, dest, info.TakenAt); err != nil {
+			return info, fmt.Errorf("backup to %s: %w", dst, err)
+		}
 	}
 	if err := dest.Close(); err != nil {
 		return info, fmt.Errorf("backup to %s: %w", dst, err)
@@ -192,9 +203,45 @@ type RestoreInfo struct {
 	From          string
 	Actions       int
 	SchemaVersion int
+	// Backup is the lineage the backup recorded (its point, when taken);
+	// Discarded what the replaced ledger held past it.
+	Backup    Lineage
+	Discarded History
+	Mark      RestoreMark
 }
 
-// Restore replaces the content of the ledger at path with the backup at
+// History counts what some history lines record.
+type History struct {
+	Lines, Actions, Attempts, Sends int
+}
+
+// Empty reports whether there is nothing.
+func (h History) Empty() bool { return h.Lines == 0 }
+
+func (h History) String() string {
+	return fmt.Sprintf("%d history line(s): %d action(s) proposed, %d attempt(s) started, %d send(s) confirmed", h.Lines, h.Actions, h.Attempts, h.Sends)
+}
+
+// RestoreOptions say who restores, why, and whether history newer than the
+// backup may be discarded.
+type RestoreOptions struct {
+	Actor, Reason string
+	// DiscardNewer lets a restore replace a ledger that holds history past
+	// the backup's point (or another lineage's): without it such a restore
+	// is refused with ErrNewerHistory and nothing changes.
+	DiscardNewer bool
+	// Clock dates the restore (default: the system's); the restored
+	// ledger's settle times count from it.
+	Clock clock.Clock
+}
+
+// Restore is RestoreWith without options: it refuses to discard newer
+// history.
+func Restore(ctx context.Context, path, from string) (RestoreInfo, error) {
+	return RestoreWith(ctx, path, from, RestoreOptions{})
+}
+
+// RestoreWith replaces the content of the ledger at path with the backup at
 // from. The backup must be a ledger (Open's refusals apply, an older schema
 // is migrated in a copy, never in from) that passes Check. The ledger is
 // refused with ErrInUse while another process has it open; during the
@@ -203,7 +250,14 @@ type RestoreInfo struct {
 // file, and the WAL and its index are checkpointed and removed, so no stale
 // -wal or -shm is left beside the restored ledger. A missing ledger file is
 // created.
-func Restore(ctx context.Context, path, from string) (RestoreInfo, error) {
+//
+// A backup is a time machine: the destinations kept what the ledger sent
+// after it was taken. So a ledger holding history past the backup's point
+// (or another ledger's history) is replaced only with DiscardNewer, and the
+// restored ledger starts a new generation with every action that had not
+// ended and every audience release unverified (see MarkRestored), whether
+// or not the replaced ledger survived to be compared.
+func RestoreWith(ctx context.Context, path, from string, opts RestoreOptions) (RestoreInfo, error) {
 	info := RestoreInfo{From: from}
 	if IsPostgres(path) || IsPostgres(from) {
 		return info, ErrPostgresBackup
@@ -217,7 +271,7 @@ func Restore(ctx context.Context, path, from string) (RestoreInfo, error) {
 	if pid, held := lockHolder(path); held {
 		return info, inUse(path, pid)
 	}
-	tmp, err := prepareRestore(ctx, path, from, &info)
+	tmp, err := prepareRestore(ctx, path, from, opts, &info)
 	defer removeDatabase(tmp)
 	if err != nil {
 		return info, err
@@ -226,6 +280,15 @@ func Restore(ctx context.Context, path, from string) (RestoreInfo, error) {
 		return info, err
 	}
 	return info, nil
+}
+
+// RefuseInUse returns ErrInUse (with the holder's pid when known) while
+// another process has the SQLite ledger at path open.
+func RefuseInUse(path string) error {
+	if pid, held := lockHolder(path); held {
+		return fmt.Errorf("%s: %w (pid %d); stop the processes using it first", path, ErrInUse, pid)
+	}
+	return nil
 }
 
 func inUse(path string, pid int) error {
@@ -259,7 +322,7 @@ func checkRestoreTarget(path string) error {
 // prepareRestore copies from beside path and opens the copy as a ledger:
 // refusing what is not one, migrating an older schema, and checking it. It
 // returns the copy's name, closed and without a WAL.
-func prepareRestore(ctx context.Context, path, from string, info *RestoreInfo) (string, error) {
+func prepareRestore(ctx context.Context, path, from string, opts RestoreOptions, info *RestoreInfo) (string, error) {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".restore-*")
 	if err != nil {
 		return "", fmt.Errorf("restore %s: %w", path, pathErrCause(err))
@@ -275,7 +338,11 @@ func prepareRestore(ctx context.Context, path, from string, info *RestoreInfo) (
 	if err := checkBackupIdentity(name); err != nil {
 		return name, fmt.Errorf("restore from %s: %w", from, err)
 	}
-	l, err := Open(name, WithoutRecovery())
+	copyOpts := []Option{WithoutRecovery()}
+	if opts.Clock != nil {
+		copyOpts = append(copyOpts, WithClock(opts.Clock))
+	}
+	l, err := Open(name, copyOpts...)
 	if err != nil {
 		return name, fmt.Errorf("restore from %s: prepare a copy: %w", from, err)
 	}
@@ -291,7 +358,102 @@ func prepareRestore(ctx context.Context, path, from string, info *RestoreInfo) (
 		return name, fmt.Errorf("restore from %s: %w", from, err)
 	}
 	info.SchemaVersion = schemaVersions()
+	if info.Backup, err = l.Lineage(ctx); err != nil {
+		return name, fmt.Errorf("restore from %s: %w", from, err)
+	}
+	if info.Backup.BackupPoint == 0 { // not written by ledger backup: its last line is its point
+		if err := l.r.QueryRowContext(ctx, `SELECT COALESCE(max(id), 0) FROM events`).Scan(&info.Backup.BackupPoint); err != nil {
+			return name, fmt.Errorf("restore from %s: %w", from, err)
+		}
+	}
+	newer, replaced, err := newerHistory(ctx, path, info.Backup)
+	if err != nil {
+		return name, fmt.Errorf("restore %s: read the ledger it would replace: %w", path, err)
+	}
+	info.Discarded = newer
+	if !newer.Empty() && !opts.DiscardNewer {
+		return name, fmt.Errorf("restore %s from %s: %w: %s past the backup's point (line %d%s) would be discarded, and what was sent meanwhile would be sent again; nothing was changed. Restore with --discard-newer only if that history is lost anyway",
+			path, from, ErrNewerHistory, newer, info.Backup.BackupPoint, takenAt(info.Backup.BackupAt))
+	}
+	actor := firstNonEmpty(opts.Actor, "ledger restore")
+	reason := firstNonEmpty(opts.Reason, "restored from "+from)
+	if err := l.write(ctx, func(t *wtx) error {
+		if replaced.Generation >= info.Backup.Generation {
+			// Generations never repeat along one ledger's life.
+			if _, err := t.Exec(`UPDATE ledger_identity SET generation = ?`, replaced.Generation); err != nil {
+				return err
+			}
+		}
+		discarded := "The ledger it replaced held nothing past that point."
+		switch {
+		case replaced.ID == "":
+		case !newer.Empty():
+			discarded = "Discarded as asked (--discard-newer): " + newer.String() + " of the ledger it replaced."
+		}
+		if err := t.event(actor, "", "", EvRestored, reason, "The ledger was restored from %s, a copy of generation %d taken at history line %d%s. %s",
+			from, info.Backup.Generation, info.Backup.BackupPoint, takenAt(info.Backup.BackupAt), discarded); err != nil {
+			return err
+		}
+		var err error
+		info.Mark, err = t.markRestored(actor, reason)
+		return err
+	}); err != nil {
+		return name, fmt.Errorf("restore from %s: mark the copy restored: %w", from, err)
+	}
 	return name, l.Close()
+}
+
+func takenAt(at time.Time) string {
+	if at.IsZero() {
+		return ""
+	}
+	return ", " + clockTime(at)
+}
+
+// newerHistory is what the ledger at path holds that the backup does not:
+// the lines past the backup's point in the same generation of the same
+// ledger; every line of another ledger or generation. A missing or empty
+// file holds nothing. It also returns the replaced ledger's lineage.
+func newerHistory(ctx context.Context, path string, backup Lineage) (History, Lineage, error) {
+	var h History
+	var lin Lineage
+	if fi, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) || err == nil && fi.Size() == 0 {
+		return h, lin, nil
+	}
+	db, err := sql.Open("sqlite3", "file:"+escapePath(path)+"?mode=ro")
+	if err != nil {
+		return h, lin, err
+	}
+	defer db.Close()
+	var tables int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE name IN ('events', 'ledger_identity')`).Scan(&tables); err != nil {
+		return h, lin, err
+	}
+	after := int64(0)
+	switch tables {
+	case 0:
+		return h, lin, nil
+	case 2:
+		if hasLineage(ctx, db) {
+			if err := db.QueryRowContext(ctx, `SELECT id, generation FROM ledger_identity`).Scan(&lin.ID, &lin.Generation); err != nil {
+				return h, lin, err
+			}
+		} else if err := db.QueryRowContext(ctx, `SELECT id FROM ledger_identity`).Scan(&lin.ID); err != nil {
+			return h, lin, err
+		}
+		if lin.Generation == 0 {
+			lin.Generation = 1
+		}
+		if lin.ID == backup.ID && lin.Generation == backup.Generation {
+			after = backup.BackupPoint
+		}
+	}
+	err = db.QueryRowContext(ctx, `SELECT count(*),
+		COALESCE(sum(CASE WHEN kind = 'proposed' THEN 1 ELSE 0 END), 0),
+		COALESCE(sum(CASE WHEN kind = 'attempt_started' THEN 1 ELSE 0 END), 0),
+		COALESCE(sum(CASE WHEN kind = 'sent' THEN 1 ELSE 0 END), 0) FROM events WHERE id > ?`, after).
+		Scan(&h.Lines, &h.Actions, &h.Attempts, &h.Sends)
+	return h, lin, err
 }
 
 // checkBackupIdentity refuses a copy that is not a ledger or is a newer one.

@@ -88,13 +88,13 @@ func TestActionCountsSurviveBulkUpdatesDriftAndMigration(t *testing.T) {
 	}
 
 	// Back to schema 9, as a ledger written before schema 10 is (and so
-	// without what 11 and 12 add), then
+	// without what 11, 12 and 13 add), then
 	// migrated: the counts are recounted from the actions.
 	w.l.Close()
 	downgrade := []string{
 		`DROP TRIGGER actions_count_insert`, `DROP TRIGGER actions_count_state`, `DROP TRIGGER actions_count_delete`,
 		`DROP TABLE action_counts`, `ALTER TABLE actions DROP COLUMN destination_settings`,
-		`DROP TABLE ledger_identity`, `ALTER TABLE attempts DROP COLUMN content_digest`, `ALTER TABLE attempts DROP COLUMN settles_at`, `PRAGMA user_version = 9`,
+		`DROP TABLE unverified_actions`, `DROP TABLE unverified_releases`, `DROP TABLE ledger_identity`, `ALTER TABLE attempts DROP COLUMN content_digest`, `ALTER TABLE attempts DROP COLUMN settles_at`, `PRAGMA user_version = 9`,
 	}
 	if onPostgres() {
 		downgrade = []string{
@@ -102,7 +102,7 @@ func TestActionCountsSurviveBulkUpdatesDriftAndMigration(t *testing.T) {
 			`DROP TRIGGER actions_count_delete ON actions`, `DROP FUNCTION gatehouse_count_actions()`,
 			`DROP TABLE action_counts`, `DROP INDEX IF EXISTS actions_search_trgm`,
 			`DROP INDEX actions_state`, `CREATE INDEX actions_state ON actions(state)`,
-			`ALTER TABLE actions DROP COLUMN destination_settings`, `DROP TABLE ledger_identity`,
+			`ALTER TABLE actions DROP COLUMN destination_settings`, `DROP TABLE unverified_actions`, `DROP TABLE unverified_releases`, `DROP TABLE ledger_identity`,
 			`ALTER TABLE attempts DROP COLUMN content_digest`, `ALTER TABLE attempts DROP COLUMN settles_at`, `UPDATE gatehouse_schema SET version = 9`,
 		}
 	}
@@ -151,7 +151,7 @@ func TestActionCountsAfterBackupAndRestore(t *testing.T) {
 	// The ledger moves on after the backup; the restore takes it back.
 	w.proposeFor("cust-late", "e-late", "a@example.com", "Late")
 	w.l.Close()
-	_, err = ledger.Restore(w.ctx, w.path, backup)
+	_, err = ledger.RestoreWith(w.ctx, w.path, backup, ledger.RestoreOptions{DiscardNewer: true})
 	w.must(err)
 	w.open()
 	if v := countViolations(t, w.l); len(v) > 0 {

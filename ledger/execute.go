@@ -49,6 +49,9 @@ type Result struct {
 // context that ran out), and then the ledger's state is the one to read.
 func (l *Ledger) Execute(ctx context.Context, req ExecuteRequest, dest destination.Destination) (Result, error) {
 	req.Endpoint = destination.EndpointAt(ctx, dest)
+	if a, err := l.verifyRestored(ctx, req, dest); err != nil {
+		return Result{Action: a}, err
+	}
 	att, msg, a, err := l.begin(ctx, req)
 	if err != nil {
 		return Result{Action: a, Attempt: att}, err
@@ -248,6 +251,9 @@ func (t *wtx) decide(req ExecuteRequest, a *Action) (Attempt, destination.Messag
 		}
 	}
 	if err := t.refuseUnlessExecutable(a, req.Executor); err != nil {
+		return Attempt{}, destination.Message{}, err
+	}
+	if err := t.refuseUnverified(a); err != nil {
 		return Attempt{}, destination.Message{}, err
 	}
 	tk, err := t.task(a.TaskID)

@@ -103,6 +103,7 @@ func openPostgres(loc string, o options, readOnly bool) (*Ledger, error) {
 		return nil, fmt.Errorf("open ledger %s: %w", shown, err)
 	}
 	l.loadIdentity(ctx, db)
+	l.loadRestored(ctx, db)
 	if !o.noRecover {
 		if _, err := l.Recover(ctx); err != nil {
 			db.Close()

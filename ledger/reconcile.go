@@ -444,6 +444,13 @@ func (t *wtx) releaseHold(a *Action, actor, reason string) error {
 			to = StateAwaitingApproval
 		}
 	}
+	if a.HoldCause == HoldFoundAfterRestore || a.HoldCause == HoldUnverified {
+		// A person's word on what the records showed (or could not show)
+		// after a restore: the action is verified by it.
+		if err := t.verified(a.Key); err != nil {
+			return err
+		}
+	}
 	if err := t.transition(a, to, "hold released by "+actor+": "+reason, ""); err != nil {
 		return err
 	}

@@ -88,6 +88,9 @@ type Ledger struct {
 	// identity is the ledger's name (ledger_identity), read once by the
 	// first attempt this handle starts: it never changes.
 	identity atomic.Pointer[string]
+	// restored is set while a restore left anything unverified (see
+	// loadRestored): only then does a decision read the marks.
+	restored atomic.Bool
 }
 
 // Activity is what one ledger handle asked of its store since it was
@@ -175,6 +178,7 @@ func Open(path string, opts ...Option) (*Ledger, error) {
 	}
 	l.r.SetMaxOpenConns(4)
 	l.loadIdentity(context.Background(), l.r)
+	l.loadRestored(context.Background(), l.r)
 	if !o.noRecover {
 		if _, err := l.Recover(context.Background()); err != nil {
 			l.Close()

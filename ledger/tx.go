@@ -316,7 +316,7 @@ func (t *wtx) transition(a *Action, to State, reason string, cause HoldCause) er
 		heldFrom = string(a.State)
 	}
 	if t.foldTransition(a, to, reason, cause) {
-		return nil
+		return t.endedAfterRestore(a.Key, to)
 	}
 	if err := t.compareAndSwap(fmt.Sprintf("move %s to %s", a.Key, to), "action changed concurrently",
 		`UPDATE actions SET state = ?, reason = ?, hold_cause = ?,
@@ -327,6 +327,15 @@ func (t *wtx) transition(a *Action, to State, reason string, cause HoldCause) er
 		return err
 	}
 	t.moved(a, to, reason, cause)
+	return t.endedAfterRestore(a.Key, to)
+}
+
+// endedAfterRestore ends an action's unverified mark when it ends: nothing
+// is left to verify.
+func (t *wtx) endedAfterRestore(key string, to State) error {
+	if to == StateSent || to == StateCancelled || to == StateFailed {
+		return t.verified(key)
+	}
 	return nil
 }
 

@@ -148,7 +148,7 @@ func audienceRemoveVerb() verbSpec {
 }
 
 func audienceSendVerb() verbSpec {
-	var release, destURL, from string
+	var release, destURL, from, restoreChecked string
 	var concurrency int
 	var crm crmFlags
 	return verbSpec{name: "send", short: "Send a release once to every eligible recipient", actor: true,
@@ -158,6 +158,7 @@ func audienceSendVerb() verbSpec {
 			fs.StringVar(&from, "from", "", "sender address; must be the approved one (an assertion, not a change)")
 			fs.IntVar(&concurrency, "concurrency", ledger.DefaultConcurrency,
 				fmt.Sprintf("messages handed over at once, 1–%d (1: one recipient at a time)", ledger.MaxConcurrency))
+			fs.StringVar(&restoreChecked, "restore-checked-by", "", "after a restore, to a destination whose records the gate cannot consult: a person's word (why) that they checked what arrived; recorded")
 			crm.register(fs)
 		},
 		run: func(ctx context.Context, g *gateRun) (output, error) {
@@ -188,7 +189,7 @@ func audienceSendVerb() verbSpec {
 			if err != nil {
 				return nil, err
 			}
-			send := ledger.AudienceSend{ReleaseID: release, Actor: g.actor, From: from, Concurrency: concurrency}
+			send := ledger.AudienceSend{ReleaseID: release, Actor: g.actor, From: from, Concurrency: concurrency, RestoreCheckedBy: restoreChecked}
 			if !g.json {
 				send.Progress = newProgressPrinter(g.errOut, verb).report
 			}
@@ -206,6 +207,9 @@ func audienceSendVerb() verbSpec {
 			if v, ok := out.(releaseView); ok {
 				sent := s.Confirmed - before.Confirmed
 				v.SentThisRun = &sent
+				if s.Restore.Checked > 0 {
+					v.CheckedAfterRestore, v.FoundAfterRestore = &s.Restore.Checked, &s.Restore.Found
+				}
 				out = v
 			}
 			return out, errors.Join(err, oerr)

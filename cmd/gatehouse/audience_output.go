@@ -36,10 +36,14 @@ type releaseView struct {
 	Denied        int            `json:"denied"`
 	Arrived       *int           `json:"arrived,omitempty"`
 	SentThisRun   *int           `json:"sent_this_run,omitempty"`
-	RowStatus     string         `json:"row_status,omitempty"`
-	Rows          []audienceRowV `json:"rows,omitempty"`
-	MoreRows      int            `json:"more_rows,omitempty"`
-	Samples       []sampleV      `json:"samples,omitempty"`
+	// After a restore: recipients this run looked up at the destination
+	// before its first batch, and those found there (held).
+	CheckedAfterRestore *int           `json:"checked_after_restore,omitempty"`
+	FoundAfterRestore   *int           `json:"found_after_restore,omitempty"`
+	RowStatus           string         `json:"row_status,omitempty"`
+	Rows                []audienceRowV `json:"rows,omitempty"`
+	MoreRows            int            `json:"more_rows,omitempty"`
+	Samples             []sampleV      `json:"samples,omitempty"`
 }
 
 type audienceRowV struct {
@@ -182,6 +186,9 @@ func (v releaseView) text(w io.Writer) {
 	fmt.Fprintf(w, "    final eligible\t%d\n", v.Eligible)
 	fmt.Fprintf(w, "attempted\t%d\n", v.Attempted)
 	fmt.Fprintf(w, "confirmed\t%d\n", v.Confirmed)
+	if v.CheckedAfterRestore != nil {
+		fmt.Fprintf(w, "checked after restore\t%d\t(%d found at the destination and held for a person)\n", *v.CheckedAfterRestore, *v.FoundAfterRestore)
+	}
 	if v.SentThisRun != nil {
 		fmt.Fprintf(w, "sent by this run\t%d\t(%d were already sent)\n", *v.SentThisRun, v.Confirmed-*v.SentThisRun)
 	}

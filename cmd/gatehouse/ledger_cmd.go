@@ -20,7 +20,7 @@ import (
 func init() { subcommands = append(subcommands, newLedgerCmd) }
 
 // ledgerVerbs are the verbs that look after the ledger file itself.
-var ledgerVerbs = []string{"backup", "restore", "check", "migrate", "recover"}
+var ledgerVerbs = []string{"backup", "restore", "mark-restored", "check", "migrate", "recover"}
 
 func newLedgerCmd() *cobra.Command {
 	var path string
@@ -29,10 +29,14 @@ func newLedgerCmd() *cobra.Command {
 		Short: "Back up, restore, check, migrate or recover a ledger file",
 		Long: `ledger looks after the ledger file: backup takes a consistent copy while
 workflows keep writing, restore puts a backup in place (refused while any
-process has the ledger open), check verifies the file and the ledger's
+process has the ledger open, and over newer history unless --discard-newer),
+mark-restored tells a ledger put back by other means (a hand copy, a snapshot,
+pg_restore) that it is one, check verifies the file and the ledger's
 invariants, migrate applies pending schema migrations, and recover marks
-attempts whose executor is gone as unknown. Exit codes: 0 done, 1 a failure or
-a violation, 2 usage. See docs/RELIABILITY.md before copying a ledger by hand.`,
+attempts whose executor is gone as unknown. A restored ledger looks every
+action that had not ended up at its destination before its first send.
+Exit codes: 0 done, 1 a failure or a violation, 2 usage or a restore refused.
+See docs/RELIABILITY.md before copying a ledger by hand.`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(_ *cobra.Command, args []string) error {
 			if len(args) == 0 {
@@ -51,7 +55,7 @@ a violation, 2 usage. See docs/RELIABILITY.md before copying a ledger by hand.`,
 		}
 		return path, nil
 	}
-	cmd.AddCommand(ledgerBackupCmd(ledgerPath), ledgerRestoreCmd(ledgerPath), ledgerCheckCmd(ledgerPath),
+	cmd.AddCommand(ledgerBackupCmd(ledgerPath), ledgerRestoreCmd(ledgerPath), ledgerMarkRestoredCmd(ledgerPath), ledgerCheckCmd(ledgerPath),
 		ledgerMigrateCmd(ledgerPath), ledgerRecoverCmd(ledgerPath))
 	return cmd
 }
@@ -100,8 +104,8 @@ func ledgerBackupCmd(ledgerPath func(string) (string, error)) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(cmd.OutOrStdout(), "backed up %s to %s: %s, %s, %d bytes\n", path, info.Path,
-			plural(info.Actions, "action", "actions"), plural(info.Events, "history event", "history events"), info.Bytes)
+		fmt.Fprintf(cmd.OutOrStdout(), "backed up %s to %s: %s, %s, %d bytes; generation %d, taken at history line %d\n", path, info.Path,
+			plural(info.Actions, "action", "actions"), plural(info.Events, "history event", "history events"), info.Bytes, info.Generation, info.Point)
 		return nil
 	})
 	cmd.Flags().StringVar(&to, "to", "", "the backup file to write (refused if it exists, unless --force)")
@@ -110,8 +114,9 @@ func ledgerBackupCmd(ledgerPath func(string) (string, error)) *cobra.Command {
 }
 
 func ledgerRestoreCmd(ledgerPath func(string) (string, error)) *cobra.Command {
-	var from string
-	cmd := ledgerVerb("restore", "Replace the ledger with a backup (refused while any process has it open)", func(ctx context.Context, cmd *cobra.Command) error {
+	var from, actor, reason string
+	var discard bool
+	cmd := ledgerVerb("restore", "Replace the ledger with a backup (refused while any process has it open, or over newer history)", func(ctx context.Context, cmd *cobra.Command) error {
 		path, err := ledgerPath("restore")
 		if err != nil {
 			return err
@@ -119,15 +124,69 @@ func ledgerRestoreCmd(ledgerPath func(string) (string, error)) *cobra.Command {
 		if from == "" {
 			return usageErr("ledger restore needs --from FILE")
 		}
-		info, err := ledger.Restore(ctx, path, from)
+		info, err := ledger.RestoreWith(ctx, path, from, ledger.RestoreOptions{Actor: actor, Reason: reason, DiscardNewer: discard})
+		if errors.Is(err, ledger.ErrNewerHistory) {
+			return &exitError{code: exitUsage, err: err}
+		}
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(cmd.OutOrStdout(), "restored %s from %s: %s, schema version %d\n", path, from,
-			plural(info.Actions, "action", "actions"), info.SchemaVersion)
+		out := cmd.OutOrStdout()
+		fmt.Fprintf(out, "restored %s from %s: %s, schema version %d; generation %d begins\n", path, from,
+			plural(info.Actions, "action", "actions"), info.SchemaVersion, info.Mark.Generation)
+		if !info.Discarded.Empty() {
+			fmt.Fprintf(out, "discarded: %s\n", info.Discarded)
+		}
+		printRestoreMark(out, info.Mark)
 		return nil
 	})
 	cmd.Flags().StringVar(&from, "from", "", "the backup to restore (a file written by ledger backup)")
+	cmd.Flags().BoolVar(&discard, "discard-newer", false, "replace a ledger that holds history past the backup's point (its sends are then unknown to the gate: see docs/RELIABILITY.md)")
+	cmd.Flags().StringVar(&actor, "as", "", "who restores (recorded in the history)")
+	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded in the history)")
+	return cmd
+}
+
+func printRestoreMark(out io.Writer, m ledger.RestoreMark) {
+	fmt.Fprintf(out, "unverified: %s and %s; each is looked up at its destination before its first send\n",
+		plural(m.UnverifiedActions, "action", "actions"), plural(m.UnverifiedReleases, "audience release", "audience releases"))
+}
+
+// ledgerMarkRestoredCmd is for a ledger put back by anything but ledger
+// restore: the gate cannot tell a hand copy from the original.
+func ledgerMarkRestoredCmd(ledgerPath func(string) (string, error)) *cobra.Command {
+	var actor, reason string
+	cmd := ledgerVerb("mark-restored", "Tell a ledger put back by hand, a snapshot or pg_restore that it is a restored copy", func(ctx context.Context, cmd *cobra.Command) error {
+		path, err := ledgerPath("mark-restored")
+		if err != nil {
+			return err
+		}
+		if actor == "" {
+			return usageErr("ledger mark-restored needs --as NAME (recorded in the history)")
+		}
+		if strings.TrimSpace(reason) == "" {
+			return usageErr("ledger mark-restored needs --reason TEXT (recorded in the history)")
+		}
+		if !ledger.IsPostgres(path) {
+			if err := ledger.RefuseInUse(path); err != nil {
+				return err
+			}
+		}
+		l, err := ledger.Open(path, ledger.WithoutRecovery())
+		if err != nil {
+			return err
+		}
+		defer l.Close()
+		m, err := l.MarkRestored(ctx, actor, reason)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "marked %s restored: generation %d begins\n", ledger.RedactLocation(path), m.Generation)
+		printRestoreMark(cmd.OutOrStdout(), m)
+		return nil
+	})
+	cmd.Flags().StringVar(&actor, "as", "", "who says so (recorded in the history)")
+	cmd.Flags().StringVar(&reason, "reason", "", "what was put back, and from when (recorded in the history)")
 	return cmd
 }
 

@@ -683,8 +683,20 @@ func TestLedgerRestore(t *testing.T) {
 		t.Fatal("no WAL left by the killed writer")
 	}
 
-	r := ledgerCmd("restore", "--ledger", crashed, "--from", backup)
+	// The crashed ledger holds work past the backup: replacing it is
+	// refused, nothing changed, unless that work is given up.
+	beforeRefusal := dirFiles(t, crashDir)
+	wantExit(t, ledgerCmd("restore", "--ledger", crashed, "--from", backup), exitUsage, "newer than the backup", "--discard-newer")
+	if after := dirFiles(t, crashDir); !bytes.Equal(beforeRefusal["ledger.db"], after["ledger.db"]) || !bytes.Equal(beforeRefusal["ledger.db-wal"], after["ledger.db-wal"]) {
+		t.Error("a restore refused over newer history changed the ledger")
+	}
+	r := ledgerCmd("restore", "--ledger", crashed, "--from", backup, "--discard-newer", "--as", "ops", "--reason", "the disk died")
 	wantExit(t, r, exitOK)
+	for _, want := range []string{"generation 2 begins", "discarded: 2 history line(s)", "unverified: "} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("restore output lacks %q:\n%s", want, r.stdout)
+		}
+	}
 	for _, suffix := range []string{"-wal", "-shm", "-journal"} {
 		if _, err := os.Stat(crashed + suffix); err == nil {
 			t.Errorf("restore left %s%s", filepath.Base(crashed), suffix)
@@ -706,7 +718,7 @@ func TestLedgerRestore(t *testing.T) {
 	// Refused while another process has the ledger open.
 	stopHolder := startHolder(t, e.ledger)
 	before := dirFiles(t, filepath.Dir(e.ledger))
-	wantExit(t, ledgerCmd("restore", "--ledger", e.ledger, "--from", backup), exitOther, "is open in another process (pid ")
+	wantExit(t, ledgerCmd("restore", "--ledger", e.ledger, "--from", backup, "--discard-newer"), exitOther, "is open in another process (pid ")
 	after := dirFiles(t, filepath.Dir(e.ledger))
 	for _, f := range []string{"ledger.db", "ledger.db-wal"} {
 		if !bytes.Equal(before[f], after[f]) {
@@ -714,7 +726,7 @@ func TestLedgerRestore(t *testing.T) {
 		}
 	}
 	stopHolder()
-	wantExit(t, ledgerCmd("restore", "--ledger", e.ledger, "--from", backup), exitOK)
+	wantExit(t, ledgerCmd("restore", "--ledger", e.ledger, "--from", backup, "--discard-newer"), exitOK)
 
 	// Refused: what is not a ledger, and what is not there.
 	garbage := filepath.Join(t.TempDir(), "garbage.db")
@@ -801,7 +813,7 @@ func TestLedgerUsage(t *testing.T) {
 		Args []string
 		Want string
 	}{
-		{"NoVerb", nil, "ledger needs a verb: backup, restore, check, migrate, recover"},
+		{"NoVerb", nil, "ledger needs a verb: backup, restore, mark-restored, check, migrate, recover"},
 		{"UnknownVerb", []string{"compact"}, `unknown verb "compact" for ledger`},
 		{"NoLedger", []string{"check"}, "ledger check needs --ledger PATH"},
 		{"BackupWithoutTo", []string{"backup", "--ledger", path}, "ledger backup needs --to FILE"},

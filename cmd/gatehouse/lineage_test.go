@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"gatehouse/testmailbox"
+)
+
+// TestRestoreThenSendAgainArrivesOnce is the time machine through the
+// commands, against a real SMTP mailbox: a backup, a send (1 arrival),
+// the backup restored, the same send again. The restored ledger looks the
+// key up first and holds it (exit 13): still 1 arrival. An action the
+// lost history never sent waits until what was sent before the restore can
+// no longer land.
+func TestRestoreThenSendAgainArrivesOnce(t *testing.T) {
+	mb := startMailbox(t)
+	e := newGateEnv(t)
+	target := mb.Target() + "&settle=1h"
+	sent := e.approvedTo(target, "enq-sent", "alice", "crm.consent=yes")
+	later := e.approvedTo(target, "enq-later", "alice", "crm.consent=yes")
+	backup := filepath.Join(t.TempDir(), "monday.db")
+	r := ledgerCmd("backup", "--ledger", e.ledger, "--to", backup)
+	wantExit(t, r, exitOK)
+	if !strings.Contains(r.stdout, "generation 1, taken at history line") {
+		t.Errorf("backup output: %s", r.stdout)
+	}
+	send := func(key string) result {
+		return e.gate("send", "--key", key, "--as", "alice", "--destination", target, "--material", "crm.consent=yes")
+	}
+	wantExit(t, send(sent), exitOK)
+	arrivals := func() int {
+		n, err := mb.Count(context.Background(), testmailbox.Filter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	before, _ := os.ReadFile(e.ledger)
+	wantExit(t, ledgerCmd("restore", "--ledger", e.ledger, "--from", backup), exitUsage,
+		"newer than the backup", "1 send(s) confirmed", "nothing was changed")
+	if after, _ := os.ReadFile(e.ledger); string(after) != string(before) {
+		t.Fatal("a refused restore changed the ledger")
+	}
+	r = ledgerCmd("restore", "--ledger", e.ledger, "--from", backup, "--discard-newer", "--as", "ops", "--reason", "the disk died")
+	wantExit(t, r, exitOK)
+	if !strings.Contains(r.stdout, "unverified: 2 actions") {
+		t.Errorf("restore output: %s", r.stdout)
+	}
+
+	wantExit(t, send(sent), exitHeld, "found after restore")
+	if n := arrivals(); n != 1 {
+		t.Fatalf("%d arrivals after the send was repeated on the restored ledger, want 1", n)
+	}
+	if show := e.must("show", "--key", sent, "--json").stdout; !strings.Contains(show, `"hold_cause":"found_after_restore"`) {
+		t.Errorf("show: %s", show)
+	}
+	wantExit(t, send(later), exitHeld, "may still land until")
+	if n := arrivals(); n != 1 {
+		t.Fatalf("%d arrivals, want 1", n)
+	}
+	hist := e.must("history", "--key", later).stdout
+	if !strings.Contains(hist, "may still land until") {
+		t.Errorf("the refused send is not in the history:\n%s", hist)
+	}
+}
+
+// TestMarkRestored: a hand copy is put back and said to be one; the
+// command's refusals each name what is missing.
+func TestMarkRestored(t *testing.T) {
+	e := newGateEnv(t)
+	key := e.approved("enq-1", "alice", "crm.consent=yes")
+	copied, err := os.ReadFile(e.ledger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantExit(t, e.send(key, "alice", "crm.consent=yes"), exitOK)
+	if err := os.WriteFile(e.ledger, copied, 0o600); err != nil { // the hand copy put back
+		t.Fatal(err)
+	}
+	os.Remove(e.ledger + "-wal")
+	os.Remove(e.ledger + "-shm")
+	wantExit(t, ledgerCmd("mark-restored", "--ledger", e.ledger, "--reason", "x"), exitUsage, "needs --as")
+	wantExit(t, ledgerCmd("mark-restored", "--ledger", e.ledger, "--as", "ops"), exitUsage, "needs --reason")
+	wantExit(t, ledgerCmd("mark-restored", "--as", "ops", "--reason", "x"), exitUsage, "needs --ledger")
+	stop := startHolder(t, e.ledger)
+	wantExit(t, ledgerCmd("mark-restored", "--ledger", e.ledger, "--as", "ops", "--reason", "x"), exitOther, "is open in another process")
+	stop()
+	r := ledgerCmd("mark-restored", "--ledger", e.ledger, "--as", "ops", "--reason", "put back Monday's copy by hand")
+	wantExit(t, r, exitOK)
+	if !strings.Contains(r.stdout, "generation 2 begins") || !strings.Contains(r.stdout, "unverified: 1 action") {
+		t.Errorf("mark-restored output: %s", r.stdout)
+	}
+	wantExit(t, e.send(key, "alice", "crm.consent=yes"), exitHeld, "found after restore")
+	if files := e.emlFiles(); len(files) != 1 {
+		t.Fatalf("%d files in the outbox, want 1", len(files))
+	}
+}

@@ -1,0 +1,464 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"gatehouse/destination"
+)
+
+// Lineage is where a ledger stands among its own copies. Every ledger has
+// an identity (drawn once, carried by every Message-ID it draws) and a
+// generation, which a restore starts anew: a backup put back is a time
+// machine, and the world kept what the ledger sent after the backup.
+type Lineage struct {
+	ID         string
+	Generation int64
+	// BackupPoint is set on a copy written by ledger backup: the last
+	// history line it holds, and when it was taken. 0 on a live ledger.
+	BackupPoint int64
+	BackupAt    time.Time
+	// RestoredAt is when the ledger was last restored or marked restored.
+	RestoredAt time.Time
+	// Unverified counts the actions and releases a restore left to be
+	// looked up at their destination before their first send.
+	UnverifiedActions, UnverifiedReleases int
+}
+
+// Hold causes of a restored ledger.
+const (
+	// HoldFoundAfterRestore: after a restore, the destination's records hold
+	// a message carrying the action's key. Its Message-ID was drawn after
+	// the backup, so it cannot be proof of this action's delivery; it is
+	// evidence for a person (release-hold to send anyway, cancel if it
+	// arrived).
+	HoldFoundAfterRestore HoldCause = "found_after_restore"
+	// HoldUnverified: after a restore, the destination's records could not
+	// be consulted (it keeps none, or the lookup failed); a person decides.
+	HoldUnverified HoldCause = "unverified"
+)
+
+// EvRestored is the history line of a restore (or of mark-restored): what
+// the ledger's generation became and what is now unverified.
+const EvRestored EventKind = "restored"
+
+// EvRestoreCheck is the history line of one look at a destination's
+// records on behalf of an unverified action or release.
+const EvRestoreCheck EventKind = "restore_check"
+
+// ErrNewerHistory means a restore would discard history the ledger holds
+// past the backup's point (sends among it); it is refused unless asked to
+// discard it.
+var ErrNewerHistory = errors.New("the ledger holds history newer than the backup")
+
+// ErrNotVerifiedYet means a restored ledger's action or release was looked
+// up and not found, but what the lost history sent may still land.
+// It is a kind of ErrHeld: the action waits, nothing was sent.
+var ErrNotVerifiedYet = fmt.Errorf("not verified since the restore (%w)", ErrHeld)
+
+// Lineage reads the ledger's identity, generation and restore marks.
+func (l *Ledger) Lineage(ctx context.Context) (Lineage, error) {
+	var lin Lineage
+	err := l.read(ctx, func(tx queryTx) (err error) {
+		lin, err = readLineage(tx)
+		return err
+	})
+	return lin, err
+}
+
+func readLineage(q queryer) (Lineage, error) {
+	var lin Lineage
+	var bat, rat int64
+	if err := q.QueryRow(`SELECT id, generation, backup_point, backup_at, restored_at,
+		(SELECT count(*) FROM unverified_actions), (SELECT count(*) FROM unverified_releases) FROM ledger_identity`).
+		Scan(&lin.ID, &lin.Generation, &lin.BackupPoint, &bat, &rat, &lin.UnverifiedActions, &lin.UnverifiedReleases); err != nil {
+		return lin, fmt.Errorf("read the ledger's lineage: %w", err)
+	}
+	lin.BackupAt, lin.RestoredAt = fromNS(bat), fromNS(rat)
+	return lin, nil
+}
+
+// loadRestored remembers whether anything is unverified, so that a ledger
+// that was never restored spends no read on it in a decision. A ledger is
+// restored or marked restored while no process has it open (restore
+// refuses otherwise; mark-restored tells the operator so), and a handle
+// opened before that would not see it.
+func (l *Ledger) loadRestored(ctx context.Context, db *sql.DB) {
+	var n int
+	if err := db.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM unverified_actions) + (SELECT count(*) FROM unverified_releases)`).
+		Scan(&n); err == nil {
+		l.restored.Store(n > 0)
+	}
+}
+
+// hasLineage reports whether db's schema records lineage (a ledger opened
+// read-only may predate it).
+func hasLineage(ctx context.Context, db *sql.DB) bool {
+	var n int
+	err := db.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('ledger_identity') WHERE name = 'generation'`).Scan(&n)
+	return err == nil && n > 0
+}
+
+// markBackup records in a copy written by Backup that it is one: the
+// point (its last history line) and the time it was taken at.
+func markBackup(ctx context.Context, db *sql.DB, at time.Time) (point int64, gen int64, err error) {
+	if err := db.QueryRowContext(ctx, `SELECT COALESCE(max(id), 0) FROM events`).Scan(&point); err != nil {
+		return 0, 0, err
+	}
+	if _, err := db.ExecContext(ctx, `UPDATE ledger_identity SET backup_point = ?, backup_at = ?`, point, ns(at)); err != nil {
+		return 0, 0, fmt.Errorf("mark the copy as a backup: %w", err)
+	}
+	err = db.QueryRowContext(ctx, `SELECT generation FROM ledger_identity`).Scan(&gen)
+	return point, gen, err
+}
+
+// RestoreMark is what a restore (or MarkRestored) left to be verified.
+type RestoreMark struct {
+	Generation         int64
+	UnverifiedActions  int
+	UnverifiedReleases int
+}
+
+// MarkRestored tells the ledger that it is a copy put back: its actions
+// that had not ended (sent, cancelled, failed) and its audience releases
+// may have been executed after the copy was taken, so each is looked up at
+// its destination before its first send (see Execute and SendAudience).
+// It starts a new generation and records it in the history. Restore calls
+// it; a ledger put back by other means (a file copied by hand, a
+// filesystem snapshot, pg_restore) needs it said, by `ledger
+// mark-restored`, while no process has the ledger open.
+func (l *Ledger) MarkRestored(ctx context.Context, actor, reason string) (RestoreMark, error) {
+	if strings.TrimSpace(actor) == "" {
+		return RestoreMark{}, invalidf("mark restored: say who (--as)")
+	}
+	var m RestoreMark
+	err := l.write(ctx, func(t *wtx) error {
+		var err error
+		m, err = t.markRestored(actor, reason)
+		return err
+	})
+	if err == nil {
+		l.restored.Store(m.UnverifiedActions+m.UnverifiedReleases > 0)
+	}
+	return m, err
+}
+
+func (t *wtx) markRestored(actor, reason string) (RestoreMark, error) {
+	var m RestoreMark
+	now := ns(t.now())
+	if _, err := t.Exec(`UPDATE ledger_identity SET generation = generation + 1, restored_at = ?, backup_point = 0, backup_at = 0`, now); err != nil {
+		return m, fmt.Errorf("start a new generation: %w", err)
+	}
+	if err := t.QueryRow(`SELECT generation FROM ledger_identity`).Scan(&m.Generation); err != nil {
+		return m, err
+	}
+	res, err := t.Exec(`INSERT INTO unverified_actions (action_key, since, generation)
+		SELECT key, ?, ? FROM actions WHERE state NOT IN ('sent', 'cancelled', 'failed')
+		ON CONFLICT (action_key) DO UPDATE SET since = excluded.since, generation = excluded.generation`, now, m.Generation)
+	if err != nil {
+		return m, fmt.Errorf("mark the actions unverified: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	m.UnverifiedActions = int(n)
+	if res, err = t.Exec(`INSERT INTO unverified_releases (release_id, since, generation)
+		SELECT id, ?, ? FROM audience_releases WHERE true
+		ON CONFLICT (release_id) DO UPDATE SET since = excluded.since, generation = excluded.generation`, now, m.Generation); err != nil {
+		return m, fmt.Errorf("mark the releases unverified: %w", err)
+	}
+	n, _ = res.RowsAffected()
+	m.UnverifiedReleases = int(n)
+	return m, t.event(actor, "", "", EvRestored, reason,
+		"%s marked the ledger restored: generation %d begins. %d action(s) that had not ended and %d audience release(s) are unverified: "+
+			"what the ledger sent after its copy was taken is unknown to it, so each is looked up at its destination before its first send.",
+		actor, m.Generation, m.UnverifiedActions, m.UnverifiedReleases)
+}
+
+// unverifiedSince reports whether key is unverified since a restore, and
+// since when; a ledger never restored answers without a read.
+func (t *wtx) unverifiedSince(key string) (time.Time, bool, error) {
+	if !t.l.restored.Load() {
+		return time.Time{}, false, nil
+	}
+	var since int64
+	err := t.QueryRow(`SELECT since FROM unverified_actions WHERE action_key = ?`, key).Scan(&since)
+	if errors.Is(err, sql.ErrNoRows) {
+		return time.Time{}, false, nil
+	}
+	return fromNS(since), err == nil, err
+}
+
+// verified ends key's unverified mark: checked clean, settled by its own
+// attempt, or decided by a person.
+func (t *wtx) verified(key string) error {
+	if !t.l.restored.Load() {
+		return nil
+	}
+	return t.later("verify "+key, `DELETE FROM unverified_actions WHERE action_key = ?`, key)
+}
+
+// refuseUnverified is the decision's guard: an unverified action starts
+// no attempt (Execute looks it up first; see verifyRestored).
+func (t *wtx) refuseUnverified(a *Action) error {
+	since, ok, err := t.unverifiedSince(a.Key)
+	if err != nil || !ok {
+		return err
+	}
+	return &StateError{Key: a.Key, State: a.State, Err: ErrNotVerifiedYet,
+		Hint: fmt.Sprintf("the ledger was restored at %s and %s has not been looked up at its destination since; a send through the gate does that first",
+			clockTime(since), a.Key)}
+}
+
+// verifyRestored looks an unverified action's key up at the records of
+// dest (the approved destination) before Execute decides:
+//
+//   - a message carrying the key → held, "found after restore", with what
+//     was found (its Message-ID was drawn after the backup, so it is
+//     evidence for a person, never proof);
+//   - no records, or a lookup that fails → held for a person;
+//   - nothing, while what the lost history sent may still land (the
+//     restore plus dest's settle time) → refused, nothing changed, the look
+//     recorded;
+//   - nothing after that → the mark ends and the send goes on.
+//
+// Only an approved action sent to its approved destination is looked up;
+// anything else is left to the decision, which refuses it as it would.
+func (l *Ledger) verifyRestored(ctx context.Context, req ExecuteRequest, dest destination.Destination) (Action, error) {
+	if !l.restored.Load() {
+		return Action{}, nil
+	}
+	var a Action
+	var since time.Time
+	var unverified bool
+	if err := l.read(ctx, func(tx queryTx) error {
+		var s int64
+		err := tx.QueryRow(`SELECT since FROM unverified_actions WHERE action_key = ?`, req.Key).Scan(&s)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		unverified, since = true, fromNS(s)
+		a, err = getAction(tx, req.Key)
+		return err
+	}); err != nil || !unverified {
+		return Action{}, err
+	}
+	ep := destination.Endpoint{Destination: a.Destination, Lookup: a.Lookup}
+	if a.State != StateApproved || dest.Identity() != a.Destination {
+		return Action{}, nil
+	}
+	res, lookErr := lookUp(ctx, ownRecords(dest), ep, destination.LookupQuery{ActionKey: a.Key})
+	until := since.Add(destination.SettleTimeOf(dest))
+	var out Action
+	err := l.write(ctx, func(t *wtx) error {
+		cur, err := getAction(t, a.Key)
+		if err != nil {
+			return err
+		}
+		out = cur
+		if _, still, err := t.unverifiedSince(a.Key); err != nil || !still || cur.Version != a.Version {
+			return err // verified, or moved on, meanwhile: the decision judges it
+		}
+		return t.judgeRestored(&out, req.Executor, ep, res, lookErr, until)
+	})
+	return out, err
+}
+
+// judgeRestored records what one look at the records found for an
+// unverified action and what follows from it.
+func (t *wtx) judgeRestored(a *Action, actor string, ep destination.Endpoint, res destination.LookupResult, lookErr error, until time.Time) error {
+	var found []string
+	for _, m := range res.Messages {
+		if m.ActionKey == "" || m.ActionKey == a.Key {
+			found = append(found, fmt.Sprintf("Message-ID %s to %s from %s", m.MessageID, strings.Join(m.Recipients, ", "), orDash(m.Sender)))
+		}
+	}
+	switch {
+	case len(found) > 0:
+		reason := fmt.Sprintf("found after restore: %s holds %d message(s) carrying its key (%s); the ledger was restored from a copy older than that send, so this is evidence for a person, not proof",
+			ep.Destination, len(found), strings.Join(found, "; "))
+		return t.refuseWith(a, StateHeld, HoldFoundAfterRestore, actor, EvHeld,
+			&StateError{Key: a.Key, State: a.State, Err: ErrHeld, Hint: reason},
+			"%s tried to send %s after a restore; the gate looked its key up at %s first and found %s. Held for a person: cancel it if it arrived, release the hold to send it anyway.",
+			actor, a.Key, ep.Destination, strings.Join(found, "; "))
+	case lookErr != nil:
+		reason := fmt.Sprintf("unverified after restore: the records of %s could not be consulted (%v); a person must check the destination", ep.Destination, lookErr)
+		return t.refuseWith(a, StateHeld, HoldUnverified, actor, EvHeld,
+			&StateError{Key: a.Key, State: a.State, Err: ErrHeld, Hint: reason},
+			"%s tried to send %s after a restore, but %v; it is held until a person has checked the destination.", actor, a.Key, lookErr)
+	case t.now().Before(until):
+		return t.refuseWith(a, "", "", actor, EvRestoreCheck,
+			&StateError{Key: a.Key, State: a.State, Err: ErrNotVerifiedYet,
+				Hint: fmt.Sprintf("not found at %s yet; looked at %s, but what was sent before the restore may still land until %s; send again after that",
+					ep.Destination, clockTime(t.now()), clockTime(until))},
+			"%s tried to send %s after a restore; nothing carrying its key was found at %s at %s, but a message sent before the restore may still land until %s; nothing was sent.",
+			actor, a.Key, ep.Destination, clockTime(t.now()), clockTime(until))
+	default:
+		if err := t.verified(a.Key); err != nil {
+			return err
+		}
+		return t.event(actor, a.TaskID, a.Key, EvRestoreCheck, "",
+			"Nothing carrying %s was found at %s after the restore and its settle time; it is verified and may be sent.", a.Key, ep.Destination)
+	}
+}
+
+// RestoreCheck is what an audience send found when it looked its release's
+// recipients up after a restore.
+type RestoreCheck struct {
+	Checked, Found int
+}
+
+// verifyRelease looks every recipient of a release a restore left
+// unverified up at the destination's records before the first batch: one
+// whose key is found there is held, "found after restore" (proposed first
+// if the restored ledger never saw it proposed), the others may be sent.
+// Before the restore's settle time has passed the run is refused, nothing
+// sent: what the lost history sent may still land. A destination without
+// records refuses the run until a person has checked it (AudienceSend.
+// RestoreCheckedBy).
+func (s *sendRun) verifyRelease(ctx context.Context, dest destination.Destination) (RestoreCheck, error) {
+	var rc RestoreCheck
+	l := s.l
+	if !l.restored.Load() {
+		return rc, nil
+	}
+	var sinceNS int64
+	err := l.pool().QueryRowContext(ctx, `SELECT since FROM unverified_releases WHERE release_id = ?`, s.req.ReleaseID).Scan(&sinceNS)
+	if errors.Is(err, sql.ErrNoRows) {
+		return rc, nil
+	}
+	if err != nil {
+		return rc, fmt.Errorf("send release %s: read its restore mark: %w", s.req.ReleaseID, err)
+	}
+	since := fromNS(sinceNS)
+	until := since.Add(destination.SettleTimeOf(dest))
+	rel := s.req.ReleaseID
+	if by := strings.TrimSpace(s.req.RestoreCheckedBy); by != "" {
+		return rc, l.write(ctx, func(t *wtx) error {
+			if _, err := t.Exec(`DELETE FROM unverified_releases WHERE release_id = ?`, rel); err != nil {
+				return err
+			}
+			return t.event(s.req.Actor, "", "", EvRestoreCheck, by,
+				"%s sent release %s after a restore without looking its recipients up, on a person's word: %s.", s.req.Actor, rel, by)
+		})
+	}
+	now := l.clock.Now()
+	if now.Before(until) {
+		err := &StateError{Key: "release " + rel, Err: ErrNotVerifiedYet,
+			Hint: fmt.Sprintf("the ledger was restored at %s; what was sent before may still land until %s; run the send again after that",
+				clockTime(since), clockTime(until))}
+		return rc, errors.Join(err, l.write(ctx, func(t *wtx) error {
+			return t.event(s.req.Actor, "", "", EvRestoreCheck, "",
+				"%s tried to send release %s after a restore; its recipients are looked up at the destination once what was sent before the restore can no longer land (%s); nothing was sent.",
+				s.req.Actor, rel, clockTime(until))
+		}))
+	}
+	ep := destination.EndpointOf(dest)
+	records := ownRecords(dest)
+	if lk, _ := records.OpenRecords(ep); lk == nil {
+		return rc, &StateError{Key: "release " + rel, Err: ErrHeld,
+			Hint: fmt.Sprintf("the ledger was restored and %s keeps no records the gate can consult; a person must check what arrived, then send with --restore-checked-by REASON", ep.Destination)}
+	}
+	for after := 0; ; {
+		page, err := l.audienceRows(ctx, rel, RowEligible, after, audiencePage, 0)
+		if err != nil {
+			return rc, err
+		}
+		type look struct {
+			row   AudienceRow
+			found []string
+		}
+		var looks []look
+		for _, r := range page {
+			after = r.Line
+			if r.State == StateSent || r.State == StateCancelled || r.State == StateFailed {
+				continue
+			}
+			res, err := lookUp(ctx, records, ep, destination.LookupQuery{ActionKey: r.ActionKey})
+			if err != nil {
+				return rc, &StateError{Key: "release " + rel, Err: ErrHeld,
+					Hint: fmt.Sprintf("after the restore, the records of %s could not be consulted for %s (%v); nothing was sent; run again, or check by hand and send with --restore-checked-by REASON",
+						ep.Destination, r.ActionKey, err)}
+			}
+			lk := look{row: r}
+			for _, m := range res.Messages {
+				if m.ActionKey == "" || m.ActionKey == r.ActionKey {
+					lk.found = append(lk.found, fmt.Sprintf("Message-ID %s to %s", m.MessageID, strings.Join(m.Recipients, ", ")))
+				}
+			}
+			looks = append(looks, lk)
+		}
+		if err := l.write(ctx, func(t *wtx) error {
+			for _, lk := range looks {
+				if len(lk.found) == 0 {
+					if err := t.verified(lk.row.ActionKey); err != nil {
+						return err
+					}
+					continue
+				}
+				if err := s.holdFoundRecipient(t, lk.row, ep, lk.found); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			return rc, err
+		}
+		for _, lk := range looks {
+			rc.Checked++
+			if len(lk.found) > 0 {
+				rc.Found++
+			}
+		}
+		if len(page) < audiencePage {
+			break
+		}
+	}
+	return rc, l.write(ctx, func(t *wtx) error {
+		if _, err := t.Exec(`DELETE FROM unverified_releases WHERE release_id = ?`, rel); err != nil {
+			return err
+		}
+		return t.event(s.req.Actor, "", "", EvRestoreCheck, "",
+			"%s looked up %d recipient(s) of release %s at %s after the restore: %d found and held for a person, %d not found and sent as usual.",
+			s.req.Actor, rc.Checked, rel, ep.Destination, rc.Found, rc.Checked-rc.Found)
+	})
+}
+
+// holdFoundRecipient holds one recipient whose key the records hold after
+// a restore, proposing it first if the restored ledger never saw it.
+func (s *sendRun) holdFoundRecipient(t *wtx, r AudienceRow, ep destination.Endpoint, found []string) error {
+	if r.State == "" {
+		nr, err := s.newRecipient(r)
+		if err != nil {
+			return err
+		}
+		if err := t.proposeAndApprove(nr.proposal, nr.approver, nr.material); err != nil {
+			return err
+		}
+	}
+	a, err := getAction(t, r.ActionKey)
+	if err != nil {
+		return err
+	}
+	switch a.State {
+	case StateSent, StateCancelled, StateFailed, StateExecuting, StateUnknown:
+		return nil // ended, or its own attempt's outcome is what settles it
+	case StateHeld:
+		if a.HoldCause.outcomeOpen() {
+			return nil
+		}
+	}
+	reason := fmt.Sprintf("found after restore: %s holds %s carrying its key; the ledger was restored from a copy older than that send, so this is evidence for a person, not proof",
+		ep.Destination, strings.Join(found, "; "))
+	if err := t.transition(&a, StateHeld, reason, HoldFoundAfterRestore); err != nil {
+		return err
+	}
+	return t.event(s.req.Actor, a.TaskID, a.Key, EvHeld, "",
+		"After the restore, the audience send looked %s up at %s and found %s. Held for a person: cancel it if it arrived, release the hold to send it anyway.",
+		a.Key, ep.Destination, strings.Join(found, "; "))
+}
