@@ -249,7 +249,10 @@ func (l *Ledger) verifyRestored(ctx context.Context, req ExecuteRequest, dest de
 		return Action{}, err
 	}
 	ep := destination.Endpoint{Destination: a.Destination, Lookup: a.Lookup}
-	if a.State != StateApproved || dest.Identity() != a.Destination {
+	if a.Destination == "" {
+		ep = destination.EndpointOf(dest) // approved before destinations were bound: this send binds it
+	}
+	if a.State != StateApproved || dest.Identity() != ep.Destination {
 		return Action{}, nil
 	}
 	res, lookErr := lookUp(ctx, ownRecords(dest), ep, destination.LookupQuery{ActionKey: a.Key})
