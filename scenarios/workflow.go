@@ -436,6 +436,25 @@ func (r *Run) result(command string, p *proc) RunResult {
 	return res
 }
 
+// runPath is the caller's PATH with the directory of the running binary
+// first, so that a workflow's "gatehouse" is the one rehearsing it, also
+// when it was built by go run into a directory nobody put on PATH.
+func runPath() string {
+	path := os.Getenv("PATH")
+	exe, err := os.Executable()
+	if err != nil {
+		return path
+	}
+	dir := filepath.Dir(exe)
+	if first, _, _ := strings.Cut(path, string(os.PathListSeparator)); first == dir {
+		return path
+	}
+	if path == "" {
+		return dir
+	}
+	return dir + string(os.PathListSeparator) + path
+}
+
 // workflowEnv is the run's whole environment: the rehearsal's addresses,
 // a scratch HOME, PATH to find programs, and only what the scenario lists.
 func (r *Run) workflowEnv(s *Step) ([]string, error) {
@@ -451,17 +470,19 @@ func (r *Run) workflowEnv(s *Step) ([]string, error) {
 		"GATEHOUSE_CRM_URL":         r.env.apiURL + "/crm",
 		"GATEHOUSE_HELPDESK_URL":    r.env.apiURL + "/helpdesk",
 		"GATEHOUSE_REHEARSAL_CLOCK": r.env.apiURL + "/clock",
-		"PATH":                      os.Getenv("PATH"),
+		"PATH":                      runPath(),
 		"HOME":                      scratch,
 		"TMPDIR":                    scratch,
 	}
 	for _, k := range s.InheritEnv {
-		if v, ok := os.LookupEnv(k); ok {
+		if v, ok := os.LookupEnv(k); ok && !StartsCode(k) {
 			vars[k] = v
 		}
 	}
 	for k, v := range s.Env {
-		vars[k] = v
+		if !StartsCode(k) { // refused by validation already; never passed on
+			vars[k] = v
+		}
 	}
 	out := make([]string, 0, len(vars))
 	for _, k := range sortedKeys(vars) {

@@ -65,17 +65,23 @@ func (v *validator) workflowStep(name string, s *Step) {
 		v.problem(s.KeyPos["copies"], "run between 1 and 16 copies at once", "%s: copies is %d", name, s.Copies)
 	}
 	for _, k := range sortedKeys(s.Env) {
-		if !envNameRE.MatchString(k) {
+		switch {
+		case !envNameRE.MatchString(k):
 			v.problem(s.KeyPos["env"], "use letters, digits and '_'", "%s: env: %q is not a variable name", name, k)
-		} else if slices.Contains(rehearsalEnvNames, k) {
+		case slices.Contains(rehearsalEnvNames, k):
 			v.problem(s.KeyPos["env"], "the rehearsal sets it; a run points at the rehearsal and nothing else", "%s: env: %s cannot be set", name, k)
+		case StartsCode(k):
+			v.problem(s.KeyPos["env"], startsCodeHint, "%s: env: %s cannot be set: it makes a program load code before its own", name, k)
 		}
 	}
 	for _, k := range s.InheritEnv {
-		if !envNameRE.MatchString(k) {
+		switch {
+		case !envNameRE.MatchString(k):
 			v.problem(s.KeyPos["inherit_env"], "list variable names, e.g. [HOME, LANG]", "%s: inherit_env: %q is not a variable name", name, k)
-		} else if slices.Contains(rehearsalEnvNames, k) {
+		case slices.Contains(rehearsalEnvNames, k):
 			v.problem(s.KeyPos["inherit_env"], "the rehearsal sets it; a run points at the rehearsal and nothing else", "%s: inherit_env: %s cannot be inherited", name, k)
+		case StartsCode(k):
+			v.problem(s.KeyPos["inherit_env"], startsCodeHint, "%s: inherit_env: %s cannot be inherited: it makes a program load code before its own", name, k)
 		}
 	}
 	if s.Do == "start_workflow" && s.Run != "" {
@@ -137,6 +143,49 @@ func (sc *Scenario) Commands() []string {
 		for _, p := range append([]Step{s}, s.Parallel...) {
 			if p.Do == "run_workflow" || p.Do == "start_workflow" {
 				out = append(out, commandLine(&p))
+			}
+		}
+	}
+	return out
+}
+
+// codeStartNames are the environment variables that make a dynamic loader
+// or an interpreter run code of the variable's choosing before the
+// program's own (a preloaded library's constructor, a startup file, an
+// option that adds a module): a scenario file must not be able to do that
+// to every program its runs start, the gatehouse binary among them.
+// LD_* and DYLD_* are refused as families (see StartsCode).
+var codeStartNames = []string{"BASH_ENV", "ENV", "PROMPT_COMMAND", "SHELLOPTS", "IFS",
+	"PYTHONPATH", "PYTHONSTARTUP", "PYTHONHOME", "PERL5LIB", "PERL5OPT", "RUBYOPT", "RUBYLIB",
+	"NODE_OPTIONS", "NODE_PATH", "JAVA_TOOL_OPTIONS", "GCONV_PATH"}
+
+const startsCodeHint = "loader and interpreter start variables (LD_*, DYLD_*, BASH_ENV, PYTHONPATH, NODE_OPTIONS, … see docs/scenarios.md) are never passed to a run"
+
+// StartsCode reports whether an environment variable of this name makes a
+// loader or an interpreter start code of its choosing. Names are compared
+// case-insensitively: refusing a spelling no loader reads costs nothing.
+func StartsCode(name string) bool {
+	up := strings.ToUpper(name)
+	return strings.HasPrefix(up, "LD_") || strings.HasPrefix(up, "DYLD_") || slices.Contains(codeStartNames, up)
+}
+
+// RunSpec is one command a scenario starts, with everything that shapes
+// what it does besides its arguments: where it runs and what it is given
+// in its environment.
+type RunSpec struct {
+	Command    string
+	Dir        string            // as written ("" for the folder of the file)
+	Env        map[string]string // set by the scenario
+	InheritEnv []string          // taken from the caller's environment
+}
+
+// Runs lists the commands the scenario starts when rehearsed, in order.
+func (sc *Scenario) Runs() []RunSpec {
+	var out []RunSpec
+	for _, s := range sc.Steps {
+		for _, p := range append([]Step{s}, s.Parallel...) {
+			if p.Do == "run_workflow" || p.Do == "start_workflow" {
+				out = append(out, RunSpec{Command: commandLine(&p), Dir: p.Dir, Env: p.Env, InheritEnv: p.InheritEnv})
 			}
 		}
 	}

@@ -4,7 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -111,7 +115,16 @@ func writeCommands(w io.Writer, file string, sc *scenarios.Scenario) {
 		return
 	}
 	fmt.Fprintf(w, "%s: runs %d command(s) on this machine when rehearsed (each in the folder of the file unless it names dir:):\n", file, len(cmds))
-	for _, c := range cmds {
-		fmt.Fprintf(w, "  $ %s\n", c)
+	for _, r := range sc.Runs() {
+		fmt.Fprintf(w, "  $ %s\n", r.Command)
+		if r.Dir != "" {
+			fmt.Fprintf(w, "      dir: %s\n", r.Dir)
+		}
+		for _, k := range slices.Sorted(maps.Keys(r.Env)) {
+			fmt.Fprintf(w, "      env: %s=%s\n", k, strconv.Quote(r.Env[k]))
+		}
+		if len(r.InheritEnv) > 0 {
+			fmt.Fprintf(w, "      inherit_env: %s\n", strings.Join(r.InheritEnv, ", "))
+		}
 	}
 }
