@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/url"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -20,6 +21,7 @@ import (
 
 	"gatehouse/internal/clock"
 	"gatehouse/internal/oswait"
+	"gatehouse/internal/redact"
 )
 
 // The PostgreSQL store: the same gate, for ledgers several hosts share.
@@ -53,16 +55,34 @@ func IsPostgres(loc string) bool {
 	return strings.HasPrefix(loc, "postgres://") || strings.HasPrefix(loc, "postgresql://")
 }
 
-// RedactLocation shows a ledger location without its password.
-func RedactLocation(loc string) string {
-	if !IsPostgres(loc) {
-		return loc
+// RedactLocation shows a ledger location with every credential it carries
+// masked: a userinfo password, password=, sslpassword=, passfile=.
+func RedactLocation(loc string) string { return redact.Location(loc) }
+
+// LocationSecrets are the credential values a ledger location carries, for
+// scrubbing text that may quote them (see internal/redact).
+func LocationSecrets(loc string) []string { return redact.Secrets(loc) }
+
+// ErrKeyValueDSN refuses a PostgreSQL connection string in key=value form:
+// it would otherwise be taken for the name of an SQLite file.
+var ErrKeyValueDSN = errors.New("a PostgreSQL key=value connection string is not a ledger location")
+
+// dsnKeys are the libpq keywords that mark a key=value connection string.
+var dsnKeys = []string{"host", "hostaddr", "port", "dbname", "user", "password", "sslmode", "passfile", "sslpassword", "service", "connect_timeout"}
+
+// checkLocation refuses a location that looks like a key=value DSN, saying
+// the URL form, and never quoting what was given (it may hold a password).
+func checkLocation(loc string) error {
+	if IsPostgres(loc) || !strings.Contains(loc, "=") {
+		return nil
 	}
-	u, err := url.Parse(loc)
-	if err != nil {
-		return "postgres://…"
+	for _, field := range strings.Fields(loc) {
+		k, _, ok := strings.Cut(field, "=")
+		if ok && slices.Contains(dsnKeys, strings.ToLower(k)) {
+			return fmt.Errorf("%w: %w: give it as a URL, postgres://USER@HOST:PORT/DBNAME?sslmode=…, with the password in PGPASSWORD or a passfile rather than in the URL", ErrInvalid, ErrKeyValueDSN)
+		}
 	}
-	return u.Redacted()
+	return nil
 }
 
 func openPostgres(loc string, o options, readOnly bool) (*Ledger, error) {

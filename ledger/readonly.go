@@ -99,6 +99,9 @@ func OpenReadOnly(path string, opts ...Option) (*Ledger, error) {
 // statLedger says, in one line naming the path, why there is no ledger to
 // read at path.
 func statLedger(path string) error {
+	if err := checkLocation(path); err != nil {
+		return err
+	}
 	fi, err := os.Stat(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):

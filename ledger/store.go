@@ -155,6 +155,9 @@ func Open(path string, opts ...Option) (*Ledger, error) {
 	if IsPostgres(path) {
 		return openPostgres(path, o, false)
 	}
+	if err := checkLocation(path); err != nil {
+		return nil, err
+	}
 	if o.existing {
 		if err := statLedger(path); err != nil {
 			return nil, err

@@ -33,6 +33,13 @@ func newProgressPrinter(w io.Writer, verb string) *progressPrinter {
 // isTerminal reports whether w is a character device (a terminal), not a
 // file or a pipe.
 func isTerminal(w io.Writer) bool {
+	for {
+		u, ok := w.(interface{ Unwrap() io.Writer })
+		if !ok {
+			break
+		}
+		w = u.Unwrap()
+	}
 	f, ok := w.(*os.File)
 	if !ok {
 		return false

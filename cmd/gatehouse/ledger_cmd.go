@@ -219,7 +219,7 @@ func ledgerCheckCmd(ledgerPath func(string) (string, error)) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		v := ledgerCheckView{Ledger: path, OK: len(vs) == 0, Violations: []violationView{}, RecoveryDue: newRecoveryDue(ctx, l)}
+		v := ledgerCheckView{Ledger: ledger.RedactLocation(path), OK: len(vs) == 0, Violations: []violationView{}, RecoveryDue: newRecoveryDue(ctx, l)}
 		for _, x := range vs {
 			v.Violations = append(v.Violations, violationView{Rule: x.Rule, Detail: x.Detail})
 		}
@@ -267,10 +267,10 @@ func ledgerMigrateCmd(ledgerPath func(string) (string, error)) *cobra.Command {
 			return err
 		}
 		if from == to {
-			fmt.Fprintf(cmd.OutOrStdout(), "%s is at schema version %d: nothing to migrate\n", path, to)
+			fmt.Fprintf(cmd.OutOrStdout(), "%s is at schema version %d: nothing to migrate\n", ledger.RedactLocation(path), to)
 			return nil
 		}
-		fmt.Fprintf(cmd.OutOrStdout(), "migrated %s from schema version %d to %d\n", path, from, to)
+		fmt.Fprintf(cmd.OutOrStdout(), "migrated %s from schema version %d to %d\n", ledger.RedactLocation(path), from, to)
 		return nil
 	})
 }
@@ -288,10 +288,10 @@ func ledgerRecoverCmd(ledgerPath func(string) (string, error)) *cobra.Command {
 		defer l.Close()
 		keys, err := l.Recover(ctx)
 		if err != nil {
-			return fmt.Errorf("recover %s: %w", path, err)
+			return fmt.Errorf("recover %s: %w", ledger.RedactLocation(path), err)
 		}
 		if len(keys) == 0 {
-			fmt.Fprintf(cmd.OutOrStdout(), "nothing to recover in %s\n", path)
+			fmt.Fprintf(cmd.OutOrStdout(), "nothing to recover in %s\n", ledger.RedactLocation(path))
 			return nil
 		}
 		fmt.Fprintf(cmd.OutOrStdout(), "marked %s unknown: %s\nnothing was re-sent; establish each outcome with gatehouse gate reconcile\n",

@@ -8,8 +8,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
+
+	smtpdest "gatehouse/destination/smtp"
+	"gatehouse/internal/redact"
+	"gatehouse/ledger"
 )
 
 // Exit codes shared by every subcommand. `gate send` adds its own (see gate.go).
@@ -66,6 +71,12 @@ func main() {
 // --json anywhere on the command line, an error that printed nothing on
 // stdout (a usage error, say) is still one JSON object there.
 func run(args []string, stdout, stderr io.Writer) int {
+	// Whatever a verb prints, a credential given on the command line or in
+	// the environment (a ledger's or a destination's password) is masked on
+	// the way out: locations are redacted where they are shown, and this
+	// catches a library's error that quotes one.
+	secrets := commandSecrets(args)
+	stdout, stderr = redact.NewWriter(stdout, secrets...), redact.NewWriter(stderr, secrets...)
 	out := &countingWriter{w: stdout}
 	root := newRootCmd(out, stderr)
 	root.SetArgs(args)
@@ -77,12 +88,36 @@ func run(args []string, stdout, stderr io.Writer) int {
 	code := exitOther
 	if ee := (*exitError)(nil); errors.As(err, &ee) {
 		code = ee.code
+	} else if errors.Is(err, ledger.ErrKeyValueDSN) {
+		code = exitUsage // a location in the wrong form, whichever verb was given it
 	}
 	if wantsJSON(args) && out.n == 0 {
 		b, _ := json.Marshal(map[string]any{"error": err.Error(), "exit_code": code})
 		fmt.Fprintf(stdout, "%s\n", b)
 	}
 	return code
+}
+
+// commandSecrets are the credentials the command line and the environment
+// carry: those in every location-like argument, and the SMTP password.
+func commandSecrets(args []string) []string {
+	var out []string
+	for _, a := range args {
+		if _, v, ok := strings.Cut(a, "="); ok && strings.HasPrefix(a, "--") {
+			a = v
+		}
+		out = append(out, redact.Secrets(a)...)
+	}
+	for _, env := range []string{ledgerEnv, "GATEHOUSE_DESTINATION"} {
+		out = append(out, redact.Secrets(os.Getenv(env))...)
+	}
+	if p := os.Getenv(smtpdest.PasswordEnv); len(p) >= 3 {
+		out = append(out, p)
+	}
+	if p := os.Getenv("PGPASSWORD"); len(p) >= 3 {
+		out = append(out, p)
+	}
+	return out
 }
 
 // wantsJSON reports whether --json was asked for anywhere in args.

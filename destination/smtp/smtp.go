@@ -43,6 +43,7 @@ import (
 	"gatehouse/destination/mailrender"
 	"gatehouse/internal/clock"
 	"gatehouse/internal/oswait"
+	"gatehouse/internal/redact"
 )
 
 // Default timeouts; go-smtp's own defaults are minutes, far too long for a
@@ -184,20 +185,6 @@ type Destination struct {
 	pool     pool // idle sessions for reuse (pool.go)
 }
 
-// redact hides a password in a destination URL.
-func redact(target string) string {
-	u, err := url.Parse(target)
-	if err != nil || u.User == nil {
-		if i := strings.Index(target, "@"); err != nil && i >= 0 {
-			if j := strings.Index(target, "://"); j >= 0 && j < i {
-				return target[:j+3] + "xxxxx" + target[i:]
-			}
-		}
-		return target
-	}
-	return u.Redacted()
-}
-
 // Identity implements destination.Destination: smtp://host:port, without
 // credentials, the lookup API or the connection settings.
 func (d *Destination) Identity() string { return d.identity }
@@ -264,7 +251,7 @@ func (d *Destination) Gate() destination.Destination {
 }
 
 func parse(target string, opts []Option) (*Destination, error) {
-	shown := redact(target)
+	shown := redact.Location(target)
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("smtp destination %q: %s", shown, fmt.Sprintf(format, a...))
 	}
