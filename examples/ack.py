@@ -66,6 +66,8 @@ def reconcile(actor, facts):
     code, msg = gate("reconcile", "--as", actor, *facts)
     if code == SENT:
         print("reconciled: the destination has the message; nothing more to do")
+    elif code == 19:
+        print(f"nothing to reconcile: its outcome was settled meanwhile; see gatehouse gate show ({msg})")
     else:
         print(f"not proven delivered: held for a person (exit {code}) {msg}")
     return code

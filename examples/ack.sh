@@ -53,6 +53,7 @@ reconcile() {
 	code=$?
 	case $code in
 	0) echo "reconciled: the destination has the message; nothing more to do"; exit 0 ;;
+	19) echo "nothing to reconcile: its outcome was settled meanwhile; see gatehouse gate show ($msg)"; exit 19 ;;
 	*) echo "not proven delivered: held for a person (exit $code) $msg"; exit "$code" ;;
 	esac
 }

@@ -38,6 +38,9 @@ var (
 	ErrNotDelivered = errors.New("not delivered")
 	// ErrIncomplete: a task still has actions without a recorded outcome.
 	ErrIncomplete = errors.New("task has actions without an outcome")
+	// ErrNothingToReconcile: the action has no attempt whose outcome is
+	// open (none yet, or one whose outcome is known).
+	ErrNothingToReconcile = fmt.Errorf("nothing to reconcile (%w)", ErrWrongState)
 	// ErrInvalid: the request itself is malformed (empty reason, bad key…).
 	ErrInvalid = errors.New("invalid request")
 	// ErrNotReviewed: a correction was approved by its own author; it needs

@@ -59,6 +59,39 @@ func (l *Ledger) Execute(ctx context.Context, req ExecuteRequest, dest destinati
 	return l.RecordDelivery(ctx, att, l.Deliver(ctx, att, msg, dest))
 }
 
+// outcomeState is the state an outcome moves an action to.
+func outcomeState(o destination.Outcome) State {
+	switch o {
+	case destination.OutcomeAccepted:
+		return StateSent
+	case destination.OutcomeUnknown:
+		return StateUnknown
+	case destination.OutcomeRejectedPermanent:
+		return StateFailed
+	default:
+		return StateApproved
+	}
+}
+
+// nowError answers a late report with the action's state as it stands.
+func nowError(a Action, o destination.Outcome) error {
+	hint := fmt.Sprintf("this attempt reported %s after its outcome had been settled; it changed nothing; the action is %s now: %s", o, a.State, a.Reason)
+	err := ErrWrongState
+	switch {
+	case a.State == StateSent:
+		err = ErrDuplicate
+	case a.State == StateUnknown, a.State == StateHeld && a.HoldCause.outcomeOpen():
+		err = ErrUnknownOutcome
+	case a.State == StateHeld:
+		err = ErrHeld
+	case a.State == StateFailed:
+		err = ErrFailed
+	case a.State == StateApproved:
+		err = ErrNotDelivered
+	}
+	return &StateError{Key: a.Key, State: a.State, Err: err, Hint: hint}
+}
+
 // Delivery is what one hand-over to a destination produced.
 type Delivery struct {
 	Outcome destination.Outcome
@@ -136,6 +169,13 @@ func deliveryResult(att Attempt, d Delivery, a Action, recErr error) (Result, er
 }
 
 func outcomeError(a Action, o destination.Outcome, sendErr error) error {
+	if want := outcomeState(o); a.State != want {
+		// The report came after the attempt was settled (recovered as
+		// unknown, reconciled, resolved by a person): it changed nothing,
+		// and the answer is what the ledger holds now, never what this
+		// report alone would have meant.
+		return nowError(a, o)
+	}
 	switch o {
 	case destination.OutcomeAccepted:
 		return nil

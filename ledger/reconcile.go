@@ -310,26 +310,104 @@ func (t *wtx) holdContradiction(a *Action, att Attempt, actor string, ep destina
 }
 
 // ResolveUnknown records an outcome a person established by checking the
-// destination themselves (delivered or not), with a mandatory reason.
+// destination themselves (delivered or not), with a mandatory reason. It
+// consults no records; Resolve does.
 func (l *Ledger) ResolveUnknown(ctx context.Context, key, actor string, delivered bool, reason string) (Action, error) {
+	return l.Resolve(ctx, ResolveRequest{Key: key, Actor: actor, Delivered: delivered, Reason: reason})
+}
+
+// ResolveRequest is a person's word on an open outcome.
+type ResolveRequest struct {
+	Key, Actor string
+	Delivered  bool
+	Reason     string
+	// Open reaches the attempt's destination's records, read before the
+	// word is taken (nil: none are consulted, and the history says so).
+	Open destination.RecordsOpener
+	// OverrideRecords takes "not delivered" although the records hold the
+	// attempt's message: a person who knows better (a mailbox that stored
+	// and then lost it, say), recorded and counted as a manual override.
+	OverrideRecords bool
+}
+
+// Resolve records an outcome a person established, after reading the
+// attempt's own destination's records where it has them: records holding
+// the attempt's message refuse "not delivered" (a contradiction, both
+// facts in the history, exit 13) unless OverrideRecords; records that
+// cannot be read are said so in the history beside the person's word.
+func (l *Ledger) Resolve(ctx context.Context, req ResolveRequest) (Action, error) {
+	key, actor, reason := req.Key, req.Actor, req.Reason
 	if strings.TrimSpace(reason) == "" {
 		return Action{}, invalidf("resolve %s: a reason is required", key)
 	}
+	a, err := l.Action(ctx, key)
+	if err != nil {
+		return a, err
+	}
+	if !needsReconcile(a) {
+		return a, &StateError{Key: key, State: a.State, Err: ErrNothingToReconcile, Hint: "its outcome is not unknown"}
+	}
+	var asked Attempt
+	if err := l.read(ctx, func(tx queryTx) (err error) {
+		asked, err = lastAttempt(tx, key)
+		return err
+	}); err != nil {
+		return a, err
+	}
+	if asked.Recipient == "" {
+		asked.Recipient = a.Recipient
+	}
+	var v verdict
+	var lookErr error
+	if req.Open == nil {
+		lookErr = errors.New("no records were consulted")
+	} else {
+		var res destination.LookupResult
+		res, lookErr = lookUp(ctx, req.Open, asked.Endpoint(), destination.LookupQuery{ActionKey: key, MessageID: asked.MessageID})
+		v = judge(asked, res)
+	}
 	return l.onAction(ctx, key, true, func(t *wtx, a *Action) error {
 		if !needsReconcile(*a) {
-			return &StateError{Key: key, State: a.State, Err: ErrWrongState, Hint: "its outcome is not unknown"}
+			return &StateError{Key: key, State: a.State, Err: ErrNothingToReconcile, Hint: "its outcome is not unknown"}
 		}
 		att, err := lastAttempt(t, key)
 		if err != nil {
 			return err
 		}
+		if att.ID != asked.ID {
+			return &StateError{Key: key, State: a.State, Err: ErrWrongState, Hint: "a new attempt began while its records were read; look again"}
+		}
+		records := ""
+		switch {
+		case lookErr != nil:
+			records = fmt.Sprintf("; the records of %s could not be read (%v), so this rests on the person's word alone", orDash(att.Destination), lookErr)
+		case v.own > 0:
+			records = fmt.Sprintf("; the records of %s hold its message %s", att.Destination, att.MessageID)
+		default:
+			records = fmt.Sprintf("; the records of %s hold no message %s", att.Destination, att.MessageID)
+		}
+		if !req.Delivered && lookErr == nil && v.own > 0 {
+			if !req.OverrideRecords {
+				return t.refuseWith(a, "", "", actor, EvContradiction,
+					&StateError{Key: key, State: a.State, Err: ErrHeld,
+						Hint: fmt.Sprintf("%s says attempt %d did not arrive, but the records of %s hold its message %s; nothing changed (--override-records --reason … if you know better)",
+							actor, att.Number, att.Destination, att.MessageID)},
+					"%s said attempt %d of %s was not delivered (%s), but the records of %s hold its message %s for %s: a contradiction. The word was not taken; the outcome stays open.",
+					actor, att.Number, key, reason, att.Destination, att.MessageID, att.Recipient)
+			}
+			records += ", overridden by the person"
+		}
 		o := destination.OutcomeNotDelivered
-		if delivered {
+		if req.Delivered {
 			o = destination.OutcomeAccepted
 		}
-		return t.settleReconciled(a, att, actor, o, reason, actor+" checked the destination by hand: "+reason)
+		return t.settleReconciled(a, att, actor, o, reason, actor+" checked the destination by hand: "+reason+records)
 	})
 }
+
+// OutcomeOpen reports whether the action has an attempt whose outcome is
+// not established: what Reconcile and Resolve act on.
+func (a Action) OutcomeOpen() bool { return needsReconcile(a) }
 
 func needsReconcile(a Action) bool {
 	return a.State == StateUnknown || (a.State == StateHeld && a.HoldCause.outcomeOpen())

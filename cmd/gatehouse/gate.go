@@ -35,6 +35,7 @@ const (
 	exitFailed           = 16 // rejected permanently: retrying cannot help
 	exitWrongDestination = 17 // not the approved (or recorded) destination or sender
 	exitConsent          = 18 // a customers import refused: consent not understood, or resubscribes not accepted
+	exitNothingToDo      = 19 // reconcile, resolve: no attempt whose outcome is open
 )
 
 // ledgerEnv names the ledger when --ledger is not given.
@@ -271,6 +272,8 @@ func exitCode(err error) int {
 		return exitUnknown // the destination may have it; the ledger says executing
 	case errors.Is(err, ledger.ErrNotRecorded):
 		return exitOther
+	case errors.Is(err, ledger.ErrNothingToReconcile):
+		return exitNothingToDo
 	case errors.Is(err, ledger.ErrWrongDestination):
 		return exitWrongDestination
 	case errors.Is(err, ledger.ErrFailed):

@@ -305,6 +305,16 @@ func reconcileVerb() verbSpec {
 			if moved && strings.TrimSpace(reason) == "" {
 				return ledger.Action{}, usageErr("gate reconcile: --destination-moved needs --reason")
 			}
+			before, err := l.Action(ctx, key)
+			if err != nil {
+				return before, err
+			}
+			if !before.OutcomeOpen() {
+				// Exit 0 means "the destination has it": never say so
+				// for an action whose outcome nobody asked about.
+				return before, &ledger.StateError{Key: key, State: before.State, Err: ledger.ErrNothingToReconcile,
+					Hint: "no attempt of it has an open outcome (" + before.Reason + ")"}
+			}
 			a, err := l.Reconcile(ctx, ledger.ReconcileRequest{Key: key, Actor: actor, Open: registry.Records(),
 				Named: named, Moved: moved, Reason: reason})
 			if err == nil && a.State == ledger.StateHeld {
@@ -318,9 +328,11 @@ func reconcileVerb() verbSpec {
 
 func resolveVerb() verbSpec {
 	var outcome string
+	var override bool
 	return keyedVerb(keyedSpec{name: "resolve", short: "Record an unknown outcome a person checked by hand", reason: true,
 		extra: func(fs *pflag.FlagSet) {
 			fs.StringVar(&outcome, "outcome", "", "what you found at the destination: delivered or not-delivered")
+			fs.BoolVar(&override, "override-records", false, "take not-delivered although the destination's records hold the attempt's message (recorded and counted as a manual override)")
 		},
 		check: func() error {
 			if outcome != "delivered" && outcome != "not-delivered" {
@@ -329,7 +341,8 @@ func resolveVerb() verbSpec {
 			return nil
 		},
 		op: func(l *ledger.Ledger, ctx context.Context, key, actor, reason string) (ledger.Action, error) {
-			return l.ResolveUnknown(ctx, key, actor, outcome == "delivered", reason)
+			return l.Resolve(ctx, ledger.ResolveRequest{Key: key, Actor: actor, Delivered: outcome == "delivered", Reason: reason,
+				Open: registry.Records(), OverrideRecords: override})
 		}})
 }
 
