@@ -219,6 +219,9 @@ func pgVersion(ctx context.Context, conn *sql.Conn) (int, error) {
 		return 0, fmt.Errorf("read the database's tables: %w", err)
 	}
 	if mine == 0 {
+		if perr := pgPermissionProblem(ctx, conn); perr != nil {
+			return 0, perr
+		}
 		if tables > 0 {
 			return 0, fmt.Errorf("%w: the database holds %d tables of another application (left unchanged); give the ledger its own database or schema", ErrNotLedger, tables)
 		}
@@ -234,13 +237,52 @@ func pgVersion(ctx context.Context, conn *sql.Conn) (int, error) {
 	return version, nil
 }
 
+// ErrPermission means the database role may not do what the ledger needs.
+var ErrPermission = errors.New("permission denied")
+
+// pgQueryer is what pgPermissionProblem reads through: a pool or a conn.
+type pgQueryer interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// pgPermissionProblem names a schema on the search path that exists but
+// that the role may not use: PostgreSQL then resolves the ledger's tables
+// to nothing, and without this the role would be told the database holds
+// no ledger (or the ledger would be created elsewhere).
+func pgPermissionProblem(ctx context.Context, q pgQueryer) error {
+	var role, schema string
+	err := q.QueryRowContext(ctx, `SELECT current_user, n.nspname
+		FROM pg_namespace n, unnest(string_to_array(replace(current_setting('search_path'), ' ', ''), ',')) AS p(name)
+		WHERE n.nspname = trim(both '"' from replace(p.name, '$user', current_user))
+		  AND NOT has_schema_privilege(n.oid, 'USAGE')
+		LIMIT 1`).Scan(&role, &schema)
+	if errors.Is(err, sql.ErrNoRows) || err != nil {
+		return nil // nothing to name (or nothing readable to name it by): the caller's error stands
+	}
+	return fmt.Errorf("%w: role %s may not use schema %s: grant USAGE (GRANT USAGE ON SCHEMA %s TO %s), and the ledger's table privileges, or use another schema",
+		ErrPermission, role, schema, schema, role)
+}
+
+// pgPrivilegeError names the role and what it may not do.
+func pgPrivilegeError(ctx context.Context, q pgQueryer, pe *pgconn.PgError) error {
+	var role string
+	_ = q.QueryRowContext(ctx, `SELECT current_user`).Scan(&role)
+	return fmt.Errorf("%w: role %s: %s; grant it the ledger's privileges (see docs/RELIABILITY.md, several hosts)", ErrPermission, orDash(role), pe.Message)
+}
+
 // checkPostgresReadable refuses, for a reader, what is not a current ledger.
 func (l *Ledger) checkPostgresReadable(ctx context.Context, olderSchema bool) error {
 	var version int
 	err := l.r.QueryRowContext(ctx, `SELECT version FROM gatehouse_schema`).Scan(&version)
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "42P01" { // undefined_table
+		if perr := pgPermissionProblem(ctx, l.r); perr != nil {
+			return perr
+		}
 		return fmt.Errorf("%w: the database holds no ledger", ErrNoLedger)
+	}
+	if errors.As(err, &pe) && pe.Code == "42501" { // insufficient_privilege
+		return pgPrivilegeError(ctx, l.r, pe)
 	}
 	if err != nil {
 		return fmt.Errorf("read schema version: %w", err)
@@ -362,7 +404,18 @@ func createSchema(ctx context.Context, db *sql.DB, loc string) error {
 	if schema == "" || strings.Contains(schema, ",") {
 		return nil
 	}
+	var exists bool
+	if err := db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)`, schema).Scan(&exists); err != nil {
+		return fmt.Errorf("look for schema %s: %w", schema, err)
+	}
+	if exists {
+		return nil // a role that may not create schemas can still use one made for it
+	}
 	if _, err := db.ExecContext(ctx, `CREATE SCHEMA IF NOT EXISTS `+pgIdent(schema)); err != nil {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "42501" {
+			return fmt.Errorf("create schema %s: %w", schema, pgPrivilegeError(ctx, db, pe))
+		}
 		return fmt.Errorf("create schema %s: %w", schema, err)
 	}
 	return nil

@@ -422,3 +422,40 @@ func TestRelistenBacksOffUnlessAConnectionHeld(t *testing.T) {
 		t.Fatalf("after a connection that held: wait %v, next %v; want 250ms, 500ms", wait, next)
 	}
 }
+
+// TestPostgresNamesAMissingSchemaGrant: a role that may not use the
+// ledger's schema is told so, with the grant it needs, by readers and
+// writers alike — not that the database holds no ledger, and nothing is
+// created elsewhere.
+func TestPostgresNamesAMissingSchemaGrant(t *testing.T) {
+	base := postgresOnly(t)
+	loc, err := ledger.SchemaLocation(base, "t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ledger.Open(loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	role := fmt.Sprintf("gh_nousage_%d", time.Now().UnixNano()%1_000_000)
+	pgExec(t, base, "CREATE ROLE "+role+" LOGIN")
+	t.Cleanup(func() { pgExec(t, base, "DROP OWNED BY "+role+"; DROP ROLE "+role) })
+	u, err := url.Parse(loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.User(role)
+	as := u.String()
+	want := "role " + role + " may not use schema t1: grant USAGE"
+	if _, err := ledger.OpenReadOnly(as); !errors.Is(err, ledger.ErrPermission) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("read-only open as %s: %v, want %q", role, err, want)
+	}
+	if _, err := ledger.Open(as); !errors.Is(err, ledger.ErrPermission) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("open as %s: %v, want %q", role, err, want)
+	}
+	pgExec(t, base, "GRANT USAGE ON SCHEMA t1 TO "+role)
+	if _, err := ledger.OpenReadOnly(as); !errors.Is(err, ledger.ErrPermission) || !strings.Contains(err.Error(), "role "+role) {
+		t.Fatalf("with USAGE but no table privileges: %v, want the role named", err)
+	}
+}
