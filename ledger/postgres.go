@@ -93,9 +93,9 @@ func openPostgres(loc string, o options, readOnly bool) (*Ledger, error) {
 	}
 	db.SetMaxOpenConns(16)
 	db.SetMaxIdleConns(8)
-	l := &Ledger{path: shown, dialect: &dialect{postgres: true, loc: loc}, r: db, clock: o.clock, lease: o.lease,
+	l := &Ledger{path: shown, dialect: &dialect{postgres: true, loc: loc}, r: db, clock: o.clock, lease: o.lease, notice: o.notice,
 		holder: processHolder(), onDemand: o.onDemand}
-	ctx := context.Background()
+	ctx := o.context()
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open ledger %s: %w", shown, err)

@@ -91,6 +91,8 @@ type Ledger struct {
 	// restored is set while a restore left anything unverified (see
 	// loadRestored): only then does a decision read the marks.
 	restored atomic.Bool
+	// notice, when set, is told who holds the write lock a write waits for.
+	notice func(string)
 }
 
 // Activity is what one ledger handle asked of its store since it was
@@ -118,6 +120,24 @@ type options struct {
 	onDemand    bool
 	existing    bool
 	olderSchema bool
+	ctx         context.Context // what Open's own writes (migration, recovery) run under
+	notice      func(string)    // told when a write waits for another's lock (WithWaitNotice)
+}
+
+// WithContext makes Open's own work (migration, the recovery pass) end
+// when ctx does: an interrupted verb does not wait for a lock behind it.
+func WithContext(ctx context.Context) Option { return func(o *options) { o.ctx = ctx } }
+
+// WithWaitNotice calls f, once per write, when the write has waited a
+// second for another process's write lock, with a line that names the
+// holder (its pid, host and command line, where they can be read).
+func WithWaitNotice(f func(string)) Option { return func(o *options) { o.notice = f } }
+
+func (o options) context() context.Context {
+	if o.ctx != nil {
+		return o.ctx
+	}
+	return context.Background()
 }
 
 // WithClock makes the ledger read time from c.
@@ -166,12 +186,13 @@ func Open(path string, opts ...Option) (*Ledger, error) {
 	if err := checkHeader(path); err != nil {
 		return nil, err
 	}
-	l := &Ledger{path: path, clock: o.clock, lease: o.lease, holder: processHolder()}
+	l := &Ledger{path: path, clock: o.clock, lease: o.lease, holder: processHolder(), notice: o.notice}
+	ctx := o.context()
 	var err error
 	if l.w, err = openWriter(path); err != nil {
 		return nil, err
 	}
-	if err := l.migrate(context.Background()); err != nil {
+	if err := l.migrate(ctx); err != nil {
 		l.w.Close()
 		return nil, fmt.Errorf("open ledger %s: %w", path, err)
 	}
@@ -180,10 +201,10 @@ func Open(path string, opts ...Option) (*Ledger, error) {
 		return nil, err
 	}
 	l.r.SetMaxOpenConns(4)
-	l.loadIdentity(context.Background(), l.r)
-	l.loadRestored(context.Background(), l.r)
+	l.loadIdentity(ctx, l.r)
+	l.loadRestored(ctx, l.r)
 	if !o.noRecover {
-		if _, err := l.Recover(context.Background()); err != nil {
+		if _, err := l.Recover(ctx); err != nil {
 			l.Close()
 			return nil, fmt.Errorf("open ledger %s: recover: %w", path, err)
 		}
@@ -499,6 +520,12 @@ func (l *Ledger) writeRelaxed(ctx context.Context, fn func(*wtx) error) error {
 // connection, retrying while another process holds the write lock, so that no
 // "database is locked" reaches a caller before ctx or a generous deadline ends.
 func (l *Ledger) writeWith(ctx context.Context, durable bool, fn func(*wtx) error) error {
+	if l.notice != nil {
+		// A write that still waits after a second says for whom: a stop
+		// that prints nothing for twenty seconds looks like a hung one.
+		timer := time.AfterFunc(time.Second, func() { l.notice(l.lockHolderNotice()) })
+		defer timer.Stop()
+	}
 	// Another process's lock is released in real time, whatever the
 	// ledger's clock says.
 	budget := oswait.NewBudget(2 * time.Minute)
@@ -572,6 +599,9 @@ func (l *Ledger) tryWrite(ctx context.Context, durable bool, fn func(*wtx) error
 		// still bounds the wait for the write turn and the connection
 		// above, and is checked once more here.
 		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := awaitWriteLock(ctx, l.path); err != nil {
 			return err
 		}
 		if t.tx, err = beginSQLite(conn); err != nil {

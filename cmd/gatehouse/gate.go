@@ -36,6 +36,7 @@ const (
 	exitWrongDestination = 17 // not the approved (or recorded) destination or sender
 	exitConsent          = 18 // a customers import refused: consent not understood, or resubscribes not accepted
 	exitNothingToDo      = 19 // reconcile, resolve: no attempt whose outcome is open
+	exitInterrupted      = 20 // SIGINT or SIGTERM ended the verb while it waited; nothing recorded
 )
 
 // ledgerEnv names the ledger when --ledger is not given.
@@ -74,6 +75,8 @@ type gateRun struct {
 	due *recoveryDue
 	// opened is what opening the ledger asked of its store.
 	opened ledger.Activity
+	// ctx ends with SIGINT or SIGTERM: opening the ledger waits no longer.
+	ctx context.Context
 }
 
 // verbObservers maps a ledger location to a func(ledger.Activity) that a
@@ -181,7 +184,7 @@ func runVerb(cmd *cobra.Command, opts gateOpts, spec verbSpec) error {
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	g := &gateRun{gateOpts: opts, readOnly: spec.readOnly, out: cmd.OutOrStdout(), errOut: cmd.ErrOrStderr(), in: cmd.InOrStdin()}
+	g := &gateRun{gateOpts: opts, readOnly: spec.readOnly, out: cmd.OutOrStdout(), errOut: cmd.ErrOrStderr(), in: cmd.InOrStdin(), ctx: ctx}
 	defer g.close()
 	out, err := spec.run(ctx, g)
 	if g.l != nil && g.readOnly {
@@ -190,6 +193,11 @@ func runVerb(cmd *cobra.Command, opts gateOpts, spec verbSpec) error {
 	var code int
 	if err != nil {
 		code = exitCode(err)
+		if code == exitOther && ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			// Ended by SIGINT or SIGTERM while it waited: whatever it was
+			// waiting to record was not recorded.
+			code, err = exitInterrupted, fmt.Errorf("%w: interrupted while waiting; nothing was recorded", err)
+		}
 		err = &exitError{code: code, err: err}
 		if errors.Is(err, ledger.ErrNotRecorded) && code != exitUnknown || code == exitUsage {
 			out = nil // nothing was recorded: there is no state to show
@@ -224,6 +232,11 @@ func (g *gateRun) ledger() (*ledger.Ledger, error) {
 	opts, err := ledgerOptions(g.ledgerPath)
 	if err != nil {
 		return nil, err
+	}
+	errOut := g.errOut
+	opts = append(opts, ledger.WithWaitNotice(func(msg string) { fmt.Fprintf(errOut, "gatehouse: %s\n", msg) }))
+	if g.ctx != nil {
+		opts = append(opts, ledger.WithContext(g.ctx))
 	}
 	var l *ledger.Ledger
 	if g.readOnly {

@@ -53,6 +53,9 @@ func TestMain(m *testing.M) {
 	if path := os.Getenv("GATEHOUSE_TEST_HOLD"); path != "" {
 		os.Exit(holdLedger(path))
 	}
+	if path := os.Getenv("GATEHOUSE_TEST_LOCK"); path != "" {
+		os.Exit(holdWriteLock(path))
+	}
 	code := pgtest.Main(m)
 	if binPath != "" {
 		os.RemoveAll(filepath.Dir(binPath))
