@@ -3,15 +3,12 @@ package ledger
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/mattn/go-sqlite3"
-
-	"gatehouse/internal/oswait"
 	"gatehouse/internal/redact"
 )
 
@@ -38,43 +35,42 @@ func doing(cmd string) string {
 }
 
 // writeLockHolder is the process holding SQLite's WAL write lock on the
-// ledger at path: the lock on the first lock slot of its -shm index.
+// ledger at path (the first lock slot of its -shm index), read from
+// /proc/locks. Never by opening the -shm: closing any descriptor of a file
+// drops every POSIX lock this process holds on it, SQLite's own included.
 func writeLockHolder(path string) (int, bool) {
-	f, err := os.Open(path + "-shm")
+	fi, err := os.Stat(path + "-shm")
 	if err != nil {
 		return 0, false
 	}
-	defer f.Close()
-	lk := syscall.Flock_t{Type: syscall.F_WRLCK, Whence: io.SeekStart, Start: 120, Len: 1}
-	if err := syscall.FcntlFlock(f.Fd(), syscall.F_GETLK, &lk); err != nil || lk.Type == syscall.F_UNLCK || lk.Pid <= 0 {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
 		return 0, false
 	}
-	return int(lk.Pid), true
-}
-
-// awaitWriteLock waits, interruptibly, while another process holds the
-// SQLite ledger's write lock: BEGIN IMMEDIATE would wait for it inside
-// SQLite's busy handler, where neither SIGINT nor SIGTERM can end the wait.
-// A lock taken between this look and BEGIN is waited for there, as before.
-//
-// After a second it answers "busy" as SQLite would, so that the caller's
-// retry budget (writeWith) still bounds the whole wait.
-func awaitWriteLock(ctx context.Context, path string) error {
-	if ctx.Done() == nil {
-		return nil
+	locks, err := os.ReadFile("/proc/locks")
+	if err != nil {
+		return 0, false
 	}
-	budget := oswait.NewBudget(time.Second)
-	for {
-		if _, held := writeLockHolder(path); !held {
-			return nil
+	ino := strconv.FormatUint(st.Ino, 10)
+	for _, line := range strings.Split(string(locks), "\n") {
+		// "1: POSIX  ADVISORY  WRITE 12345 fd:01:6553 120 120"
+		f := strings.Fields(line)
+		if len(f) < 8 || f[1] != "POSIX" || f[3] != "WRITE" {
+			continue
 		}
-		if budget.Spent() {
-			return sqlite3.Error{Code: sqlite3.ErrBusy}
+		if dev := strings.Split(f[5], ":"); len(dev) != 3 || dev[2] != ino {
+			continue
 		}
-		if err := oswait.Pause(ctx, 2*time.Millisecond); err != nil {
-			return err
+		start, err1 := strconv.ParseInt(f[6], 10, 64)
+		end, err2 := strconv.ParseInt(f[7], 10, 64)
+		if err1 != nil || err2 != nil && f[7] != "EOF" || start > 120 || err2 == nil && end < 120 {
+			continue
+		}
+		if pid, err := strconv.Atoi(f[4]); err == nil && pid > 0 && pid != os.Getpid() {
+			return pid, true
 		}
 	}
+	return 0, false
 }
 
 // processCommand is pid's command line, each argument with any credential

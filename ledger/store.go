@@ -296,6 +296,12 @@ func (l *Ledger) Close() error {
 func openPool(path string, readOnly bool) (*sql.DB, error) {
 	q := url.Values{}
 	q.Set("_busy_timeout", "10000")
+	if !readOnly {
+		// The write connection waits for another process's lock in Go
+		// (writeWith's retries, bounded and interruptible), not inside
+		// SQLite's busy handler, where SIGINT and SIGTERM cannot end it.
+		q.Set("_busy_timeout", "100")
+	}
 	q.Set("_foreign_keys", "1")
 	// FULL: the commit that records "executing" must survive power loss
 	// before the destination is called, or a re-send could follow.
@@ -599,9 +605,6 @@ func (l *Ledger) tryWrite(ctx context.Context, durable bool, fn func(*wtx) error
 		// still bounds the wait for the write turn and the connection
 		// above, and is checked once more here.
 		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if err := awaitWriteLock(ctx, l.path); err != nil {
 			return err
 		}
 		if t.tx, err = beginSQLite(conn); err != nil {

@@ -112,7 +112,7 @@ func TestFlagTableMatchesTheBinary(t *testing.T) {
 
 // exitCodes is every exit code the binary uses.
 var exitCodes = []int{exitOK, exitOther, exitUsage, exitDuplicate, exitInFlight, exitDenied, exitHeld,
-	exitUnknown, exitStopped, exitFailed, exitWrongDestination, exitConsent}
+	exitUnknown, exitStopped, exitFailed, exitWrongDestination, exitConsent, exitNothingToDo, exitInterrupted}
 
 // TestExitCodeTablesListEveryCode: the exit-code tables in docs/cli.md and
 // the README list exactly the codes the binary uses.
