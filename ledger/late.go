@@ -212,7 +212,7 @@ func (t *wtx) holdArrivedLate(a *Action, actor string, arrived []int) error {
 // names the attempts).
 func (t *wtx) heldAsArrived(a *Action, actor string, arrived []int) error {
 	reason := fmt.Sprintf("%s arrived after all: the customer has the message, so it will not be sent again; a second message needs a correction",
-		attemptList(arrived))
+		AttemptList(arrived))
 	if err := t.transition(a, StateHeld, reason, HoldArrivedLate); err != nil {
 		return err
 	}
@@ -243,14 +243,14 @@ func arrivedAttempts(q queryer, key string) ([]int, error) {
 func arrivalConsequence(a Action, arrived []int) string {
 	if a.ArrivedTwice() {
 		return fmt.Sprintf(" The customer has it twice: %s arrived. The action stays %s; the duplicate is a fact to look at, not a state.",
-			attemptList(arrived), a.State)
+			AttemptList(arrived), a.State)
 	}
 	return " The gate will not send it again; a second message needs a correction."
 }
 
-// attemptList names attempts in words: "attempt 1", "attempts 1 and 2",
+// AttemptList names attempts in words: "attempt 1", "attempts 1 and 2",
 // "attempts 1, 2 and 3".
-func attemptList(ns []int) string {
+func AttemptList(ns []int) string {
 	words := make([]string, len(ns))
 	for i, n := range ns {
 		words[i] = fmt.Sprint(n)
@@ -420,7 +420,7 @@ func (l *Ledger) Findings(ctx context.Context) ([]Finding, error) {
 				rows.Close()
 				return err
 			}
-			f.Rule, f.Attempt = RuleLateEvidence, attemptOfLine(f.Detail, detail)
+			f.Rule, f.Attempt = RuleLateEvidence, Event{Message: f.Detail, Detail: detail}.AttemptNumber()
 			out = append(out, f)
 		}
 		rows.Close()
@@ -450,7 +450,7 @@ func (l *Ledger) Findings(ctx context.Context) ([]Finding, error) {
 				return err
 			}
 			out = append(out, Finding{Rule: RuleArrivedTwice, Key: a.Key,
-				Detail: fmt.Sprintf("%s arrived: the customer has the message %d times; the action stays %s", attemptList(arrived), len(arrived), a.State)})
+				Detail: fmt.Sprintf("%s arrived: the customer has the message %d times; the action stays %s", AttemptList(arrived), len(arrived), a.State)})
 		}
 		return nil
 	})
@@ -460,16 +460,16 @@ func (l *Ledger) Findings(ctx context.Context) ([]Finding, error) {
 	return out, nil
 }
 
-// attemptOfLine is the attempt a late evidence line is about: in its
-// detail, or for a line written before lines carried one, its sentence
-// ("Attempt N of …").
-func attemptOfLine(message, detail string) int {
+// AttemptNumber is the attempt a history line is about: in its detail, or
+// for a line written before lines carried one, its sentence when it begins
+// "Attempt N of …"; 0 when it names none.
+func (e Event) AttemptNumber() int {
 	var d struct{ Attempt int }
-	if json.Unmarshal([]byte(detail), &d) == nil && d.Attempt > 0 {
+	if json.Unmarshal([]byte(e.Detail), &d) == nil && d.Attempt > 0 {
 		return d.Attempt
 	}
 	var n int
-	if _, err := fmt.Sscanf(message, "Attempt %d of", &n); err == nil {
+	if _, err := fmt.Sscanf(e.Message, "Attempt %d of", &n); err == nil {
 		return n
 	}
 	return 0

@@ -350,6 +350,12 @@ func (a Action) Arrivals() int {
 // action stays in the state it is in.
 func (a Action) ArrivedTwice() bool { return a.Arrivals() > 1 }
 
+// Arrived reports whether the attempt's message is known to have arrived:
+// accepted, or arrived after it was settled as not arrived.
+func (at Attempt) Arrived() bool {
+	return at.Outcome == destination.OutcomeAccepted || !at.ArrivedLate.IsZero()
+}
+
 // Endpoint is where the action is to be handed over, as it was proposed:
 // the destination's identity, its records and its connection settings.
 func (a Action) Endpoint() destination.Endpoint {
