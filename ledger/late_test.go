@@ -374,3 +374,53 @@ func TestMigrationMarksTheLateAcceptancesOfOlderLedgers(t *testing.T) {
 		t.Fatalf("check: %v %v", vs, err)
 	}
 }
+
+// TestAudienceReRunReadsTheRecordsBeforeItRetries: a recipient held as
+// safe to retry (reconciliation found nothing after the settle time) whose
+// message then lands is not released and sent again by the next run of the
+// release: the run's reconcile reads its records again, finds the message,
+// and the recipient is held as arrived late; everyone else is sent once.
+func TestAudienceReRunReadsTheRecordsBeforeItRetries(t *testing.T) {
+	w := newWorld(t)
+	importMessy(t, w, "rel-1")
+	w.must(w.l.ApproveAudience(w.ctx, "rel-1", "lead", fake.DefaultName, ""))
+	rows, err := w.l.AudienceRows(w.ctx, "rel-1", ledger.RowEligible, 0, 0)
+	w.must(err)
+	// A first run recorded the first recipient's intent and stopped there.
+	_, err = w.l.Claim(w.ctx, ledger.TaskRef{ID: "release:rel-1"}, "notice-bot")
+	w.must(err)
+	r := rows[0]
+	p := ledger.Proposal{Task: ledger.TaskRef{ID: "release:rel-1"}, Customer: r.CustomerID, Event: "rel-1", ActionType: "notice",
+		Target: "audience", Recipient: r.Email, Subject: "Opening hours change", Body: "Our opening hours change on 1 April.",
+		Actor: "notice-bot", Destination: fake.DefaultName}
+	_, err = w.l.Propose(w.ctx, p)
+	w.must(err)
+	_, err = w.l.Approve(w.ctx, p.Key(), "lead", consentYes)
+	w.must(err)
+	_, msg, err := w.l.BeginAttempt(w.ctx, ledger.ExecuteRequest{Key: p.Key(), Executor: "notice-bot", Reread: consentYes,
+		Endpoint: destination.EndpointOf(w.dest)})
+	w.must(err)
+	w.clock.Advance(5 * time.Minute) // its lease and settle time are over
+	_, err = w.l.Recover(w.ctx)
+	w.must(err)
+	if a, _ := w.reconcile(p.Key(), "ops"); a.HoldCause != ledger.HoldSafeToRetry {
+		t.Fatalf("reconcile: %s/%s, want held safe to retry", a.State, a.HoldCause)
+	}
+	w.dest.Inject(msg) // it lands before the release is run again
+
+	s, err := w.l.SendAudience(w.ctx, ledger.AudienceSend{ReleaseID: "rel-1", Actor: "notice-bot"}, w.dest, testCRM())
+	w.must(err)
+	for _, row := range rows {
+		if n := w.dest.Arrivals(row.ActionKey); n != 1 {
+			t.Errorf("%s arrived %d times, want 1", row.ActionKey, n)
+		}
+	}
+	a, err := w.l.Action(w.ctx, p.Key())
+	w.must(err)
+	if a.State != ledger.StateHeld || a.HoldCause != ledger.HoldArrivedLate || a.LateArrivals != 1 {
+		t.Fatalf("the recipient whose message landed: %s/%s, %d late arrivals; want held arrived_late, 1", a.State, a.HoldCause, a.LateArrivals)
+	}
+	if s.Confirmed != 2 || s.Held != 1 {
+		t.Fatalf("summary: %d confirmed, %d held; want 2 and 1", s.Confirmed, s.Held)
+	}
+}

@@ -3,13 +3,20 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"gatehouse/destination"
 	filedest "gatehouse/destination/file"
+	"gatehouse/destination/registry"
+	smtpdest "gatehouse/destination/smtp"
+	"gatehouse/fakes"
 	"gatehouse/ledger"
+	"gatehouse/testmailbox"
 )
 
 // landLate writes attempt n of key into the env's outbox, as the
@@ -174,5 +181,159 @@ func TestLedgerCheckRecordsWhenTheRecordsCannotBeRead(t *testing.T) {
 	wantExit(t, r, exitOK)
 	if !strings.Contains(r.stdout, "finding: late evidence: "+key) {
 		t.Fatalf("check --records once the outbox is back:\n%s", r.stdout)
+	}
+}
+
+// forceResidualWindow runs the incident the settle time cannot rule out,
+// against a real mailbox on loopback: the mailbox takes attempt 1's final
+// dot and holds the message (hold_then_store, on its own clock) while the
+// sender gives up waiting for the 250 (unknown); once the attempt's lease
+// and settle time are over (on the ledger's clock) reconciliation finds
+// nothing, a person releases the hold and attempt 2 is sent and stored; then
+// the mailbox stores attempt 1 too. The customer has it twice, and the ledger
+// does not know yet. It returns the env and the action's key.
+func forceResidualWindow(t *testing.T) (*gateEnv, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	t.Cleanup(cancel)
+	mbClock, ledgerClock := fakes.NewClock(time.Now()), fakes.NewClock(time.Now())
+	mb, err := testmailbox.Start(ctx, testmailbox.Config{Clock: mbClock,
+		Faults: []testmailbox.Fault{{Kind: testmailbox.FaultHoldThenStore, Duration: time.Hour, Count: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mb.Close() })
+	e := newGateEnv(t)
+	key := e.approvedTo(mb.Target(), "enq-window", "alice")
+	l, err := ledger.Open(e.ledger, ledger.WithClock(ledgerClock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	impatient, err := smtpdest.New(mb.Target(), smtpdest.WithDataTimeout(200*time.Millisecond), smtpdest.WithSettleTime(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := ledger.ExecuteRequest{Key: key, Executor: "alice"}
+	if _, err := l.Execute(ctx, req, impatient.Gate()); !errors.Is(err, ledger.ErrUnknownOutcome) {
+		t.Fatalf("attempt 1 against a mailbox that holds the final dot: %v, want unknown", err)
+	}
+	if err := mbClock.BlockUntil(ctx, 1); err != nil { // the mailbox holds attempt 1
+		t.Fatal(err)
+	}
+	ledgerClock.Advance(5 * time.Minute) // its lease and settle time are over
+	a, err := l.Reconcile(ctx, ledger.ReconcileRequest{Key: key, Actor: "ops", Open: registry.Records()})
+	if a.State != ledger.StateHeld || a.HoldCause != ledger.HoldSafeToRetry {
+		t.Fatalf("reconcile after the settle time: %s/%s %q, %v; want safe to retry", a.State, a.HoldCause, a.Reason, err)
+	}
+	if _, err := l.ReleaseHold(ctx, key, "lead", "nothing arrived"); err != nil {
+		t.Fatal(err)
+	}
+	prompt, err := smtpdest.New(mb.Target())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Execute(ctx, req, prompt.Gate()); err != nil {
+		t.Fatalf("attempt 2: %v", err)
+	}
+	mbClock.Advance(time.Hour) // the mailbox stores attempt 1 at last
+	if n, err := mb.WaitFor(ctx, testmailbox.Filter{ActionKey: key}, 2); err != nil || n != 2 {
+		t.Fatalf("%d stored for the key, %v; want both attempts", n, err)
+	}
+	return e, key
+}
+
+// TestResidualWindowIsCaughtAsLateEvidence forces the residual window and
+// has it found by each way that reads the records again: the next
+// reconcile of the action, and ledger check --records. Either way the
+// history holds one late_arrival line for attempt 1, and show, metrics, the
+// review and ledger check each say that the action arrived twice while it
+// stays sent.
+func TestResidualWindowIsCaughtAsLateEvidence(t *testing.T) {
+	for _, finder := range []struct {
+		name string
+		find func(t *testing.T, e *gateEnv, key string)
+	}{
+		{"NextReconcile", func(t *testing.T, e *gateEnv, key string) {
+			wantExit(t, e.gate("reconcile", "--key", key, "--as", "ops"), exitOK)
+		}},
+		{"LedgerCheckRecords", func(t *testing.T, e *gateEnv, _ string) {
+			wantExit(t, ledgerCmd("check", "--ledger", e.ledger, "--records"), exitOK)
+		}},
+	} {
+		t.Run(finder.name, func(t *testing.T) {
+			e, key := forceResidualWindow(t)
+			var m metricsView
+			decodeOne(t, e.must("metrics", "--json").stdout, &m)
+			if m.LateEvidence != 0 || m.ArrivedTwice != 0 {
+				t.Fatalf("before anyone read the records again: %+v", m)
+			}
+			finder.find(t, e, key)
+			finder.find(t, e, key) // once, however often
+
+			t.Run("Show", func(t *testing.T) {
+				var sv struct {
+					Action struct {
+						State        string `json:"state"`
+						ArrivedTwice bool   `json:"arrived_twice"`
+					} `json:"action"`
+					History []struct{ Kind, Message string } `json:"history"`
+				}
+				decodeOne(t, e.must("show", "--key", key, "--json").stdout, &sv)
+				var late []string
+				for _, h := range sv.History {
+					if h.Kind == string(ledger.EvLateArrival) {
+						late = append(late, h.Message)
+					}
+				}
+				if sv.Action.State != "sent" || !sv.Action.ArrivedTwice || len(late) != 1 ||
+					!strings.Contains(late[0], "Attempt 1 of "+key+" arrived after all") {
+					t.Fatalf("show: %s, arrived twice %v, late evidence %q", sv.Action.State, sv.Action.ArrivedTwice, late)
+				}
+			})
+			t.Run("Metrics", func(t *testing.T) {
+				var m metricsView
+				decodeOne(t, e.must("metrics", "--json").stdout, &m)
+				if m.LateEvidence != 1 || m.ArrivedTwice != 1 {
+					t.Fatalf("metrics: late evidence %d, arrived twice %d; want 1 and 1", m.LateEvidence, m.ArrivedTwice)
+				}
+			})
+			t.Run("Review", func(t *testing.T) {
+				r := reviewCmd("--ledger", e.ledger, "--format", "json")
+				wantExit(t, r, exitOK)
+				var rep struct {
+					Total struct {
+						LateEvidence int `json:"late_evidence"`
+					} `json:"total"`
+					LateEvidence []struct {
+						Kind, Key string
+						Attempt   int
+					} `json:"late_evidence"`
+					ArrivedTwice []struct {
+						Key      string
+						Attempts []int
+					} `json:"arrived_twice"`
+				}
+				if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+					t.Fatal(err)
+				}
+				if rep.Total.LateEvidence != 1 || len(rep.LateEvidence) != 1 || rep.LateEvidence[0].Attempt != 1 ||
+					len(rep.ArrivedTwice) != 1 || rep.ArrivedTwice[0].Key != key || !slices.Equal(rep.ArrivedTwice[0].Attempts, []int{1, 2}) {
+					t.Fatalf("review: %+v", rep)
+				}
+			})
+			t.Run("Check", func(t *testing.T) {
+				r := ledgerCmd("check", "--ledger", e.ledger, "--json")
+				wantExit(t, r, exitOK)
+				var v ledgerCheckView
+				if err := json.Unmarshal([]byte(r.stdout), &v); err != nil {
+					t.Fatal(err)
+				}
+				if !v.OK || len(v.Findings) != 2 || v.Findings[0].Rule != ledger.RuleLateEvidence || v.Findings[0].Key != key ||
+					v.Findings[0].Attempt != 1 || v.Findings[1].Rule != ledger.RuleArrivedTwice {
+					t.Fatalf("check: %s", r.stdout)
+				}
+			})
+		})
 	}
 }
