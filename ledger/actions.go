@@ -247,11 +247,13 @@ func describeChange(a Action, p Proposal) string {
 func (t *wtx) blockDuplicate(a *Action, actor, what string) error {
 	var sentinel error
 	var hint string
-	switch a.State {
-	case StateSent:
+	switch {
+	case a.State == StateSent:
 		sentinel, hint = ErrDuplicate, "it was already sent; a second message needs a correction"
-	case StateExecuting:
+	case a.State == StateExecuting:
 		sentinel, hint = ErrInFlight, "another executor is sending it right now"
+	case a.LateArrivals > 0 && !needsReconcile(*a):
+		sentinel, hint = ErrDuplicate, "its message arrived after all (an attempt settled as not arrived was found later); a second message needs a correction"
 	default:
 		sentinel, hint = ErrUnknownOutcome, "an earlier attempt's outcome is unknown; reconcile before anything else"
 	}

@@ -353,8 +353,8 @@ func (l *Ledger) prepareRecipient(ctx context.Context, req AudienceSend, rel Aud
 		if err != nil && !errors.Is(err, ErrHeld) {
 			return false, err
 		}
-		if a.State != StateHeld || a.HoldCause != HoldSafeToRetry {
-			return false, nil // sent, or still needs a person
+		if a.State != StateHeld || a.HoldCause != HoldSafeToRetry || a.LateArrivals > 0 {
+			return false, nil // sent, arrived after all, or still needs a person
 		}
 		if _, err := l.ReleaseHold(ctx, key, req.Actor, "audience send re-run: reconciliation proved nothing arrived"); err != nil {
 			return false, err

@@ -39,6 +39,17 @@ var invariants = []struct {
 	{"failed has a permanent rejection", `SELECT a.key, count(t.id) FROM actions a LEFT JOIN attempts t ON t.action_key = a.key
 		WHERE a.state = 'failed' GROUP BY a.key HAVING coalesce(sum(CASE WHEN t.outcome = 'rejected_permanent' THEN 1 ELSE 0 END), 0) = 0 ORDER BY a.key`,
 		"%s failed but none of its %d attempts was rejected permanently"},
+	// An action counts the attempts of it that arrived after they were
+	// settled as not arrived (schema 13); only such an attempt can have.
+	{"late arrivals match attempts", `SELECT a.key, a.late_arrivals || ', but ' ||
+		(SELECT count(*) FROM attempts t WHERE t.action_key = a.key AND t.arrived_late != 0) || ' of its attempts arrived late'
+		FROM actions a WHERE a.late_arrivals != (SELECT count(*) FROM attempts t WHERE t.action_key = a.key AND t.arrived_late != 0)
+		ORDER BY a.key`,
+		"%s counts late arrivals %s"},
+	{"late arrival of an attempt settled as not arrived", `SELECT action_key, number || ' is ' || outcome FROM attempts
+		WHERE arrived_late != 0 AND outcome NOT IN ('not_delivered', 'rejected_temporary', 'rejected_permanent')
+		ORDER BY action_key, number`,
+		"%s: attempt %s, yet it is marked as arrived late"},
 	// A review folds the history into states: the last state an action's
 	// history led to must be the state it is in.
 	{"history leads to the state", `SELECT a.key, (CASE WHEN a.state = 'held' AND a.hold_cause != '' THEN 'held:' || a.hold_cause ELSE a.state END)

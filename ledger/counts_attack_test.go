@@ -94,7 +94,9 @@ func TestActionCountsSurviveBulkUpdatesDriftAndMigration(t *testing.T) {
 	downgrade := []string{
 		`DROP TRIGGER actions_count_insert`, `DROP TRIGGER actions_count_state`, `DROP TRIGGER actions_count_delete`,
 		`DROP TABLE action_counts`, `ALTER TABLE actions DROP COLUMN destination_settings`,
-		`DROP TABLE unverified_actions`, `DROP TABLE unverified_releases`, `DROP TABLE ledger_identity`, `ALTER TABLE attempts DROP COLUMN content_digest`, `ALTER TABLE attempts DROP COLUMN settles_at`, `PRAGMA user_version = 9`,
+		`DROP TABLE unverified_actions`, `DROP TABLE unverified_releases`, `DROP TABLE ledger_identity`, `ALTER TABLE attempts DROP COLUMN content_digest`, `ALTER TABLE attempts DROP COLUMN settles_at`,
+		`DROP INDEX actions_late_arrivals`, `ALTER TABLE actions DROP COLUMN late_arrivals`, `ALTER TABLE attempts DROP COLUMN arrived_late`,
+		`PRAGMA user_version = 9`,
 	}
 	if onPostgres() {
 		downgrade = []string{
@@ -103,7 +105,9 @@ func TestActionCountsSurviveBulkUpdatesDriftAndMigration(t *testing.T) {
 			`DROP TABLE action_counts`, `DROP INDEX IF EXISTS actions_search_trgm`,
 			`DROP INDEX actions_state`, `CREATE INDEX actions_state ON actions(state)`,
 			`ALTER TABLE actions DROP COLUMN destination_settings`, `DROP TABLE unverified_actions`, `DROP TABLE unverified_releases`, `DROP TABLE ledger_identity`,
-			`ALTER TABLE attempts DROP COLUMN content_digest`, `ALTER TABLE attempts DROP COLUMN settles_at`, `UPDATE gatehouse_schema SET version = 9`,
+			`ALTER TABLE attempts DROP COLUMN content_digest`, `ALTER TABLE attempts DROP COLUMN settles_at`,
+			`DROP INDEX actions_late_arrivals`, `ALTER TABLE actions DROP COLUMN late_arrivals`, `ALTER TABLE attempts DROP COLUMN arrived_late`,
+			`UPDATE gatehouse_schema SET version = 9`,
 		}
 	}
 	for _, q := range downgrade {

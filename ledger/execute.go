@@ -364,6 +364,9 @@ func refusalReason(err error) string {
 func (t *wtx) refuseUnlessExecutable(a *Action, executor string) error {
 	switch a.State {
 	case StateApproved:
+		if a.LateArrivals > 0 {
+			return t.blockDuplicate(a, executor, "execution")
+		}
 	case StateSent, StateExecuting, StateUnknown:
 		return t.blockDuplicate(a, executor, "execution")
 	case StateHeld:
@@ -677,12 +680,34 @@ func (t *wtx) recordOutcome(transportID string, o destination.Outcome, response 
 	switch {
 	case att.Outcome == "":
 	case att.Outcome == destination.OutcomeUnknown && o == destination.OutcomeAccepted && !att.Reconciled:
+	case o == destination.OutcomeAccepted && !att.ArrivedLate.IsZero():
+		return out, nil // known to have arrived already: the same fact again
 	case o == destination.OutcomeAccepted && att.Outcome != destination.OutcomeAccepted:
 		// Settled otherwise (reconciled as absent, say) and then confirmed
-		// after all: a second message may be on its way. Say so loudly.
-		return out, t.event(att.Executor, out.TaskID, out.Key, EvLateOutcome, "",
-			"Attempt %d of %s was confirmed accepted after it had been settled as %s; if it was retried, the customer may receive it twice. Check the destination.",
-			att.Number, out.Key, att.Outcome)
+		// after all: the message arrived, and a retry may have sent it
+		// again. The outcome stays as settled; the arrival is kept beside
+		// it, and the action is never attempted again.
+		if err := t.requireDurable(); err != nil {
+			return out, err
+		}
+		if err := t.markArrived(&out, att); err != nil {
+			return out, err
+		}
+		arrived, err := arrivedAttempts(t, out.Key)
+		if err != nil {
+			return out, err
+		}
+		t.note(map[string]any{"attempt": att.Number, "reported": string(o), "settled_as": string(att.Outcome),
+			"message_id": att.MessageID, "destination": att.Destination, "arrivals": out.Arrivals()}, "")
+		consequence := " If it was retried, the customer may receive it twice; check the destination." + arrivalConsequence(out, arrived)
+		if out.ArrivedTwice() {
+			consequence = arrivalConsequence(out, arrived)
+		}
+		if err := t.event(att.Executor, out.TaskID, out.Key, EvLateOutcome, "",
+			"Attempt %d of %s was confirmed accepted after it had been settled as %s.%s", att.Number, out.Key, att.Outcome, consequence); err != nil {
+			return out, err
+		}
+		return out, t.holdArrivedLate(&out, att.Executor, arrived)
 	case o == att.Outcome:
 		return out, nil // the same report again (a retried RecordDelivery): nothing new
 	default:
@@ -741,16 +766,16 @@ func (t *wtx) applyOutcome(a *Action, att Attempt, o destination.Outcome, respon
 }
 
 const attemptCols = `id, action_key, number, transport_id, executor, holder, started_at, lease_until, outcome, outcome_at, response, reconciled,
-	destination, lookup, message_id, recipient, sender, epoch, content_digest, settles_at`
+	destination, lookup, message_id, recipient, sender, epoch, content_digest, settles_at, arrived_late`
 
 func scanAttempt(s interface{ Scan(...any) error }) (Attempt, error) {
 	var at Attempt
-	var st, lu, oa, sa int64
+	var st, lu, oa, sa, al int64
 	var o string
 	var rec int
 	err := s.Scan(&at.ID, &at.ActionKey, &at.Number, &at.TransportID, &at.Executor, &at.Holder, &st, &lu, &o, &oa, &at.Response, &rec,
-		&at.Destination, &at.Lookup, &at.MessageID, &at.Recipient, &at.Sender, &at.Epoch, &at.ContentDigest, &sa)
-	at.StartedAt, at.LeaseUntil, at.OutcomeAt = fromNS(st), fromNS(lu), fromNS(oa)
+		&at.Destination, &at.Lookup, &at.MessageID, &at.Recipient, &at.Sender, &at.Epoch, &at.ContentDigest, &sa, &al)
+	at.StartedAt, at.LeaseUntil, at.OutcomeAt, at.ArrivedLate = fromNS(st), fromNS(lu), fromNS(oa), fromNS(al)
 	if at.SettlesAt = fromNS(sa); sa == 0 {
 		// Recorded before attempts kept their settle time.
 		at.SettlesAt = at.LeaseUntil.Add(destination.DefaultSettleTime)

@@ -59,16 +59,20 @@ func (l *Ledger) Reconcile(ctx context.Context, req ReconcileRequest) (Action, e
 	if err != nil {
 		return a, err
 	}
-	if !needsReconcile(a) {
-		return a, nil
-	}
-	var asked Attempt // the attempt the destination is asked about
+	var atts []Attempt
 	if err := l.read(ctx, func(tx queryTx) (err error) {
-		asked, err = lastAttempt(tx, key)
+		atts, err = listAttempts(tx, key)
 		return err
 	}); err != nil {
 		return a, err
 	}
+	if !needsReconcile(a) {
+		return l.recheckSettled(ctx, a, actor, req.Open, atts)
+	}
+	if len(atts) == 0 {
+		return a, fmt.Errorf("last attempt of %s: %w", key, ErrNotFound)
+	}
+	asked, earlier := atts[len(atts)-1], atts[:len(atts)-1] // asked: the attempt the destination is asked about
 	if asked.Recipient == "" {
 		asked.Recipient = a.Recipient // recorded before attempts stored it
 	}
@@ -77,6 +81,13 @@ func (l *Ledger) Reconcile(ctx context.Context, req ReconcileRequest) (Action, e
 		return l.refuseReconcile(ctx, a, actor, refusal)
 	}
 	res, lookErr := lookUp(ctx, req.Open, ep, destination.LookupQuery{ActionKey: key, MessageID: asked.MessageID})
+	// The earlier attempts settled as not arrived are read again with it:
+	// the one lookup answers for those recorded at the same records.
+	var made *answered
+	if lookErr == nil {
+		made = &answered{recorded: asked.Endpoint(), at: ep, res: res}
+	}
+	late, _, _ := lookLate(ctx, req.Open, key, recheckable(earlier), made)
 	var out Action
 	err = l.writeRelaxed(ctx, func(t *wtx) error {
 		cur, err := getAction(t, key)
@@ -100,6 +111,23 @@ func (l *Ledger) Reconcile(ctx context.Context, req ReconcileRequest) (Action, e
 				return err
 			}
 		}
+		// An earlier attempt's message found is recorded before this
+		// attempt is judged, so that an absence knows there is nothing to
+		// retry, and after it when this attempt arrived too, so that the
+		// line says the customer has it twice.
+		recordLate := func() error {
+			_, err := t.recordLateFinds(&out, late, actor, actor+"'s reconciliation of attempt "+fmt.Sprint(att.Number))
+			return err
+		}
+		var v verdict
+		if lookErr == nil {
+			v = judge(asked, withoutOwnOf(res, earlier))
+		}
+		if lookErr != nil || len(v.contradictions) > 0 || v.own == 0 {
+			if err := recordLate(); err != nil {
+				return err
+			}
+		}
 		if lookErr != nil {
 			reason := fmt.Sprintf("outcome of attempt %d unknown and could not be checked (%v); a person must look at the destination", att.Number, lookErr)
 			if cur.State != StateHeld || cur.HoldCause != HoldUnknownOutcome {
@@ -111,14 +139,16 @@ func (l *Ledger) Reconcile(ctx context.Context, req ReconcileRequest) (Action, e
 				&StateError{Key: key, State: out.State, Err: ErrHeld, Hint: reason},
 				"%s tried to reconcile %s at %s, but %v; it stays held and will not be re-sent.", actor, key, orDash(ep.String()), lookErr)
 		}
-		v := judge(asked, res)
 		switch {
 		case len(v.contradictions) > 0:
 			return t.holdContradiction(&out, att, actor, ep, v)
 		case v.own > 0:
 			// Its own Message-ID is proof of delivery whatever the epoch.
-			return t.settleReconciled(&out, att, actor, destination.OutcomeAccepted, "",
-				fmt.Sprintf("reconciliation found its message %s for %s at %s", att.MessageID, asked.Recipient, ep.Destination))
+			if err := t.settleReconciled(&out, att, actor, destination.OutcomeAccepted, "",
+				fmt.Sprintf("reconciliation found its message %s for %s at %s", att.MessageID, asked.Recipient, ep.Destination)); err != nil {
+				return err
+			}
+			return recordLate()
 		case res.Epoch != att.Epoch:
 			return t.holdForgotten(&out, att, actor, ep, res.Epoch)
 		case t.now().Before(att.SettlesAt):
@@ -166,6 +196,10 @@ func (l *Ledger) refuseReconcile(ctx context.Context, a Action, actor string, de
 	})
 }
 
+// errNoRecords: the destination keeps no records the gate can consult (a
+// fake:// destination, an SMTP relay without a query API).
+var errNoRecords = errors.New("keeps no records the gate can consult")
+
 // lookUp asks the endpoint's records, checking that the opener reached the
 // destination it was asked for.
 func lookUp(ctx context.Context, open destination.RecordsOpener, ep destination.Endpoint, q destination.LookupQuery) (destination.LookupResult, error) {
@@ -180,7 +214,7 @@ func lookUp(ctx context.Context, open destination.RecordsOpener, ep destination.
 		return destination.LookupResult{}, fmt.Errorf("open the records of %s: %w", ep, err)
 	}
 	if lk == nil {
-		return destination.LookupResult{}, fmt.Errorf("%s keeps no records the gate can consult", ep)
+		return destination.LookupResult{}, fmt.Errorf("%s %w", ep, errNoRecords)
 	}
 	if lk.Identity() != ep.Destination {
 		return destination.LookupResult{}, fmt.Errorf("asked for the records of %s but reached %s", ep.Destination, lk.Identity())
@@ -434,6 +468,15 @@ func (t *wtx) settleReconciled(a *Action, att Attempt, actor string, o destinati
 		att.Executor = actor
 		return t.applyOutcome(a, att, o, note, true)
 	}
+	if a.LateArrivals > 0 {
+		// This attempt did not arrive, but an earlier one did after all:
+		// there is nothing to retry.
+		arrived, err := arrivedAttempts(t, a.Key)
+		if err != nil {
+			return err
+		}
+		return t.heldAsArrived(a, actor, arrived)
+	}
 	reason := fmt.Sprintf("attempt %d did not arrive (%s); safe to retry after review", att.Number, note)
 	if err := t.transition(a, StateHeld, reason, HoldSafeToRetry); err != nil {
 		return err
@@ -499,6 +542,9 @@ func (l *Ledger) ReleaseHold(ctx context.Context, key, actor, reason string) (Ac
 		if a.HoldCause.outcomeOpen() {
 			return &StateError{Key: key, State: a.State, Err: ErrUnknownOutcome,
 				Hint: "the message may have arrived; reconcile or resolve the outcome before releasing"}
+		}
+		if a.HoldCause == HoldArrivedLate {
+			return &StateError{Key: key, State: a.State, Err: ErrDuplicate, Hint: a.Reason}
 		}
 		return t.releaseHold(a, actor, reason)
 	})

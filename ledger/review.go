@@ -53,6 +53,13 @@ type ReviewAction struct {
 	Key, TaskID, Customer, Recipient string
 	State                            State
 	HoldCause                        HoldCause
+	LateArrivals                     int // see Action.LateArrivals
+}
+
+// ArrivedTwice reports whether the customer is known to have the action's
+// message more than once (see Action.ArrivedTwice).
+func (a ReviewAction) ArrivedTwice() bool {
+	return Action{State: a.State, LateArrivals: a.LateArrivals}.ArrivedTwice()
 }
 
 // ReviewLine is one history line as ReadReview hands it over: the text
@@ -120,7 +127,7 @@ func eachLine(tx queryTx, foldedFrom int64, each func(ReviewLine) error) error {
 }
 
 func reviewActions(tx queryTx, f *ReviewFacts) error {
-	rows, err := tx.Query(`SELECT key, task_id, customer, recipient, state, hold_cause FROM actions`)
+	rows, err := tx.Query(`SELECT key, task_id, customer, recipient, state, hold_cause, late_arrivals FROM actions`)
 	if err != nil {
 		return fmt.Errorf("read actions: %w", err)
 	}
@@ -128,7 +135,7 @@ func reviewActions(tx queryTx, f *ReviewFacts) error {
 	for rows.Next() {
 		var a ReviewAction
 		var st, hc string
-		if err := rows.Scan(&a.Key, &a.TaskID, &a.Customer, &a.Recipient, &st, &hc); err != nil {
+		if err := rows.Scan(&a.Key, &a.TaskID, &a.Customer, &a.Recipient, &st, &hc, &a.LateArrivals); err != nil {
 			return fmt.Errorf("read actions: %w", err)
 		}
 		a.State, a.HoldCause = State(st), HoldCause(hc)

@@ -51,6 +51,7 @@ const (
 	HoldSafeToRetry       HoldCause = "safe_to_retry"      // reconciliation proved nothing arrived
 	HoldContradiction     HoldCause = "contradiction"      // the destination's records contradict the attempt
 	HoldNotFoundYet       HoldCause = "not_found_yet"      // nothing found, but the message may still land
+	HoldArrivedLate       HoldCause = "arrived_late"       // nothing more to retry: an earlier attempt arrived after all
 )
 
 // outcomeOpen reports whether the hold sits on an attempt whose outcome is
@@ -118,6 +119,7 @@ type Action struct {
 	HoldCause           HoldCause // set while held
 	ProposedBy          string
 	Corrects            string // key of the action this one corrects
+	LateArrivals        int    // attempts settled as not arrived whose message arrived after all
 	Version             int64
 	CreatedAt           time.Time
 	UpdatedAt           time.Time
@@ -181,6 +183,11 @@ type Attempt struct {
 	OutcomeAt  time.Time
 	Response   string
 	Reconciled bool // the outcome was established by reconciliation
+	// ArrivedLate is when the gate learned that the attempt's message
+	// arrived although the attempt was settled as not arrived (a late 250,
+	// or its message found in the records); zero while it has not. The
+	// outcome stays as it was settled: this is evidence beside it.
+	ArrivedLate time.Time
 	// begun is when BeginAttempt(s) returned the attempt to this process, on
 	// the ledger's clock in this process (not the server's, which can
 	// disagree): Deliver bounds the send from here.
@@ -256,6 +263,7 @@ const (
 	EvApprovalStale      EventKind = "approval_stale"
 	EvNotificationQueued EventKind = "notified"
 	EvLateOutcome        EventKind = "late_outcome"
+	EvLateArrival        EventKind = "late_arrival" // an attempt settled as not arrived was found in the records
 	EvAudienceImported   EventKind = "audience_imported"
 	EvAudienceRemoved    EventKind = "audience_removed"
 	EvDestinationBound   EventKind = "destination_bound"
@@ -311,15 +319,42 @@ type Metrics struct {
 	// UnmatchedByRelease counts, per audience release, the source rows
 	// whose identity matched no customer.
 	UnmatchedByRelease map[string]int
-	// LateEvidence counts reports that arrived for an attempt after it was
-	// settled otherwise (a late 250, a late "unknown"): each is a line in
-	// the history, never dropped; a late acceptance may mean two arrivals.
+	// LateEvidence counts what turned up about an attempt after it was
+	// settled: reports that differ from the settled outcome (a late 250, a
+	// late "unknown") and messages of attempts settled as not arrived found
+	// in their destination's records. Each is a line in the history, never
+	// dropped.
 	LateEvidence int
+	// ArrivedTwice counts the actions known to have arrived more than once
+	// (see Action.ArrivedTwice).
+	ArrivedTwice int
 }
 
 // StaleAfter is how long a proposal may wait for approval before it counts
 // as stale: a day, the review rhythm of the first week.
 const StaleAfter = 24 * time.Hour
+
+// Arrivals is how many of the action's attempts are known to have
+// arrived: the accepted one (a sent action has exactly one) and those that
+// arrived after they were settled as not arrived.
+func (a Action) Arrivals() int {
+	n := a.LateArrivals
+	if a.State == StateSent {
+		n++
+	}
+	return n
+}
+
+// ArrivedTwice reports whether the customer is known to have the action's
+// message more than once. It is a fact about the world, not a state: the
+// action stays in the state it is in.
+func (a Action) ArrivedTwice() bool { return a.Arrivals() > 1 }
+
+// Arrived reports whether the attempt's message is known to have arrived:
+// accepted, or arrived after it was settled as not arrived.
+func (at Attempt) Arrived() bool {
+	return at.Outcome == destination.OutcomeAccepted || !at.ArrivedLate.IsZero()
+}
 
 // Endpoint is where the action is to be handed over, as it was proposed:
 // the destination's identity, its records and its connection settings.

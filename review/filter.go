@@ -35,6 +35,7 @@ var Groups = []Group{
 	{Name: "manual overrides", override: true},
 	group("corrections", ledger.EvCorrection),
 	group("stops", ledger.EvStopped, ledger.EvResumed, ledger.EvRefusedStopped),
+	group("late evidence", ledger.EvLateOutcome, ledger.EvLateArrival),
 }
 
 // Filter selects timeline lines; the zero Filter selects all.

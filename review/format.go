@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"gatehouse/ledger"
 )
 
 // WriteJSON writes the report as one indented JSON object.
@@ -42,13 +44,18 @@ func (r Report) WriteMarkdown(w io.Writer) error {
 			if a.Inferred {
 				then += " (inferred)"
 			}
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %d | %s |\n", cell(a.Key), cell(a.Task), then, orDash(a.Now),
+			now := orDash(a.Now)
+			if a.ArrivedTwice {
+				now += " (arrived twice)"
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %d | %s |\n", cell(a.Key), cell(a.Task), then, now,
 				cell(orDash(strings.Join(a.After, ", "))), a.SendsTried, cell(a.Material.words()))
 		}
 		b.WriteString("\n")
 	}
 	r.mdUnknown(&b)
 	r.mdOverrides(&b)
+	r.mdLate(&b)
 	r.mdDays(&b)
 	r.mdTotals(&b)
 	_, err := io.WriteString(w, b.String())
@@ -103,14 +110,39 @@ func (r Report) mdOverrides(b *strings.Builder) {
 	b.WriteString("\n")
 }
 
+// mdLate lists the late evidence of the window and the actions that
+// arrived twice.
+func (r Report) mdLate(b *strings.Builder) {
+	b.WriteString("## Late evidence\n\n")
+	if len(r.LateEvidence) == 0 {
+		b.WriteString("None in the window: nothing turned up about an attempt after it was settled.\n\n")
+	} else {
+		b.WriteString("| at | kind | action | attempt | what |\n| --- | --- | --- | ---: | --- |\n")
+		for _, l := range r.LateEvidence {
+			fmt.Fprintf(b, "| %s | %s | %s | %d | %s |\n", l.At, l.Kind, cell(l.Key), l.Attempt, cell(l.Message))
+		}
+		b.WriteString("\n")
+	}
+	if len(r.ArrivedTwice) == 0 {
+		b.WriteString("Arrived twice: no action, as far as the ledger knows.\n\n")
+		return
+	}
+	fmt.Fprintf(b, "Arrived twice, as the ledger knows now (the customer has the message more than once; each action stays in its state): %d\n\n",
+		len(r.ArrivedTwice))
+	for _, t := range r.ArrivedTwice {
+		fmt.Fprintf(b, "- %s (%s): %s arrived\n", t.Key, t.State, ledger.AttemptList(t.Attempts))
+	}
+	b.WriteString("\n")
+}
+
 func (r Report) mdDays(b *strings.Builder) {
 	b.WriteString("## Per day\n\n")
-	b.WriteString("| day | proposed | attempts | sent | denied | denial rate | duplicate blocks | ownership conflicts | unknown | holds | manual overrides | failed | stale approvals | stops |\n")
-	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	b.WriteString("| day | proposed | attempts | sent | denied | denial rate | duplicate blocks | ownership conflicts | unknown | holds | manual overrides | failed | stale approvals | stops | late evidence |\n")
+	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	row := func(label string, m Measures) {
-		fmt.Fprintf(b, "| %s | %d | %d | %d | %d | %.1f%% | %d | %d | %d | %d | %d | %d | %d | %d |\n", label, m.Proposed, m.Attempts, m.Sent,
+		fmt.Fprintf(b, "| %s | %d | %d | %d | %d | %.1f%% | %d | %d | %d | %d | %d | %d | %d | %d | %d |\n", label, m.Proposed, m.Attempts, m.Sent,
 			m.Denied, m.DenialRate(), m.DuplicateBlocks, m.OwnershipConflicts, m.Unknown, m.Holds, m.ManualOverrides, m.Failed,
-			m.StaleApprovals, m.Stops)
+			m.StaleApprovals, m.Stops, m.LateEvidence)
 	}
 	for _, d := range r.Days {
 		row(d.Day, d.Measures)

@@ -22,6 +22,10 @@ type Measures struct {
 	Failed             int `json:"failed"`
 	StaleApprovals     int `json:"stale_approvals"`
 	Stops              int `json:"stops"`
+	// LateEvidence counts what turned up about attempts already settled:
+	// late reports and messages found after their attempt was settled as
+	// not arrived.
+	LateEvidence int `json:"late_evidence"`
 }
 
 // DenialRate is the share of sends that reached the gate's material check
@@ -47,6 +51,7 @@ const (
 	slotFailed
 	slotStaleApprovals
 	slotStops
+	slotLateEvidence
 	numSlots
 )
 
@@ -54,7 +59,8 @@ type slots [numSlots]int
 
 func (c slots) measures() Measures {
 	return Measures{c[slotProposed], c[slotAttempts], c[slotSent], c[slotDenied], c[slotDuplicateBlocks],
-		c[slotOwnershipConflicts], c[slotUnknown], c[slotHolds], c[slotOverride], c[slotFailed], c[slotStaleApprovals], c[slotStops]}
+		c[slotOwnershipConflicts], c[slotUnknown], c[slotHolds], c[slotOverride], c[slotFailed], c[slotStaleApprovals], c[slotStops],
+		c[slotLateEvidence]}
 }
 
 // kindSlot is the measure a history line of kind k counts towards (-1:
@@ -83,6 +89,8 @@ func kindSlot(k ledger.EventKind) int8 {
 		return slotStaleApprovals
 	case ledger.EvStopped:
 		return slotStops
+	case ledger.EvLateOutcome, ledger.EvLateArrival:
+		return slotLateEvidence
 	}
 	return -1
 }
@@ -105,6 +113,7 @@ var MeasureList = []Measure{
 	{"manual overrides", func(m Measures) int { return m.ManualOverrides }},
 	{"failed", func(m Measures) int { return m.Failed }},
 	{"stale approvals", func(m Measures) int { return m.StaleApprovals }},
+	{"late evidence", func(m Measures) int { return m.LateEvidence }},
 }
 
 // RateBucket is the measures of one hour or day.

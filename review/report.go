@@ -41,6 +41,8 @@ type Report struct {
 	Buckets        []BucketActions `json:"buckets"`
 	Unknown        []Unknown       `json:"unknown_outcomes"`
 	Overrides      []Override      `json:"manual_overrides"`
+	LateEvidence   []LateLine      `json:"late_evidence"`
+	ArrivedTwice   []Twice         `json:"arrived_twice"`
 	Days           []Day           `json:"per_day"`
 	Total          Measures        `json:"total"`
 	StaleProposals []string        `json:"stale_proposals"`
@@ -105,6 +107,9 @@ type ActionAtStop struct {
 	// Material compares the approval's material values with the latest
 	// ones the ledger read for the customer (not for sent actions).
 	Material *Material `json:"material,omitempty"`
+	// ArrivedTwice: the customer is known to have its message more than
+	// once, as the ledger knows it now (see Report.ArrivedTwice).
+	ArrivedTwice bool `json:"arrived_twice"`
 }
 
 // Material is whether an approval still rests on current values.
@@ -144,6 +149,26 @@ type Override struct {
 	Key     string `json:"key"`
 	Reason  string `json:"reason"`
 	Message string `json:"message"`
+}
+
+// LateLine is one line of late evidence in the window: a report or a
+// message that turned up after its attempt was settled.
+type LateLine struct {
+	EventID int64  `json:"event_id"`
+	At      string `json:"at"`
+	Kind    string `json:"kind"`
+	Key     string `json:"key"`
+	Attempt int    `json:"attempt"`
+	Message string `json:"message"`
+}
+
+// Twice is an action known to have arrived more than once, as the ledger
+// knows it when the report is built: a fact about the world, whatever the
+// window (its state stays what it is).
+type Twice struct {
+	Key      string `json:"key"`
+	State    string `json:"state"`
+	Attempts []int  `json:"attempts"` // the attempts that arrived
 }
 
 // Day is the measures of one UTC day.
@@ -197,6 +222,12 @@ func Build(ctx context.Context, l *ledger.Ledger, h *History, opts Options) (Rep
 		return r, err
 	}
 	if r.Overrides, err = h.overrides(ctx, l, from, to); err != nil {
+		return r, err
+	}
+	if r.LateEvidence, err = h.lateLines(ctx, l, from, to); err != nil {
+		return r, err
+	}
+	if r.ArrivedTwice, err = h.arrivedTwice(ctx, l); err != nil {
 		return r, err
 	}
 	r.Days, r.Total = h.days(from, to)
@@ -306,6 +337,7 @@ func (h *History) actionAt(i int32, b Bucket, at, end Fold, after []int, moment 
 	if b != Committed {
 		a.Material = h.material(i, fa.Customer, moment)
 	}
+	a.ArrivedTwice = fa.ArrivedTwice()
 	return a
 }
 
@@ -416,6 +448,54 @@ func (h *History) overrides(ctx context.Context, l *ledger.Ledger, from, to int)
 	return out, nil
 }
 
+// lateLines quotes the late evidence lines of Events[from:to].
+func (h *History) lateLines(ctx context.Context, l *ledger.Ledger, from, to int) ([]LateLine, error) {
+	var ids []int64
+	for _, ev := range h.Events[from:to] {
+		if k := h.Kinds[ev.Kind]; k == ledger.EvLateOutcome || k == ledger.EvLateArrival {
+			ids = append(ids, ev.ID)
+		}
+	}
+	out := []LateLine{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	text, err := Text(ctx, l, ids)
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range ids {
+		e := text[id]
+		out = append(out, LateLine{EventID: id, At: e.At.UTC().Format(TimeFormat), Kind: string(e.Kind), Key: e.ActionKey,
+			Attempt: e.AttemptNumber(), Message: e.Message})
+	}
+	return out, nil
+}
+
+// arrivedTwice lists, in key order, the actions known to have arrived
+// more than once, with the attempts that did (read only for them).
+func (h *History) arrivedTwice(ctx context.Context, l *ledger.Ledger) ([]Twice, error) {
+	out := []Twice{}
+	for _, i := range h.keyOrder() {
+		fa := h.Facts.Actions[h.Keys[i]]
+		if !fa.ArrivedTwice() {
+			continue
+		}
+		atts, err := l.Attempts(ctx, fa.Key)
+		if err != nil {
+			return nil, fmt.Errorf("read attempts of %s: %w", fa.Key, err)
+		}
+		tw := Twice{Key: fa.Key, State: string(fa.State), Attempts: []int{}}
+		for _, at := range atts {
+			if at.Arrived() {
+				tw.Attempts = append(tw.Attempts, at.Number)
+			}
+		}
+		out = append(out, tw)
+	}
+	return out, nil
+}
+
 func (h *History) days(from, to int) ([]Day, Measures) {
 	out := []Day{}
 	var total Measures
@@ -433,7 +513,7 @@ func (m Measures) add(o Measures) Measures {
 	return Measures{m.Proposed + o.Proposed, m.Attempts + o.Attempts, m.Sent + o.Sent, m.Denied + o.Denied,
 		m.DuplicateBlocks + o.DuplicateBlocks, m.OwnershipConflicts + o.OwnershipConflicts, m.Unknown + o.Unknown,
 		m.Holds + o.Holds, m.ManualOverrides + o.ManualOverrides, m.Failed + o.Failed, m.StaleApprovals + o.StaleApprovals,
-		m.Stops + o.Stops}
+		m.Stops + o.Stops, m.LateEvidence + o.LateEvidence}
 }
 
 // staleProposals are actions only proposed at the window's end whose latest

@@ -9,6 +9,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -135,8 +136,20 @@ func buildStopLedger(t *testing.T) (*stopLedger, stopKeys) {
 	s.must(err)
 	s.at(day2.Add(2 * time.Hour)) // manual overrides 1 (the queued send's hold released)
 	s.must(s.l.Resume(s.ctx, "ops-lead", "cause fixed"))
-	s.at(day2.Add(3 * time.Hour)) // attempts 1, sent 1
+	s.at(day2.Add(3 * time.Hour)) // attempts 2, failed 1 (not delivered), sent 1
+	// Attempt 1 is answered "not delivered" (its deadline hit the final
+	// dot), but the write finished: it lands once attempt 2 was sent.
+	_, msg, err := s.l.BeginAttempt(s.ctx, ledger.ExecuteRequest{Key: k.approved, Executor: "wf", Reread: consent("yes"),
+		Endpoint: destination.EndpointOf(s.dest)})
+	s.must(err)
+	_, err = s.l.RecordOutcome(s.ctx, msg.TransportID, destination.OutcomeNotDelivered, "deadline passed at the final dot")
+	s.must(err)
 	s.must(s.send(k.approved, "yes"))
+	s.dest.Inject(msg)
+	s.at(day2.Add(3*time.Hour + 30*time.Minute)) // late evidence 1: reconciling finds attempt 1 after all
+	_, err = s.l.Reconcile(s.ctx, ledger.ReconcileRequest{Key: k.approved, Actor: "ops-lead",
+		Open: destination.RecordsOpenerFunc(func(destination.Endpoint) (destination.Records, error) { return s.dest, nil })})
+	s.must(err)
 	s.at(day2.Add(4 * time.Hour)) // denied 1
 	if err := s.send(k.changed, "no"); !errors.Is(err, ledger.ErrDenied) {
 		t.Fatalf("send after consent changed: %v", err)
@@ -160,7 +173,8 @@ var handCounts = map[string]int{"committed": 1, "in_flight": 1, "approved_not_st
 // handDays are the per-day measures counted in buildStopLedger.
 var handDays = []review.Day{
 	{Day: "2026-03-02", DenialRate: 33.3, Measures: review.Measures{Proposed: 6, Attempts: 2, Sent: 1, Denied: 1, Unknown: 1, Stops: 1}},
-	{Day: "2026-03-03", DenialRate: 50, Measures: review.Measures{Attempts: 1, Sent: 2, Denied: 1, DuplicateBlocks: 1, Holds: 1, ManualOverrides: 2}},
+	{Day: "2026-03-03", DenialRate: 33.3, Measures: review.Measures{Attempts: 2, Sent: 2, Denied: 1, DuplicateBlocks: 1, Holds: 1, ManualOverrides: 2,
+		Failed: 1, LateEvidence: 1}},
 }
 
 func TestReportAtAStopEqualsHandCounts(t *testing.T) {
@@ -219,7 +233,7 @@ func TestReportAtAStopEqualsHandCounts(t *testing.T) {
 		}{
 			k.sent:     {"sent", "sent", "", 1},
 			k.unknown:  {"unknown", "sent", "same", 0},
-			k.approved: {"approved", "sent", "same", 2},
+			k.approved: {"approved", "sent", "same", 3},
 			k.proposed: {"drafting", "drafting", "no_approval", 0},
 			k.denied:   {"denied", "denied", "changed", 0},
 			k.changed:  {"approved", "denied", "changed", 1},
@@ -249,8 +263,11 @@ func TestReportAtAStopEqualsHandCounts(t *testing.T) {
 		for _, line := range []string{
 			"| committed (sent) | 1 |", "| in flight (reconcile) | 1 |", "| approved, not started | 2 |", "| only proposed | 1 |",
 			"| held | 0 |", "| denied | 1 |", "| cancelled | 0 |", "| failed | 0 |",
-			"| 2026-03-02 | 6 | 2 | 1 | 1 | 33.3% | 0 | 0 | 1 | 0 | 0 | 0 | 0 | 1 |",
-			"| 2026-03-03 | 0 | 1 | 2 | 1 | 50.0% | 1 | 0 | 0 | 1 | 2 | 0 | 0 | 0 |",
+			"| 2026-03-02 | 6 | 2 | 1 | 1 | 33.3% | 0 | 0 | 1 | 0 | 0 | 0 | 0 | 1 | 0 |",
+			"| 2026-03-03 | 0 | 2 | 2 | 1 | 33.3% | 1 | 0 | 0 | 1 | 2 | 1 | 0 | 0 | 1 |",
+			"| gh1:c3:enquiry-3:reply_ack:task-1:r0 | task-1 | approved | sent (arrived twice) |",
+			"| 2026-03-03 12:30:00Z | late_arrival | gh1:c3:enquiry-3:reply_ack:task-1:r0 | 1 | Attempt 1 of gh1:c3:enquiry-3:reply_ack:task-1:r0 arrived after all:",
+			"- gh1:c3:enquiry-3:reply_ack:task-1:r0 (sent): attempts 1 and 2 arrived",
 			"Stop 1 of 1: 2026-03-02 15:00:00Z by ops-lead because: duplicate acknowledgements reported",
 		} {
 			if !strings.Contains(md, line+"\n") && !strings.Contains(md, line+" ") {
@@ -368,5 +385,43 @@ func TestReportWindowWithoutStop(t *testing.T) {
 	}
 	if r.Stop != nil || len(r.Days) != 1 || r.Days[0].Proposed != 2 {
 		t.Errorf("stop %+v, days %+v", r.Stop, r.Days)
+	}
+}
+
+// TestReportNamesLateEvidence: attempt 1 of the action sent after the
+// stop was answered "not delivered", yet landed, and reconciling the sent
+// action found it: the report quotes that line, counts it on its day, marks
+// the action as arrived twice where its bucket lists it, and lists it with
+// the attempts that arrived; the timeline's late evidence filter selects it.
+func TestReportNamesLateEvidence(t *testing.T) {
+	s, k := buildStopLedger(t)
+	r := loadReport(t, s, review.Options{})
+	if len(r.LateEvidence) != 1 {
+		t.Fatalf("late evidence %+v, want one line", r.LateEvidence)
+	}
+	if l := r.LateEvidence[0]; l.Kind != string(ledger.EvLateArrival) || l.Key != k.approved || l.Attempt != 1 ||
+		!strings.Contains(l.Message, "arrived after all") {
+		t.Errorf("late evidence line %+v", l)
+	}
+	if r.Total.LateEvidence != 1 || r.Days[0].LateEvidence != 0 || r.Days[1].LateEvidence != 1 {
+		t.Errorf("late evidence counted %d in all, %d and %d per day; want 1, 0 and 1", r.Total.LateEvidence, r.Days[0].LateEvidence, r.Days[1].LateEvidence)
+	}
+	if len(r.ArrivedTwice) != 1 || r.ArrivedTwice[0].Key != k.approved || r.ArrivedTwice[0].State != "sent" ||
+		!slices.Equal(r.ArrivedTwice[0].Attempts, []int{1, 2}) {
+		t.Errorf("arrived twice %+v, want %s with attempts 1 and 2", r.ArrivedTwice, k.approved)
+	}
+	for _, b := range r.Buckets {
+		for _, a := range b.Actions {
+			if a.ArrivedTwice != (a.Key == k.approved) {
+				t.Errorf("%s in %s: arrived twice %v", a.Key, b.Bucket, a.ArrivedTwice)
+			}
+		}
+	}
+	h, err := review.Load(s.ctx, s.l)
+	s.must(err)
+	g := slices.IndexFunc(review.Groups, func(g review.Group) bool { return g.Name == "late evidence" })
+	sel := h.Select(review.Filter{Group: g})
+	if g < 0 || len(sel) != 1 || h.KindOf(h.Events[sel[0]]) != ledger.EvLateArrival {
+		t.Fatalf("the late evidence filter selects %v", sel)
 	}
 }

@@ -84,6 +84,9 @@ func actionDetailLines(th Theme, d ledger.ActionDetail, w int) []string {
 		state += " (" + strings.ReplaceAll(string(a.HoldCause), "_", " ") + ")"
 	}
 	out = append(out, para("  state      ", th.mark(stateMark(a.State)).Render(state)+" — "+a.Reason, w)...)
+	if a.LateArrivals > 0 {
+		out = append(out, para("  arrived    ", arrivalWords(th, d), w)...)
+	}
 	out = append(out,
 		fmt.Sprintf("  task       %s (owner %s)", a.TaskID, orNone(d.Task.Owner)),
 		fmt.Sprintf("  to         %s", recipientLabel(a.Recipient, a.RecipientName)),
@@ -153,7 +156,7 @@ func attemptLines(th Theme, ats []ledger.Attempt, w int) []string {
 	}
 	for _, at := range ats {
 		out = append(out, fmt.Sprintf("  #%d  %s, started by %s at %s", at.Number,
-			th.mark(outcomeMark(at.Outcome)).Render(outcomeLabel(at)), at.Executor, at.StartedAt.Format(clockFormat)))
+			th.mark(attemptMark(at)).Render(outcomeLabel(at)), at.Executor, at.StartedAt.Format(clockFormat)))
 		where := ""
 		if host, pid := at.ExecutorHost(); host != "" {
 			where = fmt.Sprintf(", executor on %s (pid %d)", host, pid)
@@ -167,6 +170,23 @@ func attemptLines(th Theme, ats []ledger.Attempt, w int) []string {
 	return out
 }
 
+// arrivalWords says which attempts of an action arrived, when one settled
+// as not arrived did after all: twice is a fact shown, not a state.
+func arrivalWords(th Theme, d ledger.ActionDetail) string {
+	var arrived []int
+	for _, at := range d.Attempts {
+		if at.Arrived() {
+			arrived = append(arrived, at.Number)
+		}
+	}
+	if d.Action.ArrivedTwice() {
+		return th.Bad.Render("ARRIVED TWICE") + fmt.Sprintf(": %s arrived, the customer has the message %d times; the state stays %s",
+			ledger.AttemptList(arrived), len(arrived), stateLabel(d.Action.State))
+	}
+	return th.Warn.Render("arrived late") + fmt.Sprintf(": %s arrived after it was settled as not arrived; it will not be sent again",
+		ledger.AttemptList(arrived))
+}
+
 // outcomeLabel is an attempt's outcome in plain words.
 func outcomeLabel(at ledger.Attempt) string {
 	if at.Outcome == "" {
@@ -176,7 +196,19 @@ func outcomeLabel(at ledger.Attempt) string {
 	if at.Reconciled {
 		s += " (reconciled)"
 	}
+	if !at.ArrivedLate.IsZero() {
+		s += ", but ARRIVED LATE"
+	}
 	return s
+}
+
+// attemptMark is outcomeMark, and bad for an attempt that arrived after it
+// was settled as not arrived.
+func attemptMark(at ledger.Attempt) mark {
+	if !at.ArrivedLate.IsZero() {
+		return markBad
+	}
+	return outcomeMark(at.Outcome)
 }
 
 func outcomeMark(o destination.Outcome) mark {

@@ -148,10 +148,32 @@ func actionRows(as []ledger.Action, short bool) []row {
 	out := make([]row, len(as))
 	for i, label := range labels(as, short) {
 		a := as[i]
-		out[i] = row{cells: []string{label, stateWord(a.State, short), a.TaskID, withoutKey(a.Reason, a.Key),
-			a.UpdatedAt.Format(clockFormat)}, mark: stateMark(a.State)}
+		out[i] = row{cells: []string{label, stateWord(a.State, short), a.TaskID, why(a),
+			a.UpdatedAt.Format(clockFormat)}, mark: actionMark(a)}
 	}
 	return out
+}
+
+// why is the reason a row shows, led by what a reader must not miss: the
+// customer has the message twice (its state stays what it is).
+func why(a ledger.Action) string {
+	w := withoutKey(a.Reason, a.Key)
+	switch {
+	case a.ArrivedTwice():
+		return fmt.Sprintf("ARRIVED TWICE (%d arrivals) · %s", a.Arrivals(), w)
+	case a.LateArrivals > 0:
+		return "arrived late · " + w
+	}
+	return w
+}
+
+// actionMark marks a row by its state, and as bad whatever its state when
+// the action arrived twice.
+func actionMark(a ledger.Action) mark {
+	if a.ArrivedTwice() {
+		return markBad
+	}
+	return stateMark(a.State)
 }
 
 var holdCols = []column{
@@ -163,7 +185,7 @@ func holdRows(as []ledger.Action, short bool) []row {
 	for i, label := range labels(as, short) {
 		a := as[i]
 		out[i] = row{cells: []string{label, stateWord(a.State, short), causeWord(a.HoldCause, short),
-			a.TaskID, withoutKey(a.Reason, a.Key)}, mark: stateMark(a.State)}
+			a.TaskID, why(a)}, mark: actionMark(a)}
 	}
 	return out
 }
@@ -187,6 +209,8 @@ func causeWord(c ledger.HoldCause, short bool) string {
 			return "unknown"
 		case ledger.HoldNotFoundYet:
 			return "not yet"
+		case ledger.HoldArrivedLate:
+			return "arrived"
 		}
 	}
 	return strings.ReplaceAll(string(c), "_", " ")
@@ -224,6 +248,8 @@ func metricsLines(th Theme, m ledger.Metrics) []string {
 		{"unknown ever", m.UnknownOutcomes, "attempts recorded as unknown"},
 		{"stale proposals", m.StaleProposals, "only proposed, unchanged for a day"},
 		{"manual overrides", m.ManualOverrides, "hold releases, moves, outcomes resolved by hand"},
+		{"late evidence", m.LateEvidence, "reports and messages that turned up after their attempt was settled"},
+		{"arrived twice", m.ArrivedTwice, "actions the customer has more than once"},
 	}
 	out := []string{""}
 	for _, r := range rows {

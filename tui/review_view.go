@@ -65,7 +65,7 @@ const (
 // bar, the filter line, the header and the selected line's sentence.
 func (rv *Review) timelineRows() int { return max(rv.height-7, 1) }
 
-func (rv *Review) rateRows() int { return max(rv.height-11, 1) }
+func (rv *Review) rateRows() int { return max(rv.height-5-len(sparkMeasures), 1) }
 
 func (rv *Review) timelineView() []string {
 	lines := []string{rv.filterLine()}
@@ -185,7 +185,8 @@ func spanGlyph(h *review.History, i int) string {
 // lineMark colours a line by what it says and by how its action ended.
 func lineMark(h *review.History, ev review.Event, kind ledger.EventKind) mark {
 	switch kind {
-	case ledger.EvDenied, ledger.EvDuplicateBlock, ledger.EvFailed, ledger.EvContradiction, ledger.EvStopped, ledger.EvLateOutcome:
+	case ledger.EvDenied, ledger.EvDuplicateBlock, ledger.EvFailed, ledger.EvContradiction, ledger.EvStopped, ledger.EvLateOutcome,
+		ledger.EvLateArrival:
 		return markBad
 	case ledger.EvUnknown, ledger.EvRecoveredUnknown, ledger.EvHeld, ledger.EvRefusedStopped:
 		return markWarn
@@ -301,7 +302,7 @@ func bucketLabel(b review.RateBucket) string {
 }
 
 // sparkMeasures are the measures drawn as sparklines above the buckets.
-var sparkMeasures = []string{"sent", "denied", "duplicate blocks", "unknown", "holds", "manual overrides"}
+var sparkMeasures = []string{"sent", "denied", "duplicate blocks", "unknown", "holds", "manual overrides", "late evidence"}
 
 func (rv *Review) ratesView() []string {
 	width := "per day"
@@ -332,9 +333,9 @@ func (rv *Review) ratesView() []string {
 		labelW = 16
 	}
 	// The bar takes what the label and the counts leave.
-	barW := min(max(rv.width-labelW-4-6-5*4-9, 0), 40)
-	lines = append(lines, "", rv.th.Header.Render(fitLine(fmt.Sprintf("%-*s %4s %-*s %6s %4s %4s %4s %4s %4s", labelW, "bucket", "sent",
-		barW, "", "denied", "dup", "own", "unk", "hold", "ovr"), rv.width)))
+	barW := min(max(rv.width-labelW-4-6-6*4-10, 0), 40)
+	lines = append(lines, "", rv.th.Header.Render(fitLine(fmt.Sprintf("%-*s %4s %-*s %6s %4s %4s %4s %4s %4s %4s", labelW, "bucket", "sent",
+		barW, "", "denied", "dup", "own", "unk", "hold", "ovr", "late"), rv.width)))
 	peak := 0
 	for _, b := range rv.rates {
 		peak = max(peak, b.M.Sent)
@@ -350,8 +351,8 @@ func (rv *Review) ratesView() []string {
 		if b.M.Denied > 0 {
 			denied = fmt.Sprintf("%d/%.0f%%", b.M.Denied, b.M.DenialRate())
 		}
-		row := fitLine(fmt.Sprintf("%-*s %4d %-*s %6s %4d %4d %4d %4d %4d", labelW, bucketLabel(b), b.M.Sent, barW, bar, denied,
-			b.M.DuplicateBlocks, b.M.OwnershipConflicts, b.M.Unknown, b.M.Holds, b.M.ManualOverrides), rv.width)
+		row := fitLine(fmt.Sprintf("%-*s %4d %-*s %6s %4d %4d %4d %4d %4d %4d", labelW, bucketLabel(b), b.M.Sent, barW, bar, denied,
+			b.M.DuplicateBlocks, b.M.OwnershipConflicts, b.M.Unknown, b.M.Holds, b.M.ManualOverrides, b.M.LateEvidence), rv.width)
 		if p == rv.rpos.cursor {
 			row = rv.th.Selected.Render(row)
 		}
@@ -380,7 +381,7 @@ func addMeasures(a, b review.Measures) review.Measures {
 	for _, m := range []struct{ dst, src *int }{{&a.Proposed, &b.Proposed}, {&a.Attempts, &b.Attempts}, {&a.Sent, &b.Sent},
 		{&a.Denied, &b.Denied}, {&a.DuplicateBlocks, &b.DuplicateBlocks}, {&a.OwnershipConflicts, &b.OwnershipConflicts},
 		{&a.Unknown, &b.Unknown}, {&a.Holds, &b.Holds}, {&a.ManualOverrides, &b.ManualOverrides}, {&a.Failed, &b.Failed},
-		{&a.StaleApprovals, &b.StaleApprovals}, {&a.Stops, &b.Stops}} {
+		{&a.StaleApprovals, &b.StaleApprovals}, {&a.Stops, &b.Stops}, {&a.LateEvidence, &b.LateEvidence}} {
 		*m.dst += *m.src
 	}
 	return a
@@ -443,7 +444,11 @@ func stopBody(r *review.Report) ([]string, []string, []lineStyle) {
 			if a.Inferred {
 				then += "*"
 			}
-			out = append(out, fmt.Sprintf("  %s  %s → now %s", keyLabel(a.Key, a.Task), then, stateShort(a.Now)))
+			line, style := fmt.Sprintf("  %s  %s → now %s", keyLabel(a.Key, a.Task), then, stateShort(a.Now)), stylePlain
+			if a.ArrivedTwice {
+				line, style = line+" · ARRIVED TWICE", styleBad
+			}
+			out = append(out, line)
 			after := "nothing after"
 			if len(a.After) > 0 {
 				after = "after: " + strings.Join(a.After, ", ")
@@ -453,7 +458,7 @@ func stopBody(r *review.Report) ([]string, []string, []lineStyle) {
 				detail += " · material: " + materialWords(a.Material)
 			}
 			out = append(out, detail)
-			keys, styles = append(keys, a.Key, a.Key), append(styles, stylePlain, styleDim)
+			keys, styles = append(keys, a.Key, a.Key), append(styles, style, styleDim)
 		}
 	}
 	if r.Inferred.Lines > 0 {
@@ -470,12 +475,15 @@ const (
 	stylePlain lineStyle = iota
 	styleHeader
 	styleDim
+	styleBad
 )
 
 func (rv *Review) styled(st lineStyle, s string) string {
 	switch st {
 	case styleHeader:
 		return rv.th.Header.Render(s)
+	case styleBad:
+		return rv.th.Bad.Render(s)
 	case styleDim:
 		return rv.th.Dim.Render(s)
 	}

@@ -309,14 +309,20 @@ func reconcileVerb() verbSpec {
 			if err != nil {
 				return before, err
 			}
-			if !before.OutcomeOpen() {
-				// Exit 0 means "the destination has it": never say so
-				// for an action whose outcome nobody asked about.
-				return before, &ledger.StateError{Key: key, State: before.State, Err: ledger.ErrNothingToReconcile,
-					Hint: "no attempt of it has an open outcome (" + before.Reason + ")"}
-			}
 			a, err := l.Reconcile(ctx, ledger.ReconcileRequest{Key: key, Actor: actor, Open: registry.Records(),
 				Named: named, Moved: moved, Reason: reason})
+			if err == nil && !before.OutcomeOpen() {
+				// Exit 0 means "the destination has it, established now":
+				// never say so for an action whose outcome nobody asked
+				// about. Its earlier attempts' records were read again
+				// all the same; a message found there is said so.
+				if a.LateArrivals > before.LateArrivals {
+					return a, &ledger.StateError{Key: key, State: a.State, Err: ledger.ErrDuplicate,
+						Hint: "nothing was open, but an earlier attempt's message was found after it had been settled as not arrived: it arrived (late evidence, see show)"}
+				}
+				return a, &ledger.StateError{Key: key, State: a.State, Err: ledger.ErrNothingToReconcile,
+					Hint: "no attempt of it has an open outcome (" + a.Reason + ")"}
+			}
 			if err == nil && a.State == ledger.StateHeld {
 				// Proven absent, or contradicted: the ledger holds it for a
 				// person. A workflow must not read exit 0 as "done".

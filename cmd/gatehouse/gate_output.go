@@ -51,6 +51,11 @@ type actionView struct {
 	ProposedBy    string    `json:"proposed_by"`
 	Corrects      string    `json:"corrects,omitempty"`
 	UpdatedAt     time.Time `json:"updated_at"`
+	// LateArrivals counts the attempts settled as not arrived that
+	// arrived after all; ArrivedTwice says the customer has the message
+	// more than once. The state stays what it is.
+	LateArrivals int  `json:"late_arrivals"`
+	ArrivedTwice bool `json:"arrived_twice"`
 }
 
 func newActionView(a ledger.Action) actionView {
@@ -58,7 +63,8 @@ func newActionView(a ledger.Action) actionView {
 		HoldCause: string(a.HoldCause), Customer: a.Customer, Event: a.Event, ActionType: a.ActionType,
 		Target: a.Target, Revision: a.Revision, Recipient: a.Recipient, RecipientName: a.RecipientName,
 		Sender: a.Sender, Destination: a.Destination, Lookup: a.Lookup, Subject: a.Subject,
-		Digest: a.Digest, ProposedBy: a.ProposedBy, Corrects: a.Corrects, UpdatedAt: a.UpdatedAt}
+		Digest: a.Digest, ProposedBy: a.ProposedBy, Corrects: a.Corrects, UpdatedAt: a.UpdatedAt,
+		LateArrivals: a.LateArrivals, ArrivedTwice: a.ArrivedTwice()}
 }
 
 func (a actionView) text(w io.Writer) {
@@ -75,6 +81,12 @@ func (a actionView) text(w io.Writer) {
 		{"proposed by", a.ProposedBy}, {"updated", fmtTime(a.UpdatedAt)}}...)
 	if a.Corrects != "" {
 		rows = append(rows, [2]string{"corrects", a.Corrects})
+	}
+	switch {
+	case a.ArrivedTwice:
+		rows = append(rows, [2]string{"ARRIVED TWICE", "the customer has the message more than once (late evidence in its history); the state stays " + a.State})
+	case a.LateArrivals > 0:
+		rows = append(rows, [2]string{"arrived late", "an attempt settled as not arrived arrived after all; it will not be sent again"})
 	}
 	for _, r := range rows {
 		fmt.Fprintf(w, "%s:\t%s\n", r[0], r[1])
@@ -158,6 +170,9 @@ type attemptView struct {
 	Outcome     string    `json:"outcome"`
 	Response    string    `json:"response"`
 	Reconciled  bool      `json:"reconciled"`
+	// ArrivedLate is when the gate learned that the attempt's message
+	// arrived although it was settled as not arrived.
+	ArrivedLate *time.Time `json:"arrived_late,omitempty"`
 }
 
 // checkView compares an approved material value with the one re-read.

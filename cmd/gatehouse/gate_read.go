@@ -38,9 +38,13 @@ func newShowView(d ledger.ActionDetail) showView {
 		v.Approvals = append(v.Approvals, av)
 	}
 	for _, at := range d.Attempts {
-		v.Attempts = append(v.Attempts, attemptView{Number: at.Number, TransportID: at.TransportID, MessageID: at.MessageID,
+		av := attemptView{Number: at.Number, TransportID: at.TransportID, MessageID: at.MessageID,
 			Destination: at.Destination, Lookup: at.Lookup, Epoch: at.Epoch, Recipient: at.Recipient, Sender: at.Sender, Executor: at.Executor,
-			StartedAt: at.StartedAt, Outcome: string(at.Outcome), Response: at.Response, Reconciled: at.Reconciled})
+			StartedAt: at.StartedAt, Outcome: string(at.Outcome), Response: at.Response, Reconciled: at.Reconciled}
+		if !at.ArrivedLate.IsZero() {
+			av.ArrivedLate = &at.ArrivedLate
+		}
+		v.Attempts = append(v.Attempts, av)
 	}
 	for _, c := range d.Checks {
 		v.Checks = append(v.Checks, checkView{Attempt: c.Attempt, Name: c.Source + "." + c.Field,
@@ -73,6 +77,9 @@ func (s showView) text(w io.Writer) {
 		outcome := orDash(at.Outcome)
 		if at.Reconciled {
 			outcome += " (reconciled)"
+		}
+		if at.ArrivedLate != nil {
+			outcome += ", but ARRIVED LATE (learned " + fmtTime(*at.ArrivedLate) + ")"
 		}
 		fmt.Fprintf(w, "  #%d\t%s\tvia %s\t%s\t%s\t%s\n", at.Number, at.MessageID, orDash(at.Destination), at.Executor, outcome, at.Response)
 	}
@@ -262,6 +269,7 @@ type metricsView struct {
 	StaleProposals     int            `json:"stale_proposals"`
 	ManualOverrides    int            `json:"manual_overrides"`
 	LateEvidence       int            `json:"late_evidence"`
+	ArrivedTwice       int            `json:"arrived_twice"`
 	UnmatchedByRelease map[string]int `json:"unmatched_by_release"`
 }
 
@@ -275,7 +283,7 @@ func (m metricsView) text(w io.Writer) {
 		{"ownership conflicts", m.OwnershipConflicts}, {"held now", m.Holds},
 		{"unknown now", m.Unknown}, {"unknown outcomes ever", m.UnknownOutcomes},
 		{"stale proposals", m.StaleProposals}, {"manual overrides", m.ManualOverrides},
-		{"late evidence", m.LateEvidence},
+		{"late evidence", m.LateEvidence}, {"arrived twice", m.ArrivedTwice},
 	} {
 		fmt.Fprintf(w, "%s:\t%d\n", r.name, r.n)
 	}
@@ -309,7 +317,8 @@ func metricsVerb() verbSpec {
 				DuplicateBlocks: m.DuplicateBlocks, Denials: m.Denials, OwnershipConflicts: m.OwnershipConflicts,
 				Holds: m.Holds, Unknown: m.Unknown, UnknownOutcomes: m.UnknownOutcomes,
 				ByState: map[string]int{}, Stopped: m.Stopped, StaleProposals: m.StaleProposals,
-				ManualOverrides: m.ManualOverrides, LateEvidence: m.LateEvidence, UnmatchedByRelease: m.UnmatchedByRelease}
+				ManualOverrides: m.ManualOverrides, LateEvidence: m.LateEvidence, ArrivedTwice: m.ArrivedTwice,
+				UnmatchedByRelease: m.UnmatchedByRelease}
 			for s, n := range m.ByState {
 				v.ByState[string(s)] = n
 			}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"gatehouse/destination/registry"
 	"gatehouse/ledger"
 )
 
@@ -32,11 +33,14 @@ workflows keep writing, restore puts a backup in place (refused while any
 process has the ledger open, and over newer history unless --discard-newer),
 mark-restored tells a ledger put back by other means (a hand copy, a snapshot,
 pg_restore) that it is one, check verifies the file and the ledger's
-invariants, migrate applies pending schema migrations, and recover marks
-attempts whose executor is gone as unknown. A restored ledger looks every
-action that had not ended up at its destination before its first send.
-Exit codes: 0 done, 1 a failure or a violation, 2 usage or a restore refused.
-See docs/RELIABILITY.md before copying a ledger by hand.`,
+invariants and names its late evidence (with --records it first reads the
+destinations' records of attempts settled as not arrived again), migrate
+applies pending schema migrations, and recover marks attempts whose executor
+is gone as unknown. A restored ledger looks every action that had not ended
+up at its destination before its first send. Exit codes: 0 done (check: no
+violation; late evidence is a finding, not a violation), 1 a failure, a
+violation, or records that check --records could not read, 2 usage or a
+restore refused. See docs/RELIABILITY.md before copying a ledger by hand.`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(_ *cobra.Command, args []string) error {
 			if len(args) == 0 {
@@ -192,10 +196,15 @@ func ledgerMarkRestoredCmd(ledgerPath func(string) (string, error)) *cobra.Comma
 
 // ledgerCheckView is what ledger check prints with --json.
 type ledgerCheckView struct {
-	Ledger      string          `json:"ledger"`
-	OK          bool            `json:"ok"`
-	Violations  []violationView `json:"violations"`
-	RecoveryDue *recoveryDue    `json:"recovery_due,omitempty"`
+	Ledger     string          `json:"ledger"`
+	OK         bool            `json:"ok"`
+	Violations []violationView `json:"violations"`
+	// Findings are facts about the world the ledger recorded (late
+	// evidence, actions that arrived twice): not violations, and they
+	// stay, as the history does.
+	Findings    []findingView `json:"findings"`
+	Records     *recordsView  `json:"records,omitempty"`
+	RecoveryDue *recoveryDue  `json:"recovery_due,omitempty"`
 }
 
 type violationView struct {
@@ -203,25 +212,73 @@ type violationView struct {
 	Detail string `json:"detail"`
 }
 
+type findingView struct {
+	Rule    string `json:"rule"`
+	Key     string `json:"key"`
+	Attempt int    `json:"attempt,omitempty"`
+	Detail  string `json:"detail"`
+}
+
+// recordsView is what check --records read again.
+type recordsView struct {
+	Read       int              `json:"read"`
+	NoRecords  int              `json:"no_records"`
+	Found      int              `json:"found"`
+	Unreadable []unreadableView `json:"unreadable"`
+}
+
+type unreadableView struct {
+	Key     string `json:"key"`
+	Attempt int    `json:"attempt"`
+	Error   string `json:"error"`
+}
+
 func ledgerCheckCmd(ledgerPath func(string) (string, error)) *cobra.Command {
-	var asJSON bool
-	cmd := ledgerVerb("check", "Verify the file's integrity and the ledger's invariants", func(ctx context.Context, cmd *cobra.Command) error {
+	var asJSON, withRecords bool
+	cmd := ledgerVerb("check", "Verify the file's integrity and the ledger's invariants, and name its late evidence", func(ctx context.Context, cmd *cobra.Command) error {
 		path, err := ledgerPath("check")
 		if err != nil {
 			return err
 		}
-		l, err := openForReading(path)
+		// Reading the records again may record late evidence: only then is
+		// the ledger opened for writing (without the recovery pass, which
+		// is ledger recover's).
+		var l *ledger.Ledger
+		if withRecords {
+			l, err = ledger.Open(path, ledger.RequireExisting(), ledger.WithoutRecovery())
+		} else {
+			l, err = openForReading(path)
+		}
 		if err != nil {
 			return err
 		}
 		defer l.Close()
+		var records *recordsView
+		if withRecords {
+			rc, err := l.RecheckRecords(ctx, registry.Records(), "gatehouse")
+			if err != nil {
+				return fmt.Errorf("ledger check %s: %w", path, err)
+			}
+			records = &recordsView{Read: rc.Read, NoRecords: rc.NoRecords, Found: len(rc.Found), Unreadable: []unreadableView{}}
+			for _, u := range rc.Unreadable {
+				records.Unreadable = append(records.Unreadable, unreadableView{Key: u.Key, Attempt: u.Attempt, Error: u.Err.Error()})
+			}
+		}
 		vs, err := l.Check(ctx)
 		if err != nil {
 			return err
 		}
-		v := ledgerCheckView{Ledger: ledger.RedactLocation(path), OK: len(vs) == 0, Violations: []violationView{}, RecoveryDue: newRecoveryDue(ctx, l)}
+		fs, err := l.Findings(ctx)
+		if err != nil {
+			return err
+		}
+		v := ledgerCheckView{Ledger: ledger.RedactLocation(path), OK: len(vs) == 0, Violations: []violationView{}, Findings: []findingView{},
+			Records: records, RecoveryDue: newRecoveryDue(ctx, l)}
 		for _, x := range vs {
 			v.Violations = append(v.Violations, violationView{Rule: x.Rule, Detail: x.Detail})
+		}
+		for _, f := range fs {
+			v.Findings = append(v.Findings, findingView{Rule: f.Rule, Key: f.Key, Attempt: f.Attempt, Detail: f.Detail})
 		}
 		if err := v.print(cmd.OutOrStdout(), cmd.ErrOrStderr(), asJSON); err != nil {
 			return err
@@ -229,9 +286,15 @@ func ledgerCheckCmd(ledgerPath func(string) (string, error)) *cobra.Command {
 		if !v.OK {
 			return &exitError{code: exitOther, err: fmt.Errorf("ledger check %s: %s", path, plural(len(vs), "violation", "violations"))}
 		}
+		if records != nil && len(records.Unreadable) > 0 {
+			return &exitError{code: exitOther, err: fmt.Errorf("ledger check %s: the records of %s could not be read; they were not checked",
+				path, plural(len(records.Unreadable), "attempt", "attempts"))}
+		}
 		return nil
 	})
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object instead of text")
+	cmd.Flags().BoolVar(&withRecords, "records", false,
+		"also read again the destination records of every attempt settled as not arrived, and record what arrived after all (writes the history)")
 	return cmd
 }
 
@@ -247,11 +310,25 @@ func (v ledgerCheckView) print(out, errOut io.Writer, asJSON bool) error {
 	if v.RecoveryDue != nil {
 		fmt.Fprintf(errOut, "gatehouse: %s\n", v.RecoveryDue)
 	}
+	if r := v.Records; r != nil {
+		fmt.Fprintf(out, "records: read again for %s settled as not arrived (%d without records to read); %s arrived after all\n",
+			plural(r.Read, "attempt", "attempts"), r.NoRecords, plural(r.Found, "attempt", "attempts"))
+		for _, u := range r.Unreadable {
+			fmt.Fprintf(out, "unreadable: %s: attempt %d: %s\n", u.Key, u.Attempt, u.Error)
+		}
+	}
 	for _, x := range v.Violations {
 		fmt.Fprintf(out, "violation: %s: %s\n", x.Rule, x.Detail)
 	}
+	for _, f := range v.Findings {
+		fmt.Fprintf(out, "finding: %s: %s: %s\n", f.Rule, f.Key, f.Detail)
+	}
 	if v.OK {
 		fmt.Fprintf(out, "ok: %s passes the integrity check, its foreign keys and the ledger's invariants\n", v.Ledger)
+		if len(v.Findings) > 0 {
+			fmt.Fprintf(out, "%s above: what happened in the world (a customer may have, or has, a message twice), not a fault of the file\n",
+				plural(len(v.Findings), "finding", "findings"))
+		}
 	}
 	return nil
 }
