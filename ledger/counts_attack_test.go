@@ -88,13 +88,15 @@ func TestActionCountsSurviveBulkUpdatesDriftAndMigration(t *testing.T) {
 	}
 
 	// Back to schema 9, as a ledger written before schema 10 is (and so
-	// without what 11 and 12 add), then
+	// without what 11, 12 and 13 add), then
 	// migrated: the counts are recounted from the actions.
 	w.l.Close()
 	downgrade := []string{
 		`DROP TRIGGER actions_count_insert`, `DROP TRIGGER actions_count_state`, `DROP TRIGGER actions_count_delete`,
 		`DROP TABLE action_counts`, `ALTER TABLE actions DROP COLUMN destination_settings`,
-		`DROP TABLE ledger_identity`, `ALTER TABLE attempts DROP COLUMN content_digest`, `ALTER TABLE attempts DROP COLUMN settles_at`, `PRAGMA user_version = 9`,
+		`DROP TABLE ledger_identity`, `ALTER TABLE attempts DROP COLUMN content_digest`, `ALTER TABLE attempts DROP COLUMN settles_at`,
+		`ALTER TABLE audience_releases DROP COLUMN case_sensitive_local_part`, `DROP INDEX audience_rows_address`,
+		`ALTER TABLE audience_rows DROP COLUMN address`, `ALTER TABLE audience_rows DROP COLUMN carrier_line`, `PRAGMA user_version = 9`,
 	}
 	if onPostgres() {
 		downgrade = []string{
@@ -103,7 +105,9 @@ func TestActionCountsSurviveBulkUpdatesDriftAndMigration(t *testing.T) {
 			`DROP TABLE action_counts`, `DROP INDEX IF EXISTS actions_search_trgm`,
 			`DROP INDEX actions_state`, `CREATE INDEX actions_state ON actions(state)`,
 			`ALTER TABLE actions DROP COLUMN destination_settings`, `DROP TABLE ledger_identity`,
-			`ALTER TABLE attempts DROP COLUMN content_digest`, `ALTER TABLE attempts DROP COLUMN settles_at`, `UPDATE gatehouse_schema SET version = 9`,
+			`ALTER TABLE attempts DROP COLUMN content_digest`, `ALTER TABLE attempts DROP COLUMN settles_at`,
+			`ALTER TABLE audience_releases DROP COLUMN case_sensitive_local_part`,
+			`ALTER TABLE audience_rows DROP COLUMN address`, `ALTER TABLE audience_rows DROP COLUMN carrier_line`, `UPDATE gatehouse_schema SET version = 9`,
 		}
 	}
 	for _, q := range downgrade {
