@@ -1,10 +1,12 @@
 package ledger_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"gatehouse/destination"
@@ -439,5 +441,60 @@ func TestMissingAfterSendKeepsWhatWasSent(t *testing.T) {
 	if _, err := w.l.ImportCustomers(w.ctx, ledger.CustomerImport{Source: "fresh.csv", Actor: "ops", Release: "nope",
 		Records: []ledger.CustomerRecord{{Customer: sharedCRM()["c4"], File: "fresh.csv", Line: 2}}}); !errors.Is(err, ledger.ErrNotFound) {
 		t.Fatalf("an export for an unknown release: %v", err)
+	}
+}
+
+// heldFirstSend is the fake destination whose first Send says it was
+// entered and waits to be let go, so that a test can act while a run is
+// mid-send.
+type heldFirstSend struct {
+	*fake.Destination
+	once           sync.Once
+	entered, letGo chan struct{}
+}
+
+func (d *heldFirstSend) Send(ctx context.Context, m destination.Message) (destination.Receipt, error) {
+	d.once.Do(func() {
+		close(d.entered)
+		<-d.letGo
+	})
+	return d.Destination.Send(ctx, m)
+}
+
+// TestRemovalDuringASendHandsTheAddressOnInTheSameRun: a carrier removed
+// while a run is mid-send, after the run read its page of recipients (which
+// did not hold the covered customer), hands its address to that customer,
+// and the same run sends it: the run ends with every eligible address sent.
+func TestRemovalDuringASendHandsTheAddressOnInTheSameRun(t *testing.T) {
+	w := newWorld(t)
+	dir := sharedCRM()
+	file := "customer_id\n"
+	for i := range 5 {
+		id := fmt.Sprintf("o%d", i)
+		dir[id] = ledger.Customer{ID: id, Email: id + "@example.org", Consent: "yes"}
+		file += id + "\n"
+	}
+	file += "c1\nc2\n"
+	_, err := w.l.ImportAudience(w.ctx, ledger.AudienceImport{ReleaseID: "spring", SourceName: "spring.csv", Source: strings.NewReader(file),
+		ActionType: "notice", Subject: "Opening hours change", Body: "Our opening hours change on 1 April.", Actor: "ops"}, dir)
+	w.must(err)
+	w.must(w.l.ApproveAudience(w.ctx, "spring", "lead", fake.DefaultName, ""))
+	dest := &heldFirstSend{Destination: w.dest, entered: make(chan struct{}), letGo: make(chan struct{})}
+	done := make(chan error, 1)
+	var s ledger.AudienceSummary
+	go func() {
+		var err error
+		s, err = w.l.SendAudience(w.ctx, ledger.AudienceSend{ReleaseID: "spring", Actor: "notice-bot"}, dest, dir)
+		done <- err
+	}()
+	<-dest.entered // o0's message is being handed over; the page is read
+	w.must(w.l.RemoveRecipient(w.ctx, "spring", "c1", "ops", "asked by phone"))
+	close(dest.letGo)
+	w.must(<-done)
+	if got := arrivalsByAddress(w.dest); got["ada@example.org"] != 1 || len(got) != 6 {
+		t.Fatalf("arrivals %v: want one per address, ada's through c2", got)
+	}
+	if w.dest.Arrivals("gh1:c2:spring:notice:audience:r0") != 1 || s.Confirmed != 6 || s.Eligible != 6 {
+		t.Fatalf("c2 got %d, summary %+v", w.dest.Arrivals("gh1:c2:spring:notice:audience:r0"), s)
 	}
 }

@@ -521,6 +521,13 @@ func (s *sendRun) refused(err error) {
 	})
 }
 
+// doneSoFar is how many recipients the run has finished with.
+func (s *sendRun) doneSoFar() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.progress.Done
+}
+
 func (s *sendRun) count(f func(*SendProgress)) {
 	s.mu.Lock()
 	f(&s.progress)

@@ -263,20 +263,38 @@ func (l *Ledger) SendAudience(ctx context.Context, req AudienceSend, dest destin
 
 // sendCarrying runs passes over the release's recipients: the first over
 // every eligible one, each further one over the customers who carry a
-// notice since the pass before, because its carrier was denied at send.
-// Each pass hands an address on only once, so the passes end.
+// notice since the pass before began, because its carrier was denied at
+// send (or, by another run or a removal, handed on behind this run's
+// reading). A pass proposes every recipient it reads, so the passes end
+// once no address is handed on; one that finds none to take ends them too.
 func (l *Ledger) sendCarrying(ctx context.Context, run *sendRun) error {
 	for {
+		done := run.doneSoFar()
 		if err := run.send(ctx); err != nil {
 			return err
 		}
+		if run.fresh && run.doneSoFar() == done {
+			return nil
+		}
 		n, err := l.carryOnRelease(ctx, run.req.ReleaseID, run.req.Actor)
-		if err != nil || n == 0 {
+		if err != nil {
 			return err
+		}
+		if n == 0 {
+			if left, err := l.untouchedRecipients(ctx, run.req.ReleaseID); err != nil || !left {
+				return err
+			}
 		}
 		run.count(func(p *SendProgress) { p.Eligible += n })
 		run.fresh = true
 	}
+}
+
+// untouchedRecipients reports whether an eligible recipient of the release
+// has no action yet.
+func (l *Ledger) untouchedRecipients(ctx context.Context, releaseID string) (bool, error) {
+	rows, err := l.audienceRows(ctx, releaseID, RowEligible, 0, true, 1, 0)
+	return len(rows) > 0, err
 }
 
 // bindRelease checks the destination and sender of a send against the ones
