@@ -63,9 +63,7 @@ func (l *Ledger) SharedAddresses(ctx context.Context, releaseID string, limit in
 			releaseID).Scan(&total); err != nil {
 			return err
 		}
-		rows, err := tx.Query(`SELECT r.line, r.identity, r.customer_id, r.email, r.status, r.reason, r.action_key, COALESCE(a.state, ''),
-			r.consent, r.lifecycle, r.address, r.carrier_line
-			FROM audience_rows r LEFT JOIN actions a ON a.key = r.action_key
+		rows, err := tx.Query(audienceRowsSelect+`
 			WHERE r.release_id = ? AND r.status IN ('eligible', 'covered') AND r.address IN (
 				SELECT address FROM audience_rows WHERE release_id = ? AND status = 'covered'
 				GROUP BY address ORDER BY min(line) LIMIT ?)
@@ -76,7 +74,7 @@ func (l *Ledger) SharedAddresses(ctx context.Context, releaseID string, limit in
 		defer rows.Close()
 		at := map[string]int{}
 		for rows.Next() {
-			r, err := scanAudienceRow(rows, true)
+			r, err := scanAudienceRow(rows)
 			if err != nil {
 				return err
 			}
@@ -284,9 +282,7 @@ func goneWhy(r AudienceRow) string {
 
 // addressRows reads the eligible and covered rows of one address.
 func (t *wtx) addressRows(releaseID, address string) ([]AudienceRow, error) {
-	rows, err := t.Query(`SELECT r.line, r.identity, r.customer_id, r.email, r.status, r.reason, r.action_key, COALESCE(a.state, ''),
-		r.consent, r.lifecycle, r.address, r.carrier_line
-		FROM audience_rows r LEFT JOIN actions a ON a.key = r.action_key
+	rows, err := t.Query(audienceRowsSelect+`
 		WHERE r.release_id = ? AND r.address = ? AND r.status IN ('eligible', 'covered') ORDER BY r.line`, releaseID, address)
 	if err != nil {
 		return nil, err
@@ -294,7 +290,7 @@ func (t *wtx) addressRows(releaseID, address string) ([]AudienceRow, error) {
 	defer rows.Close()
 	var out []AudienceRow
 	for rows.Next() {
-		r, err := scanAudienceRow(rows, true)
+		r, err := scanAudienceRow(rows)
 		if err != nil {
 			return nil, err
 		}
@@ -305,26 +301,26 @@ func (t *wtx) addressRows(releaseID, address string) ([]AudienceRow, error) {
 
 // audienceRow reads one row of a release, whatever its status.
 func (t *wtx) audienceRow(releaseID string, line int) (AudienceRow, error) {
-	r, err := scanAudienceRow(t.QueryRow(`SELECT r.line, r.identity, r.customer_id, r.email, r.status, r.reason, r.action_key, COALESCE(a.state, ''),
-		r.consent, r.lifecycle, r.address, r.carrier_line
-		FROM audience_rows r LEFT JOIN actions a ON a.key = r.action_key
-		WHERE r.release_id = ? AND r.line = ?`, releaseID, line), true)
+	r, err := scanAudienceRow(t.QueryRow(audienceRowsSelect+`
+		WHERE r.release_id = ? AND r.line = ?`, releaseID, line))
 	if err != nil {
 		return r, fmt.Errorf("release %s line %d: %w", releaseID, line, notFound(err))
 	}
 	return r, nil
 }
 
-// scanAudienceRow reads the columns audienceRows selects, and with
-// address the address and carrier line after them.
-func scanAudienceRow(s interface{ Scan(...any) error }, address bool) (AudienceRow, error) {
+// audienceRowsSelect reads rows as scanAudienceRow scans them, each with
+// its action's state (r for the rows, a for the actions).
+const audienceRowsSelect = `SELECT r.line, r.identity, r.customer_id, r.email, r.status, r.reason, r.action_key, COALESCE(a.state, ''),
+	r.consent, r.lifecycle, r.address, r.carrier_line
+	FROM audience_rows r LEFT JOIN actions a ON a.key = r.action_key`
+
+// scanAudienceRow reads one row of audienceRowsSelect.
+func scanAudienceRow(s interface{ Scan(...any) error }) (AudienceRow, error) {
 	var r AudienceRow
 	var st string
-	dest := []any{&r.Line, &r.Identity, &r.CustomerID, &r.Email, &r.Status, &r.Reason, &r.ActionKey, &st, &r.Consent, &r.Lifecycle}
-	if address {
-		dest = append(dest, &r.Address, &r.CarrierLine)
-	}
-	err := s.Scan(dest...)
+	err := s.Scan(&r.Line, &r.Identity, &r.CustomerID, &r.Email, &r.Status, &r.Reason, &r.ActionKey, &st, &r.Consent, &r.Lifecycle,
+		&r.Address, &r.CarrierLine)
 	r.State = State(st)
 	return r, err
 }
@@ -343,16 +339,14 @@ func (t *wtx) markMissing(releaseID string, present map[string]CustomerRecord, i
 	if exists == 0 {
 		return fmt.Errorf("release %s: %w", releaseID, ErrNotFound)
 	}
-	rows, err := t.Query(`SELECT r.line, r.identity, r.customer_id, r.email, r.status, r.reason, r.action_key, COALESCE(a.state, ''),
-		r.consent, r.lifecycle, r.address, r.carrier_line
-		FROM audience_rows r LEFT JOIN actions a ON a.key = r.action_key
+	rows, err := t.Query(audienceRowsSelect+`
 		WHERE r.release_id = ? AND r.status IN ('eligible', 'covered') ORDER BY r.line`, releaseID)
 	if err != nil {
 		return err
 	}
 	var absent []AudienceRow
 	for rows.Next() {
-		r, err := scanAudienceRow(rows, true)
+		r, err := scanAudienceRow(rows)
 		if err != nil {
 			rows.Close()
 			return err

@@ -77,9 +77,7 @@ func (l *Ledger) audienceRows(ctx context.Context, releaseID, status string, aft
 	}
 	var out []AudienceRow
 	err := l.read(ctx, func(tx queryTx) error {
-		rows, err := tx.Query(`SELECT r.line, r.identity, r.customer_id, r.email, r.status, r.reason, r.action_key, COALESCE(a.state, ''),
-			r.consent, r.lifecycle, r.address, r.carrier_line
-			FROM audience_rows r LEFT JOIN actions a ON a.key = r.action_key
+		rows, err := tx.Query(audienceRowsSelect+`
 			WHERE r.release_id = ? AND (? = '' OR r.status = ?) AND r.line > ? AND (? = 0 OR a.key IS NULL)
 			ORDER BY r.line LIMIT ? OFFSET ?`,
 			releaseID, status, status, afterLine, boolInt(fresh), limit, offset)
@@ -88,7 +86,7 @@ func (l *Ledger) audienceRows(ctx context.Context, releaseID, status string, aft
 		}
 		defer rows.Close()
 		for rows.Next() {
-			r, err := scanAudienceRow(rows, true)
+			r, err := scanAudienceRow(rows)
 			if err != nil {
 				return err
 			}
