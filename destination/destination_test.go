@@ -81,3 +81,43 @@ func TestContentDigestDoesNotCopyTheWords(t *testing.T) {
 		t.Errorf("%d bytes allocated per digest of a %d-byte body", n, len(body))
 	}
 }
+
+// TestNormalizeAddress: surrounding space never matters and a domain has no
+// case; a local part has none either unless the caller says it does. Folded,
+// the result is the trimmed, lower-cased address digests were computed
+// from before addresses had one normaliser, so no recorded digest changes.
+func TestNormalizeAddress(t *testing.T) {
+	tests := []struct {
+		Name      string
+		A, B      string
+		Local     destination.LocalPart
+		Same      bool
+		Canonical string // NormalizeAddress(A, Local)
+	}{
+		{"TrailingSpace", "ada@example.org ", "ada@example.org", destination.FoldLocalPart, true, "ada@example.org"},
+		{"DomainCase", "ada@Example.ORG", "ada@example.org", destination.FoldLocalPart, true, "ada@example.org"},
+		{"LocalCaseFolded", "Ada@Example.org", "ada@example.org", destination.FoldLocalPart, true, "ada@example.org"},
+		{"LocalCaseKept", "Ada@Example.org", "ada@example.org", destination.CaseSensitiveLocalPart, false, "Ada@example.org"},
+		{"DomainCaseWithLocalCaseKept", " ada@EXAMPLE.org\t", "ada@example.org", destination.CaseSensitiveLocalPart, true, "ada@example.org"},
+		{"LastAtSplits", `"a@b"@Example.org`, `"a@b"@example.org`, destination.CaseSensitiveLocalPart, true, `"a@b"@example.org`},
+		{"UnicodeFolded", "ÄDA@example.org", "äda@example.org", destination.FoldLocalPart, true, "äda@example.org"},
+		{"NoDomainKept", "Ada", "ada", destination.CaseSensitiveLocalPart, false, "Ada"},
+		{"OtherAddress", "ada@example.org", "bea@example.org", destination.FoldLocalPart, false, "ada@example.org"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.Name, func(t *testing.T) {
+			a, b := destination.NormalizeAddress(tt.A, tt.Local), destination.NormalizeAddress(tt.B, tt.Local)
+			if (a == b) != tt.Same || a != tt.Canonical {
+				t.Fatalf("NormalizeAddress(%q) = %q, of %q = %q: want same %v, %q", tt.A, a, tt.B, b, tt.Same, tt.Canonical)
+			}
+			if tt.Local == destination.FoldLocalPart {
+				if a != strings.ToLower(strings.TrimSpace(tt.A)) {
+					t.Fatalf("folded %q is %q, not the address trimmed and lower-cased", tt.A, a)
+				}
+				if destination.SameAddress(tt.A, tt.B) != tt.Same {
+					t.Fatalf("SameAddress(%q, %q) = %v", tt.A, tt.B, !tt.Same)
+				}
+			}
+		})
+	}
+}

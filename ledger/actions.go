@@ -216,7 +216,7 @@ func (t *wtx) repropose(a *Action, p Proposal, digest string) error {
 
 func describeChange(a Action, p Proposal) string {
 	var parts []string
-	if !strings.EqualFold(strings.TrimSpace(a.Recipient), strings.TrimSpace(p.Recipient)) {
+	if !destination.SameAddress(a.Recipient, p.Recipient) {
 		parts = append(parts, fmt.Sprintf("recipient %s → %s", a.Recipient, p.Recipient))
 	}
 	if destination.NormalizeText(a.RecipientName) != destination.NormalizeText(p.RecipientName) {

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"strings"
 
@@ -40,8 +41,14 @@ const (
 	RowDuplicate = "duplicate" // the same customer appeared on an earlier row
 	RowExcluded  = "excluded"  // no consent or suppressed
 	RowRemoved   = "removed"   // removed by a person, with a reason
+	RowMissing   = "missing"   // absent from the latest CRM export: the mirror's record of them is stale
+	RowCovered   = "covered"   // a duplicate by address: another customer with the same address carries the notice
 	RowEligible  = "eligible"  // will receive the notice once
 )
+
+// RowStatuses lists every row status in the order reconciliation decides
+// them.
+var RowStatuses = []string{RowError, RowUnmatched, RowDuplicate, RowExcluded, RowRemoved, RowMissing, RowCovered, RowEligible}
 
 // AudienceImport is an uploaded file to reconcile into a release.
 type AudienceImport struct {
@@ -55,9 +62,15 @@ type AudienceImport struct {
 	// AllowImplicit makes customers with implicit consent (subscribed
 	// without an explicit opt-in) eligible; it is recorded with the release.
 	AllowImplicit bool
+	// LocalPart is how the customers' addresses are compared to send one
+	// notice per address: local parts folded (the default) or kept
+	// case-sensitive. It is recorded with the release and in its digest.
+	LocalPart destination.LocalPart
 	// Customers, when given, refresh the ledger's customer mirror in the
 	// same transaction that records the release, and the rows are resolved
-	// against the refreshed mirror: a refused import records neither.
+	// against the refreshed mirror: a refused import records neither. A
+	// customer the mirror holds but the export lacks is missing from the
+	// latest export, never eligible, unless Customers.KeepMissing.
 	// CustomersReport, when given, receives what that import found.
 	Customers       *CustomerImport
 	CustomersReport *CustomerReport
@@ -75,6 +88,13 @@ type AudienceRow struct {
 	State      State        // the action's state once sending started ("" before)
 	Consent    ConsentClass // the customer's consent class at reconciliation ("" for unresolved rows and rows reconciled before classes)
 	Lifecycle  string       // the customer's lifecycle stage at reconciliation, as the CRM wrote it
+	// Address is the customer's address as the release compares addresses
+	// (destination.NormalizeAddress); "" for unresolved rows and rows
+	// reconciled before addresses were compared.
+	Address string
+	// CarrierLine is, for a covered row, the line of the customer whose
+	// notice goes to the address.
+	CarrierLine int
 }
 
 // AudienceSummary keeps every count of a release apart. The counts always
@@ -94,15 +114,19 @@ type AudienceSummary struct {
 	Sender       string
 	// AllowImplicit: customers with implicit consent are eligible.
 	AllowImplicit bool
+	// LocalPart: how the release compares its customers' addresses.
+	LocalPart destination.LocalPart
 
 	SourceRows int // data rows in the file (blank lines and the header excluded)
 	ErrorRows  int // rows that could not be read as an identity
 	Unmatched  int // identities with no customer
-	Duplicates int // rows naming a customer already on an earlier row
+	Duplicates int // duplicates by id: rows naming a customer already on an earlier row
 	Resolved   int // distinct customers matched
 	Excluded   int // resolved, but no consent or suppressed
 	Removed    int // resolved, removed by a person
-	Eligible   int // resolved and still to receive the notice
+	Missing    int // resolved, but absent from the latest CRM export
+	Covered    int // duplicates by address: resolved, and another customer with the address carries the notice
+	Eligible   int // resolved and still to receive the notice (one per address)
 
 	Attempted int // eligible recipients with at least one attempt
 	Confirmed int // eligible recipients whose notice was confirmed sent
@@ -117,9 +141,9 @@ func (s AudienceSummary) Check() error {
 		return fmt.Errorf("release %s: %d source rows ≠ %d errors + %d unmatched + %d duplicates + %d resolved",
 			s.ReleaseID, s.SourceRows, s.ErrorRows, s.Unmatched, s.Duplicates, s.Resolved)
 	}
-	if s.Resolved != s.Excluded+s.Removed+s.Eligible {
-		return fmt.Errorf("release %s: %d resolved ≠ %d excluded + %d removed + %d eligible",
-			s.ReleaseID, s.Resolved, s.Excluded, s.Removed, s.Eligible)
+	if s.Resolved != s.Excluded+s.Removed+s.Missing+s.Covered+s.Eligible {
+		return fmt.Errorf("release %s: %d resolved ≠ %d excluded + %d removed + %d missing + %d covered + %d eligible",
+			s.ReleaseID, s.Resolved, s.Excluded, s.Removed, s.Missing, s.Covered, s.Eligible)
 	}
 	if s.Confirmed > s.Attempted || s.Attempted > s.Eligible {
 		return fmt.Errorf("release %s: confirmed %d ≤ attempted %d ≤ eligible %d does not hold", s.ReleaseID, s.Confirmed, s.Attempted, s.Eligible)
@@ -159,27 +183,37 @@ func (l *Ledger) ImportAudience(ctx context.Context, in AudienceImport, dir Dire
 	// Refreshed customers must be durable (see UpsertCustomers).
 	err = l.writeWith(ctx, in.Customers != nil, func(t *wtx) error {
 		var existing string
-		err := t.QueryRow(`SELECT source_digest FROM audience_releases WHERE id = ?`, in.ReleaseID).Scan(&existing)
+		var local destination.LocalPart
+		err := t.QueryRow(`SELECT source_digest, case_sensitive_local_part FROM audience_releases WHERE id = ?`, in.ReleaseID).Scan(&existing, &local)
 		if err == nil && existing != digest {
 			return fmt.Errorf("%w: release %s was reconciled from another file (%s); use a new release id", ErrReleaseExists, in.ReleaseID, existing)
+		}
+		if err == nil && local != in.LocalPart {
+			return fmt.Errorf("%w: release %s compares the local parts of addresses %s; use a new release id", ErrReleaseExists, in.ReleaseID, localPartWords(local))
 		}
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
+		var present map[string]CustomerRecord
 		if in.Customers != nil {
-			rep.KeptWithdrawn, rep.Resubscribes = nil, nil
-			if err := t.importCustomers(*in.Customers, &rep); err != nil {
+			rep.KeptWithdrawn, rep.Resubscribes, rep.Missing, rep.KeptMissing = nil, nil, nil, false
+			if present, err = t.importCustomers(*in.Customers, &rep); err != nil {
 				return err
 			}
 		}
 		if existing != "" {
-			return nil
+			if in.Customers == nil {
+				return nil
+			}
+			// The export is the latest word on the customers of the
+			// release recorded before.
+			return t.markMissing(in.ReleaseID, present, *in.Customers, &rep)
 		}
 		rowDir := dir
 		if in.Customers != nil {
 			rowDir = mirror{t} // the refreshed mirror
 		}
-		return t.insertRelease(ctx, in, digest, stored.Bytes(), rowDir)
+		return t.insertRelease(ctx, in, digest, stored.Bytes(), rowDir, present, &rep)
 	})
 	if err == nil && in.Customers != nil {
 		rep.Written = true
@@ -219,11 +253,28 @@ func (in AudienceImport) validate() error {
 	return nil
 }
 
+// rowRules are what reconciliation decides a row by besides the
+// directory: the release's consent and address rules, and what the rows
+// before it were.
+type rowRules struct {
+	allowImplicit bool
+	local         destination.LocalPart
+	// firstLine says on which earlier line a customer was resolved, if any
+	// (a duplicate by id).
+	firstLine func(customerID string) (int, bool, error)
+	// missing reports whether the latest export lacks a customer who would
+	// be eligible (nil: no export was given).
+	missing func(row AudienceRow) bool
+	// missingFrom names that export.
+	missingFrom string
+	// carrier finds the earlier eligible row with an address, if any (a
+	// duplicate by address).
+	carrier func(address string) (AudienceRow, bool, error)
+}
+
 // resolveRows reads the file and decides every row's status, handing each
-// row to emit as soon as it is decided. firstLine says on which earlier
-// line a customer was resolved, if any (a duplicate).
-func resolveRows(ctx context.Context, src io.Reader, dir Directory, allowImplicit bool,
-	firstLine func(customerID string) (int, bool, error), emit func(AudienceRow) error) error {
+// row to emit as soon as it is decided.
+func resolveRows(ctx context.Context, src io.Reader, dir Directory, rules rowRules, emit func(AudienceRow) error) error {
 	_, err := audiencefile.Read(src, func(r audiencefile.Row) error {
 		row := AudienceRow{Line: r.Line, Identity: r.Identity(), CustomerID: r.CustomerID, Email: r.Email}
 		if r.Err != "" {
@@ -236,11 +287,13 @@ func resolveRows(ctx context.Context, src io.Reader, dir Directory, allowImplici
 		}
 		first, dup := 0, false
 		if ok {
-			if first, dup, err = firstLine(c.ID); err != nil {
+			if first, dup, err = rules.firstLine(c.ID); err != nil {
 				return err
 			}
 		}
-		row.Status = decideRow(&row, c, ok, first, dup, allowImplicit)
+		if row.Status, err = rules.decide(&row, c, ok, first, dup); err != nil {
+			return fmt.Errorf("line %d: %w", r.Line, err)
+		}
 		return emit(row)
 	})
 	return err
@@ -253,39 +306,61 @@ func lookupCustomer(ctx context.Context, dir Directory, r audiencefile.Row) (Cus
 	return dir.CustomerByEmail(ctx, r.Email)
 }
 
-func decideRow(row *AudienceRow, c Customer, found bool, first int, dup bool, allowImplicit bool) string {
+// decide is a resolved row's status. The address a CRM gave with space
+// around it is the address without: the notice goes there, and it is the
+// address of any other customer who has it.
+func (rr rowRules) decide(row *AudienceRow, c Customer, found bool, first int, dup bool) (string, error) {
 	if !found {
 		row.Reason = "no customer with this identity"
-		return RowUnmatched
+		return RowUnmatched, nil
 	}
-	row.CustomerID, row.Email = c.ID, c.Email
+	row.CustomerID, row.Email = c.ID, strings.TrimSpace(c.Email)
 	if dup {
 		row.Reason = fmt.Sprintf("same customer as line %d", first)
-		return RowDuplicate
+		return RowDuplicate, nil
 	}
 	row.Consent, row.Lifecycle = c.Class(), c.Lifecycle
-	if err := ValidateAddress("address", c.Email); err != nil {
+	row.Address = destination.NormalizeAddress(row.Email, rr.local)
+	if err := ValidateAddress("address", row.Email); err != nil {
 		row.Reason = err.Error()
-		return RowExcluded
+		return RowExcluded, nil
 	}
-	if ok, why := c.EligibleFor(allowImplicit); !ok {
+	if ok, why := c.EligibleFor(rr.allowImplicit); !ok {
 		row.Reason = why
-		return RowExcluded
+		return RowExcluded, nil
 	}
-	return RowEligible
+	if rr.missing != nil && rr.missing(*row) {
+		row.Reason = "missing from the latest export (" + rr.missingFrom + ")"
+		return RowMissing, nil
+	}
+	if rr.carrier != nil {
+		carrier, shared, err := rr.carrier(row.Address)
+		if err != nil {
+			return "", err
+		}
+		if shared {
+			row.CarrierLine = carrier.Line
+			row.Reason = fmt.Sprintf("covered by %s (line %d): same address", carrier.CustomerID, carrier.Line)
+			return RowCovered, nil
+		}
+	}
+	return RowEligible, nil
 }
 
 // insertRelease records the release and resolves its rows against dir,
-// recording each as it is decided.
-func (t *wtx) insertRelease(ctx context.Context, in AudienceImport, digest string, source []byte, dir Directory) error {
+// recording each as it is decided. present, when a customers import came
+// with the release, is who its export has: a customer the mirror holds
+// besides is missing from the latest export (unless the import keeps them).
+func (t *wtx) insertRelease(ctx context.Context, in AudienceImport, digest string, source []byte, dir Directory,
+	present map[string]CustomerRecord, rep *CustomerReport) error {
 	if _, err := t.Exec(`INSERT INTO audience_releases (id, source_name, source_digest, source, action_type, subject, body,
-		content_digest, created_by, created_at, allow_implicit) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		content_digest, created_by, created_at, allow_implicit, case_sensitive_local_part) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		in.ReleaseID, in.SourceName, digest, source, in.ActionType, in.Subject, in.Body,
-		Digest("", in.Subject, in.Body, "audience"), in.Actor, ns(t.now()), boolInt(in.AllowImplicit)); err != nil {
+		releaseDigest(in.Subject, in.Body, in.LocalPart), in.Actor, ns(t.now()), boolInt(in.AllowImplicit), int(in.LocalPart)); err != nil {
 		return fmt.Errorf("record release %s: %w", in.ReleaseID, err)
 	}
-	stmt, err := t.Prepare(`INSERT INTO audience_rows (release_id, line, identity, customer_id, email, status, reason, action_key, consent, lifecycle)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	stmt, err := t.Prepare(`INSERT INTO audience_rows (release_id, line, identity, customer_id, email, status, reason, action_key, consent, lifecycle,
+		address, carrier_line) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	if err != nil {
 		return err
 	}
@@ -293,28 +368,73 @@ func (t *wtx) insertRelease(ctx context.Context, in AudienceImport, digest strin
 	// A customer resolved on an earlier row was recorded with one of these
 	// statuses; the index on (release_id, customer_id) finds it.
 	first, err := t.Prepare(`SELECT line FROM audience_rows WHERE release_id = ? AND customer_id = ?
-		AND status IN ('excluded', 'removed', 'eligible') LIMIT 1`)
+		AND status IN ('excluded', 'removed', 'missing', 'covered', 'eligible') LIMIT 1`)
 	if err != nil {
 		return err
 	}
 	defer first.Close()
-	firstLine := func(customerID string) (int, bool, error) {
-		var line int
-		err := first.QueryRow(in.ReleaseID, customerID).Scan(&line)
-		if errors.Is(err, sql.ErrNoRows) {
-			return 0, false, nil
+	// The first eligible customer with an address carries its notice; the
+	// index on (release_id, address, line) finds it. Most addresses are
+	// nobody else's, so the index is asked only for an address whose hash
+	// an eligible row had before (a collision costs one query): a query per
+	// row would make reconciling a large file several times slower.
+	carrier, err := t.Prepare(`SELECT line, customer_id FROM audience_rows WHERE release_id = ? AND address = ? AND status = 'eligible'
+		ORDER BY line LIMIT 1`)
+	if err != nil {
+		return err
+	}
+	defer carrier.Close()
+	seed, carried := maphash.MakeSeed(), map[uint64]struct{}{}
+	rules := rowRules{allowImplicit: in.AllowImplicit, local: in.LocalPart,
+		firstLine: func(customerID string) (int, bool, error) {
+			var line int
+			err := first.QueryRow(in.ReleaseID, customerID).Scan(&line)
+			if errors.Is(err, sql.ErrNoRows) {
+				return 0, false, nil
+			}
+			return line, err == nil, err
+		},
+		carrier: func(address string) (AudienceRow, bool, error) {
+			var r AudienceRow
+			if _, ok := carried[maphash.String(seed, address)]; !ok {
+				return r, false, nil
+			}
+			err := carrier.QueryRow(in.ReleaseID, address).Scan(&r.Line, &r.CustomerID)
+			if errors.Is(err, sql.ErrNoRows) {
+				return r, false, nil
+			}
+			return r, err == nil, err
+		}}
+	var kept []AudienceRow
+	if present != nil {
+		rules.missingFrom = firstNonEmpty(in.Customers.Source, "the CRM export")
+		rules.missing = func(r AudienceRow) bool {
+			if _, ok := present[r.CustomerID]; ok {
+				return false
+			}
+			if in.Customers.KeepMissing {
+				kept = append(kept, r)
+				return false
+			}
+			return true
 		}
-		return line, err == nil, err
 	}
 	counts := map[string]int{}
 	total := 0
-	err = resolveRows(ctx, bytes.NewReader(source), dir, in.AllowImplicit, firstLine, func(r AudienceRow) error {
+	err = resolveRows(ctx, bytes.NewReader(source), dir, rules, func(r AudienceRow) error {
 		key := ""
 		if r.Status == RowEligible {
 			key = audienceKey(r.CustomerID, in.ReleaseID, in.ActionType)
 		}
-		if _, err := stmt.Exec(in.ReleaseID, r.Line, r.Identity, r.CustomerID, r.Email, r.Status, r.Reason, key, string(r.Consent), r.Lifecycle); err != nil {
+		if _, err := stmt.Exec(in.ReleaseID, r.Line, r.Identity, r.CustomerID, r.Email, r.Status, r.Reason, key, string(r.Consent), r.Lifecycle,
+			r.Address, r.CarrierLine); err != nil {
 			return fmt.Errorf("record row %d of release %s: %w", r.Line, in.ReleaseID, err)
+		}
+		switch r.Status {
+		case RowEligible:
+			carried[maphash.String(seed, r.Address)] = struct{}{}
+		case RowMissing:
+			rep.Missing = append(rep.Missing, r)
 		}
 		counts[r.Status]++
 		total++
@@ -327,10 +447,24 @@ func (t *wtx) insertRelease(ctx context.Context, in AudienceImport, digest strin
 	if in.AllowImplicit {
 		takes = "opted-in customers and customers with implicit consent"
 	}
-	return t.event(in.Actor, "", "", EvAudienceImported, "",
-		"%s reconciled %s into release %s, which takes %s: %d rows, %d eligible, %d excluded, %d unmatched, %d duplicates, %d with errors.",
-		in.Actor, firstNonEmpty(in.SourceName, "an audience file"), in.ReleaseID, takes, total, counts[RowEligible],
-		counts[RowExcluded], counts[RowUnmatched], counts[RowDuplicate], counts[RowError])
+	also := ""
+	if n := counts[RowCovered]; n > 0 {
+		also += fmt.Sprintf(", %d covered by another customer's notice to the same address", n)
+	}
+	if n := counts[RowMissing]; n > 0 {
+		also += fmt.Sprintf(", %d missing from the latest export", n)
+	}
+	if err := t.event(in.Actor, "", "", EvAudienceImported, "",
+		"%s reconciled %s into release %s, which takes %s and compares the local parts of addresses %s: %d rows, %d eligible%s, %d excluded, %d unmatched, %d duplicates, %d with errors.",
+		in.Actor, firstNonEmpty(in.SourceName, "an audience file"), in.ReleaseID, takes, localPartWords(in.LocalPart), total, counts[RowEligible],
+		also, counts[RowExcluded], counts[RowUnmatched], counts[RowDuplicate], counts[RowError]); err != nil {
+		return err
+	}
+	if len(kept) > 0 {
+		rep.Missing, rep.KeptMissing = kept, true
+		return t.keptMissingEvent(in.Actor, rules.missingFrom, in.ReleaseID, kept)
+	}
+	return nil
 }
 
 // audienceKey is the action key of one recipient of a release: customer,
@@ -347,23 +481,32 @@ func (l *Ledger) RemoveRecipient(ctx context.Context, releaseID, customerID, act
 		return invalidf("remove %s from %s: a reason is required", customerID, releaseID)
 	}
 	return l.write(ctx, func(t *wtx) error {
-		var key string
-		err := t.QueryRow(`SELECT action_key FROM audience_rows WHERE release_id = ? AND customer_id = ? AND status = 'eligible'`,
-			releaseID, customerID).Scan(&key)
+		var key, status string
+		err := t.QueryRow(`SELECT action_key, status FROM audience_rows WHERE release_id = ? AND customer_id = ? AND status IN ('eligible', 'covered')`,
+			releaseID, customerID).Scan(&key, &status)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("remove %s from %s: not an eligible recipient: %w", customerID, releaseID, ErrNotFound)
 		}
 		if err != nil {
 			return err
 		}
-		if err := t.withdrawRecipient(releaseID, customerID, key, actor, reason); err != nil {
+		// A covered customer has no action of its own to withdraw (or one
+		// withdrawn already, when it carried the address before).
+		if status == RowEligible {
+			if err := t.withdrawRecipient(releaseID, customerID, key, actor, reason); err != nil {
+				return err
+			}
+		}
+		if _, err := t.Exec(`UPDATE audience_rows SET status = 'removed', reason = ? WHERE release_id = ? AND customer_id = ? AND status = ?`,
+			"removed by "+actor+": "+reason, releaseID, customerID, status); err != nil {
 			return err
 		}
-		if _, err := t.Exec(`UPDATE audience_rows SET status = 'removed', reason = ? WHERE release_id = ? AND customer_id = ? AND status = 'eligible'`,
-			"removed by "+actor+": "+reason, releaseID, customerID); err != nil {
+		if err := t.event(actor, "", key, EvAudienceRemoved, reason, "%s removed %s from release %s because: %s.", actor, customerID, releaseID, reason); err != nil {
 			return err
 		}
-		return t.event(actor, "", key, EvAudienceRemoved, reason, "%s removed %s from release %s because: %s.", actor, customerID, releaseID, reason)
+		// Another customer with the address carries its notice now.
+		_, err = t.carryOn(releaseID, actor)
+		return err
 	})
 }
 

@@ -22,6 +22,9 @@ type sendRun struct {
 	looker destination.RecordsOpener
 	ep     destination.Endpoint
 	start  time.Time
+	// fresh: the run's next pass takes only recipients no pass has
+	// touched (customers who carry a notice since the pass before).
+	fresh bool
 
 	mu       sync.Mutex
 	progress SendProgress
@@ -33,11 +36,15 @@ func newSendRun(l *Ledger, req AudienceSend, rel AudienceSummary, body string, d
 		progress: SendProgress{Eligible: rel.Eligible}}
 }
 
-// send runs the dispatcher on the calling goroutine. Handing a message to
+// send runs one pass of the dispatcher on the calling goroutine (see
+// sendCarrying); it reports the final progress to nobody, its caller does.
+// Handing a message to
 // a worker is a send on an unbuffered channel, so when the dispatcher has
 // passed a batch on, every message of it is in a worker's hands.
 func (s *sendRun) send(ctx context.Context) error {
-	s.start = s.l.clock.Now()
+	if s.start.IsZero() {
+		s.start = s.l.clock.Now()
+	}
 	jobs := make(chan handOver)
 	// Room for every message that can be handed over and not yet
 	// recorded, so that a worker never waits for the recorder (which
@@ -63,7 +70,6 @@ func (s *sendRun) send(ctx context.Context) error {
 	wg.Wait()
 	close(delivered)
 	<-recorded
-	s.report(true)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.failure != nil && errors.Is(err, s.failure) {
@@ -265,7 +271,7 @@ func (s *sendRun) eachBatch(ctx context.Context, fn func([]AudienceRow) error) e
 		return err
 	}
 	for after := 0; ; {
-		page, err := s.l.audienceRows(ctx, s.req.ReleaseID, RowEligible, after, audiencePage, 0)
+		page, err := s.l.audienceRows(ctx, s.req.ReleaseID, RowEligible, after, s.fresh, audiencePage, 0)
 		if err != nil {
 			return err
 		}
@@ -513,6 +519,13 @@ func (s *sendRun) refused(err error) {
 			p.Held++
 		}
 	})
+}
+
+// doneSoFar is how many recipients the run has finished with.
+func (s *sendRun) doneSoFar() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.progress.Done
 }
 
 func (s *sendRun) count(f func(*SendProgress)) {

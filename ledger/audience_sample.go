@@ -21,8 +21,8 @@ type RecipientSample struct {
 	Same bool
 }
 
-// SampleRecipients draws up to n resolved recipients (eligible, excluded or
-// removed) of a release spread across the lifecycle stages recorded at
+// SampleRecipients draws up to n resolved recipients (eligible, covered,
+// excluded, removed or missing) of a release spread across the lifecycle stages recorded at
 // reconciliation: one of each stage before a second of any. Within a stage
 // the rows are scattered through the file, the same ones on every call.
 // Each is checked against the stored source file and against dir.
@@ -35,7 +35,7 @@ func (l *Ledger) SampleRecipients(ctx context.Context, releaseID string, n int, 
 		}
 		rows, err := tx.Query(`SELECT line, identity, customer_id, email, status, reason, action_key, consent, lifecycle FROM (
 				SELECT r.*, row_number() OVER (PARTITION BY lifecycle ORDER BY (line * 2654435761) % 4294967291, line) AS k
-				FROM audience_rows r WHERE release_id = ? AND status IN ('eligible', 'excluded', 'removed'))
+				FROM audience_rows r WHERE release_id = ? AND status IN ('eligible', 'covered', 'excluded', 'removed', 'missing'))
 			ORDER BY k, lifecycle LIMIT ?`, releaseID, n)
 		if err != nil {
 			return err

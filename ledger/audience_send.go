@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"gatehouse/destination"
@@ -15,9 +14,11 @@ import (
 func (l *Ledger) AudienceSummary(ctx context.Context, releaseID string) (AudienceSummary, error) {
 	s := AudienceSummary{ReleaseID: releaseID, Arrived: -1}
 	err := l.read(ctx, func(tx queryTx) error {
-		err := tx.QueryRow(`SELECT source_name, source_digest, action_type, subject, approved_by, allow_implicit, destination, lookup, sender
+		err := tx.QueryRow(`SELECT source_name, source_digest, action_type, subject, approved_by, allow_implicit, case_sensitive_local_part,
+			destination, lookup, sender
 			FROM audience_releases WHERE id = ?`, releaseID).
-			Scan(&s.SourceName, &s.SourceDigest, &s.ActionType, &s.Subject, &s.ApprovedBy, &s.AllowImplicit, &s.Destination, &s.Lookup, &s.Sender)
+			Scan(&s.SourceName, &s.SourceDigest, &s.ActionType, &s.Subject, &s.ApprovedBy, &s.AllowImplicit, &s.LocalPart,
+				&s.Destination, &s.Lookup, &s.Sender)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("release %s: %w", releaseID, ErrNotFound)
 		}
@@ -37,7 +38,8 @@ func (l *Ledger) AudienceSummary(ctx context.Context, releaseID string) (Audienc
 			}
 			s.SourceRows += n
 			*map[string]*int{RowError: &s.ErrorRows, RowUnmatched: &s.Unmatched, RowDuplicate: &s.Duplicates,
-				RowExcluded: &s.Excluded, RowRemoved: &s.Removed, RowEligible: &s.Eligible}[st] += n
+				RowExcluded: &s.Excluded, RowRemoved: &s.Removed, RowMissing: &s.Missing, RowCovered: &s.Covered,
+				RowEligible: &s.Eligible}[st] += n
 		}
 		if err := rows.Err(); err != nil {
 			return err
@@ -45,7 +47,7 @@ func (l *Ledger) AudienceSummary(ctx context.Context, releaseID string) (Audienc
 		// Counted on its own (distinct customers), so Check can catch a
 		// customer resolved on two rows.
 		if err := tx.QueryRow(`SELECT count(DISTINCT customer_id) FROM audience_rows
-			WHERE release_id = ? AND status IN ('excluded', 'removed', 'eligible')`, releaseID).Scan(&s.Resolved); err != nil {
+			WHERE release_id = ? AND status IN ('excluded', 'removed', 'missing', 'covered', 'eligible')`, releaseID).Scan(&s.Resolved); err != nil {
 			return err
 		}
 		return tx.QueryRow(`SELECT
@@ -62,34 +64,32 @@ func (l *Ledger) AudienceSummary(ctx context.Context, releaseID string) (Audienc
 // AudienceRows lists a page of a release's rows, optionally of one status,
 // in file order, with each recipient's action state.
 func (l *Ledger) AudienceRows(ctx context.Context, releaseID, status string, limit, offset int) ([]AudienceRow, error) {
-	return l.audienceRows(ctx, releaseID, status, 0, limit, offset)
+	return l.audienceRows(ctx, releaseID, status, 0, false, limit, offset)
 }
 
 // audienceRows lists rows after a file line (0: from the start). Paging by
 // line, unlike by offset, skips nobody when a row changes status between
-// pages (a recipient removed while a send runs).
-func (l *Ledger) audienceRows(ctx context.Context, releaseID, status string, afterLine, limit, offset int) ([]AudienceRow, error) {
+// pages (a recipient removed while a send runs). fresh keeps only rows
+// whose action does not exist yet.
+func (l *Ledger) audienceRows(ctx context.Context, releaseID, status string, afterLine int, fresh bool, limit, offset int) ([]AudienceRow, error) {
 	if limit <= 0 {
 		limit = 100
 	}
 	var out []AudienceRow
 	err := l.read(ctx, func(tx queryTx) error {
-		rows, err := tx.Query(`SELECT r.line, r.identity, r.customer_id, r.email, r.status, r.reason, r.action_key, COALESCE(a.state, ''),
-			r.consent, r.lifecycle
-			FROM audience_rows r LEFT JOIN actions a ON a.key = r.action_key
-			WHERE r.release_id = ? AND (? = '' OR r.status = ?) AND r.line > ? ORDER BY r.line LIMIT ? OFFSET ?`,
-			releaseID, status, status, afterLine, limit, offset)
+		rows, err := tx.Query(audienceRowsSelect+`
+			WHERE r.release_id = ? AND (? = '' OR r.status = ?) AND r.line > ? AND (? = 0 OR a.key IS NULL)
+			ORDER BY r.line LIMIT ? OFFSET ?`,
+			releaseID, status, status, afterLine, boolInt(fresh), limit, offset)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
 		for rows.Next() {
-			var r AudienceRow
-			var st string
-			if err := rows.Scan(&r.Line, &r.Identity, &r.CustomerID, &r.Email, &r.Status, &r.Reason, &r.ActionKey, &st, &r.Consent, &r.Lifecycle); err != nil {
+			r, err := scanAudienceRow(rows)
+			if err != nil {
 				return err
 			}
-			r.State = State(st)
 			out = append(out, r)
 		}
 		return rows.Err()
@@ -249,6 +249,14 @@ func (l *Ledger) SendAudience(ctx context.Context, req AudienceSend, dest destin
 	if err != nil {
 		return rel, err
 	}
+	// Addresses whose carrier became unable to receive the notice since
+	// the last run (removed, missing from the latest export, denied) are
+	// carried by the next customer with them.
+	if n, err := l.carryOnRelease(ctx, req.ReleaseID, req.Actor); err != nil {
+		return rel, err
+	} else if n > 0 {
+		rel.Eligible += n
+	}
 	run := newSendRun(l, req, rel, body, dest, dir)
 	rc, err := run.verifyRelease(ctx, dest)
 	if err != nil {
@@ -256,10 +264,47 @@ func (l *Ledger) SendAudience(ctx context.Context, req AudienceSend, dest destin
 		out.Restore = rc
 		return out, serr
 	}
-	err = run.send(ctx)
+	err = l.sendCarrying(ctx, run)
+	run.report(true)
 	out, err := l.summaryAfter(ctx, req.ReleaseID, err)
 	out.Restore = rc
 	return out, err
+}
+
+// sendCarrying runs passes over the release's recipients: the first over
+// every eligible one, each further one over the customers who carry a
+// notice since the pass before began, because its carrier was denied at
+// send (or, by another run or a removal, handed on behind this run's
+// reading). A pass proposes every recipient it reads, so the passes end
+// once no address is handed on; one that finds none to take ends them too.
+func (l *Ledger) sendCarrying(ctx context.Context, run *sendRun) error {
+	for {
+		done := run.doneSoFar()
+		if err := run.send(ctx); err != nil {
+			return err
+		}
+		if run.fresh && run.doneSoFar() == done {
+			return nil
+		}
+		n, err := l.carryOnRelease(ctx, run.req.ReleaseID, run.req.Actor)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			if left, err := l.untouchedRecipients(ctx, run.req.ReleaseID); err != nil || !left {
+				return err
+			}
+		}
+		run.count(func(p *SendProgress) { p.Eligible += n })
+		run.fresh = true
+	}
+}
+
+// untouchedRecipients reports whether an eligible recipient of the release
+// has no action yet.
+func (l *Ledger) untouchedRecipients(ctx context.Context, releaseID string) (bool, error) {
+	rows, err := l.audienceRows(ctx, releaseID, RowEligible, 0, true, 1, 0)
+	return len(rows) > 0, err
 }
 
 // bindRelease checks the destination and sender of a send against the ones
@@ -269,7 +314,7 @@ func (l *Ledger) SendAudience(ctx context.Context, req AudienceSend, dest destin
 // the deciding transaction: of two first sends at once, the second is
 // judged against the binding the first recorded.
 func (l *Ledger) bindRelease(ctx context.Context, rel AudienceSummary, req AudienceSend, ep destination.Endpoint) (AudienceSummary, error) {
-	if rel.Destination == ep.Destination && (ep.Lookup == "" || ep.Lookup == rel.Lookup) && (req.From == "" || strings.EqualFold(req.From, rel.Sender)) {
+	if rel.Destination == ep.Destination && (ep.Lookup == "" || ep.Lookup == rel.Lookup) && (req.From == "" || destination.SameAddress(req.From, rel.Sender)) {
 		return rel, nil // bound already, and to this send's endpoint: nothing to write
 	}
 	dest := ep.Destination
@@ -285,7 +330,7 @@ func (l *Ledger) bindRelease(ctx context.Context, rel AudienceSummary, req Audie
 			de = &DestinationError{Key: "release " + rel.ReleaseID, Field: "destination", Recorded: rel.Destination, Named: dest}
 		case ep.Lookup != "" && ep.Lookup != rel.Lookup:
 			de = &DestinationError{Key: "release " + rel.ReleaseID, Field: "records endpoint", Recorded: orDash(rel.Lookup), Named: ep.Lookup}
-		case req.From != "" && !strings.EqualFold(req.From, rel.Sender):
+		case req.From != "" && !destination.SameAddress(req.From, rel.Sender):
 			de = &DestinationError{Key: "release " + rel.ReleaseID, Field: "sender", Recorded: rel.Sender, Named: req.From}
 		default:
 			return nil

@@ -45,6 +45,15 @@ type CustomerImport struct {
 	// AcceptResubscribes lets the import move customers the ledger holds as
 	// unsubscribed or suppressed to another class; each is listed.
 	AcceptResubscribes bool
+	// Release, when set, is an audience release the export is the latest
+	// word on: its customers the export lacks are missing from the latest
+	// export (RowMissing) and never receive its notice; the mirror's record
+	// of them is stale. The same holds for the release an AudienceImport
+	// reconciles with Customers.
+	Release string
+	// KeepMissing says the export is partial: customers it lacks keep
+	// their rows, listed in the report and recorded in the history.
+	KeepMissing bool
 }
 
 // Resubscribe is a customer an import moves out of a withdrawn class.
@@ -74,7 +83,11 @@ type CustomerReport struct {
 	// Resubscribes lists customers moved out of a withdrawn class (accepted),
 	// or that would have been (refused).
 	Resubscribes []Resubscribe
-	Written      bool // false when the import was refused
+	// Missing lists the rows of the release the export was the latest word
+	// on whose customers it lacks: missing now, or kept (KeptMissing).
+	Missing     []AudienceRow
+	KeptMissing bool
+	Written     bool // false when the import was refused
 }
 
 // ImportCustomers refreshes the mirror from CRM records in one durable
@@ -90,8 +103,12 @@ func (l *Ledger) ImportCustomers(ctx context.Context, in CustomerImport) (Custom
 		return rep, err
 	}
 	err = l.write(ctx, func(t *wtx) error {
-		rep.KeptWithdrawn, rep.Resubscribes = nil, nil
-		return t.importCustomers(in, &rep)
+		rep.KeptWithdrawn, rep.Resubscribes, rep.Missing, rep.KeptMissing = nil, nil, nil, false
+		present, err := t.importCustomers(in, &rep)
+		if err != nil || in.Release == "" {
+			return err
+		}
+		return t.markMissing(in.Release, present, in, &rep)
 	})
 	if err != nil {
 		return rep, err
@@ -122,27 +139,29 @@ func CheckCustomers(in CustomerImport) (CustomerReport, error) {
 	return rep, nil
 }
 
-func (t *wtx) importCustomers(in CustomerImport, rep *CustomerReport) error {
+// importCustomers writes the records and returns them by customer id: who
+// the export has.
+func (t *wtx) importCustomers(in CustomerImport, rep *CustomerReport) (map[string]CustomerRecord, error) {
 	stmt, err := t.prepareCustomerUpsert()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer stmt.Close()
 	seen := map[string]CustomerRecord{}
 	var write []CustomerRecord
 	for _, r := range in.Records {
 		if r.ID == "" && r.Email == "" {
-			return invalidf("customers %s: neither an id nor an address", r.Where())
+			return nil, invalidf("customers %s: neither an id nor an address", r.Where())
 		}
 		old, found, err := t.existingCustomer(r)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if r.ID == "" {
 			r.ID = firstNonEmpty(old.ID, strings.ToLower(r.Email))
 		}
 		if first, dup := seen[r.ID]; dup {
-			return fmt.Errorf("customers %s: customer %s appears again (first at %s); one row per customer", r.Where(), r.ID, first.Where())
+			return nil, fmt.Errorf("customers %s: customer %s appears again (first at %s); one row per customer", r.Where(), r.ID, first.Where())
 		}
 		seen[r.ID] = r
 		from, to := old.Class(), r.Class()
@@ -158,22 +177,22 @@ func (t *wtx) importCustomers(in CustomerImport, rep *CustomerReport) error {
 		write = append(write, r)
 	}
 	if len(rep.Resubscribes) > 0 && !in.AcceptResubscribes {
-		return fmt.Errorf("customers %s: %w: %d the ledger holds as unsubscribed or suppressed (%s); accept them with --accept-resubscribes; nothing was written",
+		return nil, fmt.Errorf("customers %s: %w: %d the ledger holds as unsubscribed or suppressed (%s); accept them with --accept-resubscribes; nothing was written",
 			in.Source, ErrResubscribe, len(rep.Resubscribes), listResubscribes(rep.Resubscribes, 5))
 	}
 	for _, r := range write {
 		if err := upsertCustomer(t, stmt, r.Customer); err != nil {
-			return fmt.Errorf("customers %s: %w", r.Where(), err)
+			return nil, fmt.Errorf("customers %s: %w", r.Where(), err)
 		}
 	}
 	for _, r := range rep.Resubscribes {
 		if err := t.event(in.Actor, "", "", EvResubscribed, "",
 			"%s accepted that %s, held as %s, is now %s (%s, %s).",
 			in.Actor, r.Who(), r.From, r.Class(), firstNonEmpty(r.Consent, "no value"), r.Where()); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return t.event(in.Actor, "", "", EvCustomersImported, "", "%s", importSentence(in, rep))
+	return seen, t.event(in.Actor, "", "", EvCustomersImported, "", "%s", importSentence(in, rep))
 }
 
 // existingCustomer is the mirrored customer a record names: by id, or by

@@ -15,7 +15,7 @@ import (
 // paragraph keeps its approval, while any changed word, recipient or target
 // does not.
 func Digest(recipient, subject, body, target string) string {
-	return digestOf(strings.ToLower(strings.TrimSpace(recipient)), destination.NormalizeText(subject), destination.NormalizeText(body),
+	return digestOf(destination.NormalizeAddress(recipient, destination.FoldLocalPart), destination.NormalizeText(subject), destination.NormalizeText(body),
 		strings.TrimSpace(target))
 }
 
@@ -44,8 +44,8 @@ func (c Content) Digest() string {
 		return Digest(c.Recipient, c.Subject, c.Body, c.Target)
 	}
 	d := digestOf("v2",
-		strings.ToLower(strings.TrimSpace(c.Recipient)), destination.NormalizeText(c.RecipientName),
-		strings.ToLower(strings.TrimSpace(c.Sender)), strings.TrimSpace(c.Destination), strings.TrimSpace(c.Lookup),
+		destination.NormalizeAddress(c.Recipient, destination.FoldLocalPart), destination.NormalizeText(c.RecipientName),
+		destination.NormalizeAddress(c.Sender, destination.FoldLocalPart), strings.TrimSpace(c.Destination), strings.TrimSpace(c.Lookup),
 		destination.NormalizeText(c.Subject), destination.NormalizeText(c.Body), strings.TrimSpace(c.Target))
 	return "sha256:v2:" + strings.TrimPrefix(d, "sha256:")
 }

@@ -417,7 +417,7 @@ func (t *wtx) validApprovalOrRefuse(a *Action, executor string, fresh *freshAppr
 		why = "there is no valid approval"
 	case ap.Digest != a.Digest:
 		why = "the content changed after approval"
-	case !strings.EqualFold(strings.TrimSpace(ap.Recipient), strings.TrimSpace(a.Recipient)):
+	case !destination.SameAddress(ap.Recipient, a.Recipient):
 		why = fmt.Sprintf("the recipient changed after approval (%s → %s)", ap.Recipient, a.Recipient)
 	case ap.Target != a.Target:
 		why = "the target changed after approval"

@@ -349,7 +349,9 @@ func TestMigrationMarksTheLateAcceptancesOfOlderLedgers(t *testing.T) {
 	downgrade := []string{`DROP INDEX actions_late_arrivals`, `ALTER TABLE actions DROP COLUMN late_arrivals`,
 		`ALTER TABLE attempts DROP COLUMN arrived_late`, `DROP TABLE unverified_actions`, `DROP TABLE unverified_releases`,
 		`ALTER TABLE ledger_identity DROP COLUMN generation`, `ALTER TABLE ledger_identity DROP COLUMN backup_point`,
-		`ALTER TABLE ledger_identity DROP COLUMN backup_at`, `ALTER TABLE ledger_identity DROP COLUMN restored_at`, `PRAGMA user_version = 12`}
+		`ALTER TABLE ledger_identity DROP COLUMN backup_at`, `ALTER TABLE ledger_identity DROP COLUMN restored_at`,
+		`ALTER TABLE audience_releases DROP COLUMN case_sensitive_local_part`, `DROP INDEX IF EXISTS audience_rows_address`,
+		`ALTER TABLE audience_rows DROP COLUMN address`, `ALTER TABLE audience_rows DROP COLUMN carrier_line`, `PRAGMA user_version = 12`}
 	if onPostgres() {
 		downgrade[len(downgrade)-1] = `UPDATE gatehouse_schema SET version = 12`
 	}
@@ -358,7 +360,7 @@ func TestMigrationMarksTheLateAcceptancesOfOlderLedgers(t *testing.T) {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
-	if from, to, err := ledger.Migrate(w.ctx, w.path); err != nil || from != 12 || to != 14 {
+	if from, to, err := ledger.Migrate(w.ctx, w.path); err != nil || from != 12 || to != 15 {
 		t.Fatalf("migrate: %d -> %d, %v", from, to, err)
 	}
 	w.open()

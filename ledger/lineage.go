@@ -368,7 +368,7 @@ func (s *sendRun) verifyRelease(ctx context.Context, dest destination.Destinatio
 			Hint: fmt.Sprintf("the ledger was restored and %s keeps no records the gate can consult; a person must check what arrived, then send with --restore-checked-by REASON", ep.Destination)}
 	}
 	for after := 0; ; {
-		page, err := l.audienceRows(ctx, rel, RowEligible, after, audiencePage, 0)
+		page, err := l.audienceRows(ctx, rel, RowEligible, after, false, audiencePage, 0)
 		if err != nil {
 			return rc, err
 		}

@@ -270,12 +270,12 @@ func sameSender(found, recorded string) bool {
 		}
 		return s
 	}
-	return found != "" && destination.NormalizeAddress(bare(found)) == destination.NormalizeAddress(bare(recorded))
+	return found != "" && destination.SameAddress(bare(found), bare(recorded))
 }
 
 func containsFold(list []string, s string) bool {
 	for _, x := range list {
-		if strings.EqualFold(strings.TrimSpace(x), strings.TrimSpace(s)) {
+		if destination.SameAddress(x, s) {
 			return true
 		}
 	}

@@ -276,6 +276,12 @@ const (
 	// EvOperating: a reviewer switched a read-only review into operating
 	// mode, where operator operations are possible.
 	EvOperating EventKind = "operating_mode"
+	// EvAudienceMissing: a customer of a release is missing from the
+	// latest CRM export, or a person said the export was partial.
+	EvAudienceMissing EventKind = "audience_missing"
+	// EvAudienceCarrier: another customer with the same address carries a
+	// release's notice to it now.
+	EvAudienceCarrier EventKind = "audience_carrier"
 )
 
 // Notification is a message to a person, e.g. the previous owner after a

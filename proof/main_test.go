@@ -167,6 +167,9 @@ type proc struct {
 	// Bound is how long the process may take before it counts as hung
 	// (default 3 minutes).
 	Bound time.Duration
+	// MayFinish: the process may end cleanly before its kill point (a test
+	// whose kill point is drawn among marks a slow machine may skip).
+	MayFinish bool
 }
 
 // procResult is what the parent saw of one executor.
@@ -227,7 +230,7 @@ func run(t *testing.T, p proc) procResult {
 	switch {
 	case ctx.Err() != nil:
 		t.Fatalf("%s did not finish within its bound; marks %v; stderr:\n%s", p.Role, res.Marks, stderr.String())
-	case p.KillAt >= 0 && !res.Killed:
+	case p.KillAt >= 0 && !res.Killed && (!p.MayFinish || err != nil):
 		t.Fatalf("%s never reached boundary %d (marks %v): %v\n%s", p.Role, p.KillAt, res.Marks, err, stderr.String())
 	case p.KillAt < 0 && err != nil:
 		t.Fatalf("%s failed: %v\n%s", p.Role, err, stderr.String())

@@ -104,8 +104,8 @@ func (r *Run) audienceViews(ctx context.Context) ([]AudienceView, error) {
 	var out []AudienceView
 	for _, s := range sums {
 		v := AudienceView{Summary: s}
-		for _, status := range []string{ledger.RowEligible, ledger.RowExcluded, ledger.RowRemoved,
-			ledger.RowDuplicate, ledger.RowUnmatched, ledger.RowError} {
+		for _, status := range []string{ledger.RowEligible, ledger.RowExcluded, ledger.RowRemoved, ledger.RowCovered,
+			ledger.RowMissing, ledger.RowDuplicate, ledger.RowUnmatched, ledger.RowError} {
 			rows, err := r.env.l.AudienceRows(ctx, s.ReleaseID, status, samplesPerStatus, 0)
 			if err != nil {
 				return nil, err

@@ -286,8 +286,22 @@ func WriteJUnit(w io.Writer, reps []Report) error {
 func writeAudience(b *strings.Builder, a ledger.AudienceSummary) {
 	fmt.Fprintf(b, "audience %s  %d source rows = %d errors + %d unmatched + %d duplicates + %d resolved\n",
 		a.ReleaseID, a.SourceRows, a.ErrorRows, a.Unmatched, a.Duplicates, a.Resolved)
-	fmt.Fprintf(b, "         %d resolved = %d excluded + %d removed + %d eligible · attempted %d · confirmed %d · arrived %d\n",
-		a.Resolved, a.Excluded, a.Removed, a.Eligible, a.Attempted, a.Confirmed, a.Arrived)
+	fmt.Fprintf(b, "         %d resolved = %d excluded + %d removed%s + %d eligible · attempted %d · confirmed %d · arrived %d\n",
+		a.Resolved, a.Excluded, a.Removed, MissingCovered(a), a.Eligible, a.Attempted, a.Confirmed, a.Arrived)
+}
+
+// MissingCovered is the part of a release's resolved sum that only
+// releases with customers missing from the latest export, or sharing an
+// address, have ("" for the others).
+func MissingCovered(a ledger.AudienceSummary) string {
+	s := ""
+	if a.Missing > 0 {
+		s += fmt.Sprintf(" + %d missing", a.Missing)
+	}
+	if a.Covered > 0 {
+		s += fmt.Sprintf(" + %d covered", a.Covered)
+	}
+	return s
 }
 
 // writeRuns lists every process a workflow step ran beside the columns:

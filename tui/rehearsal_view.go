@@ -437,10 +437,10 @@ func (r *Rehearsal) audienceLines(w, h int) []string {
 	for _, a := range r.snap.Audiences {
 		s := a.Summary
 		out = append(out, para(r.th.Header.Render("Audience "+s.ReleaseID+": "), fmt.Sprintf(
-			"%d rows = %d errors + %d unmatched + %d duplicates + %d resolved = %d excluded + %d removed + %d eligible · "+
+			"%d rows = %d errors + %d unmatched + %d duplicates + %d resolved = %d excluded + %d removed%s + %d eligible · "+
 				"attempted %d · confirmed %d · arrived %d",
 			s.SourceRows, s.ErrorRows, s.Unmatched, s.Duplicates, s.Resolved,
-			s.Excluded, s.Removed, s.Eligible, s.Attempted, s.Confirmed, s.Arrived), w)...)
+			s.Excluded, s.Removed, scenarios.MissingCovered(s), s.Eligible, s.Attempted, s.Confirmed, s.Arrived), w)...)
 		for i, row := range a.Samples {
 			if h <= 0 {
 				break // a short screen keeps the counts only; the detail has the rows

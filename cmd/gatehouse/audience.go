@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -21,8 +23,10 @@ func newAudienceCmd() *cobra.Command {
 	return newVerbFamily("audience", "Reconcile a file-defined audience and send to it once",
 		`audience turns an uploaded CSV into a release: every row is reconciled
 against the CRM (the ledger's customer mirror, refreshed with --customers) and
-counted as an error, unmatched, a duplicate, excluded (consent or
-suppression), removed by a person, or eligible. Consent is read as the CRM
+counted as an error, unmatched, a duplicate (the same customer again),
+excluded (consent or suppression), removed by a person, missing from the
+latest export, covered (another customer with the same address carries the
+notice: one notice per address), or eligible. Consent is read as the CRM
 wrote it (Customer.io, Mailchimp, HubSpot, Intercom, Braze or plain
 consent/status columns) and mapped to a class: opted_in, implicit, pending,
 unknown, unsubscribed or suppressed. Sending creates one action per eligible
@@ -34,7 +38,7 @@ import is refused (see docs/cli.md).`,
 
 func audienceReconcileVerb() verbSpec {
 	var file, release, actionType string
-	var allowImplicit bool
+	var allowImplicit, caseSensitive bool
 	var c contentFlags
 	var crm crmFlags
 	return verbSpec{name: "reconcile", short: "Reconcile a CSV into a release and print its counts", actor: true,
@@ -43,6 +47,7 @@ func audienceReconcileVerb() verbSpec {
 			releaseFlag(fs, &release)
 			crm.register(fs)
 			fs.BoolVar(&allowImplicit, "allow-implicit", false, "customers with implicit consent (subscribed without an explicit opt-in) are eligible; recorded with the release")
+			fs.BoolVar(&caseSensitive, "case-sensitive-local-part", false, "tell Ada@example.org from ada@example.org when sending one notice per address (default: one address); recorded with the release and in its digest")
 			fs.StringVar(&actionType, "type", "notice", "action type of the notice")
 			fs.StringVar(&c.subject, "subject", "", "the notice's subject")
 			fs.StringVar(&c.body, "body", "", "the notice's body")
@@ -70,9 +75,13 @@ func audienceReconcileVerb() verbSpec {
 				return nil, fmt.Errorf("audience file: %w", err)
 			}
 			defer f.Close()
+			local := destination.FoldLocalPart
+			if caseSensitive {
+				local = destination.CaseSensitiveLocalPart
+			}
 			s, err := l.ImportAudience(ctx, ledger.AudienceImport{ReleaseID: release, SourceName: file, Source: f,
 				ActionType: actionType, Subject: c.subject, Body: body, Actor: g.actor, AllowImplicit: allowImplicit,
-				Customers: ci, CustomersReport: &rep}, l.Customers())
+				LocalPart: local, Customers: ci, CustomersReport: &rep}, l.Customers())
 			var cv *customersView
 			if ci != nil {
 				v := crm.view(rep)
@@ -127,7 +136,7 @@ func audienceRemoveVerb() verbSpec {
 	return verbSpec{name: "remove", short: "Remove one eligible recipient, with a reason", actor: true,
 		flags: func(fs *pflag.FlagSet) {
 			releaseFlag(fs, &release)
-			fs.StringVar(&customer, "customer", "", "customer id to remove")
+			fs.StringVar(&customer, "customer", "", "customer id to remove (eligible or covered)")
 			reasonFlag(fs, &reason)
 		},
 		run: func(ctx context.Context, g *gateRun) (output, error) {
@@ -181,7 +190,7 @@ func audienceSendVerb() verbSpec {
 			if err != nil {
 				return crm.refused, err
 			}
-			cv, err := crm.load(ctx, l, g.actor)
+			cv, err := crm.load(ctx, l, g.actor, release)
 			if err != nil {
 				return refusedOutput(cv, err), err
 			}
@@ -222,7 +231,7 @@ func audienceShowVerb() verbSpec {
 	return verbSpec{name: "show", short: "Show a release's counts and rows", readOnly: true,
 		flags: func(fs *pflag.FlagSet) {
 			releaseFlag(fs, &release)
-			fs.StringVar(&status, "rows", "", "list rows of this status: error, unmatched, duplicate, excluded, removed, eligible")
+			fs.StringVar(&status, "rows", "", "list rows of this status: "+strings.Join(ledger.RowStatuses, ", "))
 			fs.IntVar(&limit, "limit", 20, "rows to list")
 			fs.StringVar(&api, "api", "", "count arrivals per eligible recipient at this test mailbox API `URL` (the flag the mailbox verbs use)")
 			fs.IntVar(&sample, "sample", 0, "draw N resolved recipients across the CRM's lifecycle stages and check each identity in the source file and the CRM mirror")
@@ -230,11 +239,10 @@ func audienceShowVerb() verbSpec {
 		run: func(ctx context.Context, g *gateRun) (output, error) {
 			const verb = "audience show"
 			checkStatus := func() error {
-				switch status {
-				case "", ledger.RowError, ledger.RowUnmatched, ledger.RowDuplicate, ledger.RowExcluded, ledger.RowRemoved, ledger.RowEligible:
+				if status == "" || slices.Contains(ledger.RowStatuses, status) {
 					return nil
 				}
-				return usageErr("%s: --rows %q is not a row status (want error, unmatched, duplicate, excluded, removed or eligible)", verb, status)
+				return usageErr("%s: --rows %q is not a row status (want %s)", verb, status, strings.Join(ledger.RowStatuses, ", "))
 			}
 			var mb *testmailbox.Client
 			openAPI := func() (err error) {

@@ -24,6 +24,7 @@ type crmFlags struct {
 	consentValues      []string
 	unknown            string
 	acceptResubscribes bool
+	keepMissing        bool
 
 	// filled by read
 	records []ledger.CustomerRecord
@@ -37,6 +38,7 @@ func (f *crmFlags) register(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&f.consentValues, "consent-value", nil, "WORD=CLASS: read this consent value as a class (opted_in, implicit, pending, unsubscribed, suppressed); repeatable")
 	fs.StringVar(&f.unknown, "unknown-consent", "refuse", "consent values not understood: refuse (exit 18, nothing written) or exclude (import them as never eligible, counted and listed)")
 	fs.BoolVar(&f.acceptResubscribes, "accept-resubscribes", false, "let the exports move customers the ledger holds as unsubscribed or suppressed to another class (each is listed and recorded)")
+	fs.BoolVar(&f.keepMissing, "keep-missing", false, "the exports are partial: customers of the release they lack keep their rows (listed and recorded) instead of being missing from the latest export")
 }
 
 // options checks the consent flags and turns them into reader options.
@@ -55,8 +57,8 @@ func (f *crmFlags) options(verb string) (crmfile.Options, error) {
 		}
 		opts.Values[ledger.NormalizeConsentWord(word)] = c
 	}
-	if len(f.paths) == 0 && (f.consentColumn != "" || len(f.consentValues) > 0 || f.acceptResubscribes) {
-		return opts, usageErr("%s: --consent-column, --consent-value and --accept-resubscribes apply to --customers files; none given", verb)
+	if len(f.paths) == 0 && (f.consentColumn != "" || len(f.consentValues) > 0 || f.acceptResubscribes || f.keepMissing) {
+		return opts, usageErr("%s: --consent-column, --consent-value, --accept-resubscribes and --keep-missing apply to --customers files; none given", verb)
 	}
 	return opts, nil
 }
@@ -104,17 +106,20 @@ func readExport(path string, opts crmfile.Options) ([]ledger.CustomerRecord, crm
 
 func (f *crmFlags) importRequest(actor string) ledger.CustomerImport {
 	return ledger.CustomerImport{Source: strings.Join(f.paths, ", "), Actor: actor, Records: f.records,
-		ExcludeUnknown: f.unknown == "exclude", AcceptResubscribes: f.acceptResubscribes}
+		ExcludeUnknown: f.unknown == "exclude", AcceptResubscribes: f.acceptResubscribes, KeepMissing: f.keepMissing}
 }
 
-// load refreshes the mirror from what read found, in one transaction. It
-// returns the view of the import (nil without --customers), also when the
-// ledger refused it.
-func (f *crmFlags) load(ctx context.Context, l *ledger.Ledger, actor string) (*customersView, error) {
+// load refreshes the mirror from what read found, in one transaction that
+// also makes the release's customers the exports lack missing from the
+// latest export (unless --keep-missing). It returns the view of the import
+// (nil without --customers), also when the ledger refused it.
+func (f *crmFlags) load(ctx context.Context, l *ledger.Ledger, actor, release string) (*customersView, error) {
 	if len(f.paths) == 0 {
 		return nil, nil
 	}
-	rep, err := l.ImportCustomers(ctx, f.importRequest(actor))
+	req := f.importRequest(actor)
+	req.Release = release
+	rep, err := l.ImportCustomers(ctx, req)
 	v := f.view(rep)
 	return &v, err
 }
@@ -129,7 +134,20 @@ type customersView struct {
 	UnknownRows   []consentRowV       `json:"unknown_consent,omitempty"`
 	KeptWithdrawn []consentRowV       `json:"kept_withdrawn,omitempty"`
 	Resubscribes  []consentRowV       `json:"resubscribes,omitempty"`
-	Written       bool                `json:"written"`
+	// Missing counts the release's customers the exports lack; MissingRows
+	// lists them. KeptMissing: --keep-missing kept their rows.
+	Missing     int           `json:"missing_from_export"`
+	MissingRows []missingRowV `json:"missing_from_export_rows,omitempty"`
+	KeptMissing bool          `json:"kept_missing,omitempty"`
+	Written     bool          `json:"written"`
+}
+
+// missingRowV is one row of the release whose customer the exports lack.
+type missingRowV struct {
+	Line     int    `json:"line"`
+	Customer string `json:"customer_id"`
+	Email    string `json:"email"`
+	Status   string `json:"status"` // missing, or what it kept
 }
 
 type layoutV struct {
@@ -169,6 +187,13 @@ func (f *crmFlags) view(rep ledger.CustomerReport) customersView {
 	for _, r := range rep.Resubscribes {
 		v.Resubscribes = append(v.Resubscribes, consentRowV{Where: r.Where(), Customer: r.Who(), Value: r.Consent, From: string(r.From), To: string(r.Class())})
 	}
+	v.Missing, v.KeptMissing = len(rep.Missing), rep.KeptMissing
+	for i, r := range rep.Missing {
+		if i == unknownRowsShown {
+			break
+		}
+		v.MissingRows = append(v.MissingRows, missingRowV{Line: r.Line, Customer: r.CustomerID, Email: r.Email, Status: r.Status})
+	}
 	return v
 }
 
@@ -207,6 +232,22 @@ func (v *customersView) text(w io.Writer) {
 		}
 		fmt.Fprintf(w, "  %s\t%d\n", verb, len(v.Resubscribes))
 		writeConsentRows(w, v.Resubscribes, len(v.Resubscribes))
+	}
+	if v.Missing > 0 {
+		what := "missing from the latest export: not sent"
+		if v.KeptMissing {
+			what = "absent from the exports, kept (--keep-missing: a partial export)"
+		}
+		fmt.Fprintf(w, "  %s\t%d\n", what, v.Missing)
+		fmt.Fprintf(w, "    LINE\tCUSTOMER\tADDRESS\tSTATUS\n")
+		for _, r := range v.MissingRows {
+			fmt.Fprintf(w, "    %d\t%s\t%s\t%s\n", r.Line, r.Customer, orDash(r.Email), r.Status)
+		}
+		if more := v.Missing - len(v.MissingRows); more > 0 && v.KeptMissing {
+			fmt.Fprintf(w, "    … %d more\n", more)
+		} else if more > 0 {
+			fmt.Fprintf(w, "    … %d more (gatehouse audience show --rows missing)\n", more)
+		}
 	}
 	if !v.Written {
 		fmt.Fprintf(w, "nothing was written\n")

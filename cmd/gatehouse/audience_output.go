@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 
+	"gatehouse/destination"
 	"gatehouse/ledger"
 	"gatehouse/testmailbox"
 )
@@ -20,30 +21,55 @@ type releaseView struct {
 	Subject      string `json:"subject"`
 	ApprovedBy   string `json:"approved_by"`
 	// AllowImplicit: the release takes customers with implicit consent.
-	AllowImplicit bool           `json:"allow_implicit"`
-	Customers     *customersView `json:"customers,omitempty"`
-	SourceRows    int            `json:"source_rows"`
-	ErrorRows     int            `json:"error_rows"`
-	Unmatched     int            `json:"unmatched"`
-	Duplicates    int            `json:"duplicates"`
-	Resolved      int            `json:"resolved"`
-	Excluded      int            `json:"excluded"`
-	Removed       int            `json:"removed"`
-	Eligible      int            `json:"eligible"`
-	Attempted     int            `json:"attempted"`
-	Confirmed     int            `json:"confirmed"`
-	Held          int            `json:"held"`
-	Denied        int            `json:"denied"`
-	Arrived       *int           `json:"arrived,omitempty"`
-	SentThisRun   *int           `json:"sent_this_run,omitempty"`
+	AllowImplicit bool `json:"allow_implicit"`
+	// CaseSensitiveLocalPart: the release tells Ada@ from ada@.
+	CaseSensitiveLocalPart bool           `json:"case_sensitive_local_part"`
+	Customers              *customersView `json:"customers,omitempty"`
+	SourceRows             int            `json:"source_rows"`
+	ErrorRows              int            `json:"error_rows"`
+	Unmatched              int            `json:"unmatched"`
+	Duplicates             int            `json:"duplicates"` // by id: the same customer on an earlier row
+	Resolved               int            `json:"resolved"`
+	Excluded               int            `json:"excluded"`
+	Removed                int            `json:"removed"`
+	Missing                int            `json:"missing"`
+	DuplicatesByAddress    int            `json:"duplicates_by_address"` // covered rows
+	Eligible               int            `json:"eligible"`
+	Attempted              int            `json:"attempted"`
+	Confirmed              int            `json:"confirmed"`
+	Held                   int            `json:"held"`
+	Denied                 int            `json:"denied"`
+	Arrived                *int           `json:"arrived,omitempty"`
+	SentThisRun            *int           `json:"sent_this_run,omitempty"`
 	// After a restore: recipients this run looked up at the destination
 	// before its first batch, and those found there (held).
-	CheckedAfterRestore *int           `json:"checked_after_restore,omitempty"`
-	FoundAfterRestore   *int           `json:"found_after_restore,omitempty"`
-	RowStatus           string         `json:"row_status,omitempty"`
-	Rows                []audienceRowV `json:"rows,omitempty"`
-	MoreRows            int            `json:"more_rows,omitempty"`
-	Samples             []sampleV      `json:"samples,omitempty"`
+	CheckedAfterRestore *int `json:"checked_after_restore,omitempty"`
+	FoundAfterRestore   *int `json:"found_after_restore,omitempty"`
+	RowStatus              string         `json:"row_status,omitempty"`
+	Rows                   []audienceRowV `json:"rows,omitempty"`
+	MoreRows               int            `json:"more_rows,omitempty"`
+	Samples                []sampleV      `json:"samples,omitempty"`
+	// SharedAddresses lists the addresses several customers share, each
+	// with the customer who carries its notice and those covered by it.
+	SharedAddresses     []sharedAddressV `json:"shared_addresses,omitempty"`
+	MoreSharedAddresses int              `json:"more_shared_addresses,omitempty"`
+}
+
+// sharedAddressV is one address several customers of a release share.
+type sharedAddressV struct {
+	Address string `json:"address"`
+	// CarriedBy is the customer whose notice goes to the address (nil when
+	// every customer with it became unable to receive it).
+	CarriedBy *addressRowV  `json:"carried_by"`
+	Covered   []addressRowV `json:"covered"`
+}
+
+type addressRowV struct {
+	Line     int    `json:"line"`
+	Customer string `json:"customer_id"`
+	Email    string `json:"email"` // as the CRM wrote it
+	State    string `json:"state,omitempty"`
+	Reason   string `json:"reason,omitempty"`
 }
 
 type audienceRowV struct {
@@ -78,9 +104,16 @@ func releaseOutput(ctx context.Context, l *ledger.Ledger, s ledger.AudienceSumma
 		return nil, fmt.Errorf("the release's counts do not add up: %w", err)
 	}
 	v := releaseView{Release: s.ReleaseID, Source: s.SourceName, SourceDigest: s.SourceDigest, ActionType: s.ActionType,
-		Subject: s.Subject, ApprovedBy: s.ApprovedBy, AllowImplicit: s.AllowImplicit, SourceRows: s.SourceRows, ErrorRows: s.ErrorRows,
+		Subject: s.Subject, ApprovedBy: s.ApprovedBy, AllowImplicit: s.AllowImplicit,
+		CaseSensitiveLocalPart: s.LocalPart == destination.CaseSensitiveLocalPart, SourceRows: s.SourceRows, ErrorRows: s.ErrorRows,
 		Unmatched: s.Unmatched, Duplicates: s.Duplicates, Resolved: s.Resolved, Excluded: s.Excluded,
-		Removed: s.Removed, Eligible: s.Eligible, Attempted: s.Attempted, Confirmed: s.Confirmed, Held: s.Held, Denied: s.Denied}
+		Removed: s.Removed, Missing: s.Missing, DuplicatesByAddress: s.Covered, Eligible: s.Eligible,
+		Attempted: s.Attempted, Confirmed: s.Confirmed, Held: s.Held, Denied: s.Denied}
+	if s.Covered > 0 {
+		if err := v.addSharedAddresses(ctx, l); err != nil {
+			return nil, err
+		}
+	}
 	if mb != nil {
 		n, err := countArrivals(ctx, l, s.ReleaseID, mb)
 		if err != nil {
@@ -105,6 +138,35 @@ func releaseOutput(ctx context.Context, l *ledger.Ledger, s ledger.AudienceSumma
 			Email: r.Email, Status: r.Status, Reason: r.Reason, State: string(r.State), Consent: string(r.Consent), Stage: r.Lifecycle})
 	}
 	return v, nil
+}
+
+// sharedShown caps the shared addresses a view lists; the count covers
+// them all.
+const sharedShown = 20
+
+// addSharedAddresses lists the release's shared addresses, each with the
+// customer who carries its notice.
+func (v *releaseView) addSharedAddresses(ctx context.Context, l *ledger.Ledger) error {
+	shared, total, err := l.SharedAddresses(ctx, v.Release, sharedShown)
+	if err != nil {
+		return err
+	}
+	row := func(r ledger.AudienceRow) addressRowV {
+		return addressRowV{Line: r.Line, Customer: r.CustomerID, Email: r.Email, State: string(r.State), Reason: r.Reason}
+	}
+	for _, sa := range shared {
+		av := sharedAddressV{Address: sa.Address, Covered: []addressRowV{}}
+		if sa.Carrier.Line != 0 {
+			c := row(sa.Carrier)
+			av.CarriedBy = &c
+		}
+		for _, r := range sa.Covered {
+			av.Covered = append(av.Covered, row(r))
+		}
+		v.SharedAddresses = append(v.SharedAddresses, av)
+	}
+	v.MoreSharedAddresses = total - len(shared)
+	return nil
 }
 
 // withCustomers adds the customers import a verb ran to its release view.
@@ -137,7 +199,8 @@ func withSamples(ctx context.Context, l *ledger.Ledger, out output, n int) (outp
 
 func statusCount(s ledger.AudienceSummary, status string) int {
 	return map[string]int{ledger.RowError: s.ErrorRows, ledger.RowUnmatched: s.Unmatched, ledger.RowDuplicate: s.Duplicates,
-		ledger.RowExcluded: s.Excluded, ledger.RowRemoved: s.Removed, ledger.RowEligible: s.Eligible}[status]
+		ledger.RowExcluded: s.Excluded, ledger.RowRemoved: s.Removed, ledger.RowMissing: s.Missing, ledger.RowCovered: s.Covered,
+		ledger.RowEligible: s.Eligible}[status]
 }
 
 // countArrivals counts, per eligible recipient, what the mailbox received
@@ -175,14 +238,21 @@ func (v releaseView) text(w io.Writer) {
 	if v.AllowImplicit {
 		takes = "opted-in customers and customers with implicit consent"
 	}
-	fmt.Fprintf(w, "takes:\t%s\n\n", takes)
+	fmt.Fprintf(w, "takes:\t%s\n", takes)
+	local := "case-insensitively (Ada@example.org is ada@example.org)"
+	if v.CaseSensitiveLocalPart {
+		local = "case-sensitively (Ada@example.org is not ada@example.org)"
+	}
+	fmt.Fprintf(w, "addresses:\tone notice per address; local parts compared %s\n\n", local)
 	fmt.Fprintf(w, "source rows\t%d\t= errors + unmatched + duplicates + resolved\n", v.SourceRows)
 	fmt.Fprintf(w, "  rows with errors\t%d\n", v.ErrorRows)
 	fmt.Fprintf(w, "  unmatched identities\t%d\n", v.Unmatched)
-	fmt.Fprintf(w, "  duplicates\t%d\n", v.Duplicates)
-	fmt.Fprintf(w, "  resolved recipients\t%d\t= excluded + removed + eligible\n", v.Resolved)
+	fmt.Fprintf(w, "  duplicates by id (same customer)\t%d\n", v.Duplicates)
+	fmt.Fprintf(w, "  resolved recipients\t%d\t= excluded + removed + missing + covered + eligible\n", v.Resolved)
 	fmt.Fprintf(w, "    excluded (consent/suppression)\t%d\n", v.Excluded)
 	fmt.Fprintf(w, "    removed by a person\t%d\n", v.Removed)
+	fmt.Fprintf(w, "    missing from the latest export\t%d\n", v.Missing)
+	fmt.Fprintf(w, "    covered (duplicates by address)\t%d\n", v.DuplicatesByAddress)
 	fmt.Fprintf(w, "    final eligible\t%d\n", v.Eligible)
 	fmt.Fprintf(w, "attempted\t%d\n", v.Attempted)
 	fmt.Fprintf(w, "confirmed\t%d\n", v.Confirmed)
@@ -199,6 +269,7 @@ func (v releaseView) text(w io.Writer) {
 	if v.Arrived != nil {
 		fmt.Fprintf(w, "arrived\t%d\n", *v.Arrived)
 	}
+	v.sharedText(w)
 	v.sampleText(w)
 	if v.RowStatus == "" || len(v.Rows) == 0 {
 		return
@@ -210,6 +281,30 @@ func (v releaseView) text(w io.Writer) {
 	}
 	if v.MoreRows > 0 {
 		fmt.Fprintf(w, "  … %d more (gatehouse audience show --release %s --rows %s --limit N)\n", v.MoreRows, v.Release, v.RowStatus)
+	}
+}
+
+// sharedText lists the shared addresses: who carries each one's notice,
+// and who is covered by it.
+func (v releaseView) sharedText(w io.Writer) {
+	if len(v.SharedAddresses) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nduplicates by address (one notice each):\n")
+	fmt.Fprintf(w, "  ADDRESS\tCARRIED BY\tSTATE\tCOVERED BY IT\n")
+	for _, sa := range v.SharedAddresses {
+		carrier, state := "nobody: no customer with it can receive it", "-"
+		if c := sa.CarriedBy; c != nil {
+			carrier, state = fmt.Sprintf("%s (line %d)", c.Customer, c.Line), orDash(c.State)
+		}
+		var covered []string
+		for _, r := range sa.Covered {
+			covered = append(covered, fmt.Sprintf("%s (line %d)", r.Customer, r.Line))
+		}
+		fmt.Fprintf(w, "  %s\t%s\t%s\t%s\n", sa.Address, carrier, state, strings.Join(covered, ", "))
+	}
+	if v.MoreSharedAddresses > 0 {
+		fmt.Fprintf(w, "  … %d more (gatehouse audience show --release %s --rows covered --limit N)\n", v.MoreSharedAddresses, v.Release)
 	}
 }
 
