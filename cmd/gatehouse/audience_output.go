@@ -43,12 +43,12 @@ type releaseView struct {
 	SentThisRun            *int           `json:"sent_this_run,omitempty"`
 	// After a restore: recipients this run looked up at the destination
 	// before its first batch, and those found there (held).
-	CheckedAfterRestore *int `json:"checked_after_restore,omitempty"`
-	FoundAfterRestore   *int `json:"found_after_restore,omitempty"`
-	RowStatus              string         `json:"row_status,omitempty"`
-	Rows                   []audienceRowV `json:"rows,omitempty"`
-	MoreRows               int            `json:"more_rows,omitempty"`
-	Samples                []sampleV      `json:"samples,omitempty"`
+	CheckedAfterRestore *int           `json:"checked_after_restore,omitempty"`
+	FoundAfterRestore   *int           `json:"found_after_restore,omitempty"`
+	RowStatus           string         `json:"row_status,omitempty"`
+	Rows                []audienceRowV `json:"rows,omitempty"`
+	MoreRows            int            `json:"more_rows,omitempty"`
+	Samples             []sampleV      `json:"samples,omitempty"`
 	// SharedAddresses lists the addresses several customers share, each
 	// with the customer who carries its notice and those covered by it.
 	SharedAddresses     []sharedAddressV `json:"shared_addresses,omitempty"`
