@@ -505,3 +505,74 @@ func TestFaultKindsOrderIsStable(t *testing.T) {
 		t.Errorf("FaultKinds %v; want %v", FaultKinds, want)
 	}
 }
+
+// TestSessionsCountsOpenConnections: Stats.Sessions counts a connection
+// from its acceptance to its end, and a session whose sender has gone
+// stays open while a fault holds it: the message's fate (stored or
+// refused) is settled only once the hold ends and the session closes.
+func TestSessionsCountsOpenConnections(t *testing.T) {
+	m, clk := timedFaultMailbox(t, "hold_354=1h:count=1:to=ben@example.com", Config{})
+	ctx := ctxT(t)
+	sessions := func() int64 {
+		t.Helper()
+		st, err := m.Stats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Sessions
+	}
+	awaitSessions := func(want int64) {
+		t.Helper()
+		for sessions() != want {
+			select {
+			case <-ctx.Done():
+				t.Fatalf("sessions %d, want %d", sessions(), want)
+			case <-time.After(time.Millisecond): // the server closes its side on its own goroutine
+			}
+		}
+	}
+	if n := sessions(); n != 0 {
+		t.Fatalf("sessions %d before any connection", n)
+	}
+
+	// A plain session that ends with QUIT.
+	ann := dialTransaction(t, m, "ann@example.com", nil)
+	if n := sessions(); n != 1 {
+		t.Fatalf("sessions %d with one connection greeted", n)
+	}
+	w, err := ann.Data()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sendBody(w, message("ann", "s")); err != nil {
+		t.Fatal(err)
+	}
+	if err := ann.Quit(); err != nil {
+		t.Fatal(err)
+	}
+	awaitSessions(0)
+
+	// A sender that gives up waiting for a held 354 and hangs up: the
+	// mailbox learns it only once the hold ends.
+	ben := dialTransaction(t, m, "ben@example.com", nil)
+	ben.CommandTimeout = 200 * time.Millisecond
+	if _, err := ben.Data(); !isTimeout(err) {
+		t.Fatalf("DATA: %v; want the client to time out waiting for 354", err)
+	}
+	if err := clk.BlockUntil(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	ben.Close()
+	if n := sessions(); n != 1 {
+		t.Fatalf("sessions %d while the 354 is held for a sender that hung up; want 1", n)
+	}
+	clk.Advance(time.Hour)
+	awaitSessions(0)
+	st, err := m.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Accepted != 1 || st.Refused != 1 || st.Stored != 1 {
+		t.Errorf("accepted %d, refused %d, stored %d; want 1, 1, 1 (ben's message never came)", st.Accepted, st.Refused, st.Stored)
+	}
+}

@@ -116,6 +116,8 @@ type Mailbox struct {
 	tmpDir string // holds a generated certificate; removed by Close
 
 	accepted, refused, dropped atomic.Int64
+	// sessions counts the SMTP connections open now (see Stats.Sessions).
+	sessions atomic.Int64
 
 	downMu    sync.Mutex
 	downTimer clock.Timer
@@ -522,6 +524,12 @@ type Stats struct {
 	FaultsFired map[FaultKind]int64 `json:"faults_fired"`
 	// Down reports whether the SMTP listener is currently closed by a fault.
 	Down bool `json:"down"`
+	// Sessions is how many SMTP connections are open now: accepted and
+	// not yet closed. A message's fate is settled only once its session
+	// has ended (a held 354 or a stalled body may still be read, stored
+	// or refused), so a test that wants the last word on what arrived
+	// waits for its senders to end and this to reach 0.
+	Sessions int64 `json:"sessions"`
 }
 
 // Stats returns the counters; the stored and duplicate figures are read from
@@ -545,6 +553,7 @@ func (m *Mailbox) Stats(ctx context.Context) (Stats, error) {
 		DuplicateActionKeys: dupKeys,
 		FaultsFired:         m.faults.firedCounts(),
 		Down:                !m.ln.isUp(),
+		Sessions:            m.sessions.Load(),
 	}, nil
 }
 

@@ -342,8 +342,8 @@ func newMailboxStatsCmd() *cobra.Command {
 
 func printMailboxStats(out io.Writer, st testmailbox.Stats) error {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "epoch\t%s\nstored\t%d\naccepted\t%d\nrefused\t%d\ndropped\t%d\nduplicates\t%d (on %d action keys)\ndown\t%v\n",
-		mailboxDash(st.Epoch), st.Stored, st.Accepted, st.Refused, st.Dropped, st.Duplicates, st.DuplicateActionKeys, st.Down)
+	fmt.Fprintf(tw, "epoch\t%s\nstored\t%d\naccepted\t%d\nrefused\t%d\ndropped\t%d\nduplicates\t%d (on %d action keys)\ndown\t%v\nsessions open\t%d\n",
+		mailboxDash(st.Epoch), st.Stored, st.Accepted, st.Refused, st.Dropped, st.Duplicates, st.DuplicateActionKeys, st.Down, st.Sessions)
 	for _, k := range testmailbox.FaultKinds {
 		fmt.Fprintf(tw, "fired %s\t%d\n", k, st.FaultsFired[k])
 	}
