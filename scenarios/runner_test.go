@@ -44,7 +44,7 @@ func TestWrongExpectationFailsClearly(t *testing.T) {
 // TestSameReportTwice rehearses scenarios twice, including one with a
 // parallel race, and compares the JSON reports byte for byte.
 func TestSameReportTwice(t *testing.T) {
-	for _, name := range []string{"two-staff-same-task", "interrupted-after-accept"} {
+	for _, name := range []string{"two-staff-same-task", "interrupted-after-accept", "paused-executor"} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			sc, err := Lookup(name)
