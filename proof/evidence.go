@@ -35,10 +35,43 @@ func (v EvidenceVerdict) String() string {
 		v.Actions, v.Sent, v.Arrivals, v.Foreign, len(v.Duplicates), len(v.Losses), len(v.Contradictions))
 }
 
+// Store is a test mailbox's records as the checkers read them: a mailbox
+// in this process (*testmailbox.Mailbox), or one in another process
+// through its API (APIStore).
+type Store interface {
+	List(ctx context.Context, f testmailbox.Filter) (int, []testmailbox.Message, error)
+}
+
+// APIStore reads a mailbox in another process through its HTTP API, page
+// after page, and fails unless the pages add up to the total the mailbox
+// reports: what arrived is never counted from one page.
+type APIStore struct{ Client *testmailbox.Client }
+
+// List returns every message f matches.
+func (s APIStore) List(ctx context.Context, f testmailbox.Filter) (int, []testmailbox.Message, error) {
+	const page = 1000 // the API's largest page
+	var all []testmailbox.Message
+	for {
+		q := f
+		q.Limit, q.Offset = page, f.Offset+len(all)
+		r, err := s.Client.List(ctx, q)
+		if err != nil {
+			return 0, nil, fmt.Errorf("list the mailbox's messages from %d: %w", q.Offset, err)
+		}
+		all = append(all, r.Messages...)
+		if len(r.Messages) < page {
+			if len(all) != r.Total-f.Offset {
+				return 0, nil, fmt.Errorf("the mailbox reports %d messages, its pages hold %d", r.Total, len(all))
+			}
+			return r.Total, all, nil
+		}
+	}
+}
+
 // CheckByMessageID compares every action of the ledger with what the mailbox
 // holds, attributing each stored message to the attempt whose recorded
 // Message-ID it carries.
-func CheckByMessageID(ctx context.Context, l *ledger.Ledger, mb *testmailbox.Mailbox) (EvidenceVerdict, error) {
+func CheckByMessageID(ctx context.Context, l *ledger.Ledger, mb Store) (EvidenceVerdict, error) {
 	var v EvidenceVerdict
 	_, actions, err := l.ListActions(ctx, ledger.ActionFilter{Limit: 1 << 30})
 	if err != nil {

@@ -2,6 +2,7 @@ package scenarios
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -31,6 +32,8 @@ type Run struct {
 	final    bool
 	// workflows are the background runs started and not yet awaited.
 	workflows map[string]*workflowRun
+	// paused are the executors pause_executor holds, by action name.
+	paused map[string]*pausedExecutor
 }
 
 // stepTick is the fake time each step takes.
@@ -75,7 +78,7 @@ func NewRun(ctx context.Context, sc *Scenario, opts Options) (*Run, error) {
 		return nil, err
 	}
 	r := &Run{sc: sc, env: e, actions: map[string]*actionState{}, tasks: map[string]Task{},
-		workflows: map[string]*workflowRun{}}
+		workflows: map[string]*workflowRun{}, paused: map[string]*pausedExecutor{}}
 	for _, t := range sc.World.Tasks {
 		r.tasks[t.ID] = t
 	}
@@ -278,8 +281,9 @@ func (r *Run) Finish(ctx context.Context) (Report, error) {
 	return r.report(snap), nil
 }
 
-// Close kills the process groups of runs still going, stops the mailbox
-// and closes (and, if temporary, removes) the ledger.
+// Close kills the process groups of runs still going, lets paused
+// executors finish, stops the mailbox and closes (and, if temporary,
+// removes) the ledger.
 func (r *Run) Close() error {
 	// No process a scenario started outlives its rehearsal.
 	for _, name := range sortedKeys(r.workflows) {
@@ -289,7 +293,7 @@ func (r *Run) Close() error {
 		}
 		<-w.done
 	}
-	return r.env.close()
+	return errors.Join(r.wakePaused(), r.env.close())
 }
 
 // RunAll rehearses sc from start to finish and returns its report.

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"gatehouse/internal/testids"
 )
@@ -43,7 +44,7 @@ func TestWrongExpectationFailsClearly(t *testing.T) {
 // TestSameReportTwice rehearses scenarios twice, including one with a
 // parallel race, and compares the JSON reports byte for byte.
 func TestSameReportTwice(t *testing.T) {
-	for _, name := range []string{"two-staff-same-task", "interrupted-after-accept"} {
+	for _, name := range []string{"two-staff-same-task", "interrupted-after-accept", "paused-executor"} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			sc, err := Lookup(name)
@@ -176,5 +177,55 @@ func TestTimedFaultsRunOnTheRehearsalClock(t *testing.T) {
 		var b bytes.Buffer
 		WriteText(&b, []Report{rep})
 		t.Fatalf("failed:\n%s", b.String())
+	}
+}
+
+// TestPausedExecutors rehearses pause_executor and resume_executor at both
+// points: woken within its lease an executor delivers; woken after another
+// sent, the fence refuses it; a pause the gate refuses leaves nobody to wake.
+func TestPausedExecutors(t *testing.T) {
+	sc, err := ParseFile(filepath.Join("testdata", "paused-executors.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep := mustRun(t, sc, Options{}); !rep.Passed {
+		var b bytes.Buffer
+		WriteText(&b, []Report{rep})
+		t.Fatalf("failed:\n%s", b.String())
+	}
+}
+
+// TestCloseWakesPausedExecutors: a rehearsal closed while an executor is
+// paused lets it go on and waits for it, instead of hanging or leaving it
+// behind.
+func TestCloseWakesPausedExecutors(t *testing.T) {
+	sc, err := ParseFile(filepath.Join("testdata", "paused-executors.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewRun(context.Background(), sc, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r.next < 3 { // propose, approve, pause_executor
+		if _, err := r.Step(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(r.paused) != 1 {
+		t.Fatalf("%d executors paused after the pause step, want 1", len(r.paused))
+	}
+	done := make(chan error, 1)
+	go func() { done <- r.Close() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Close did not return with an executor paused")
+	}
+	if len(r.paused) != 0 {
+		t.Errorf("%d executors still paused after Close", len(r.paused))
 	}
 }

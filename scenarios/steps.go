@@ -64,7 +64,8 @@ func init() {
 		"import_audience": (*Run).doImportAudience, "remove_recipient": (*Run).doRemoveRecipient,
 		"approve_audience": (*Run).doApproveAudience, "send_audience": (*Run).doSendAudience,
 		"run_workflow": (*Run).doRunWorkflow, "start_workflow": (*Run).doStartWorkflow, "await_workflow": (*Run).doAwaitWorkflow,
-		"await_state": (*Run).doAwaitState,
+		"await_state":    (*Run).doAwaitState,
+		"pause_executor": (*Run).doPauseExecutor, "resume_executor": (*Run).doResumeExecutor,
 	}
 }
 

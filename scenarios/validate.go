@@ -62,6 +62,9 @@ var verbs = map[string]verbSpec{
 	"start_workflow": {required: []string{"actor", "run"}, optional: workflowKeys, noParallel: true},
 	"await_workflow": {required: []string{"run"}, optional: []string{"expect_exit", "expect_exits", "output_contains"}, noParallel: true},
 	"await_state":    {required: []string{"action", "state"}, optional: []string{"timeout"}, noParallel: true},
+
+	"pause_executor":  {required: []string{"action", "actor", "at"}, noParallel: true},
+	"resume_executor": {required: []string{"action"}, noParallel: true},
 }
 
 // stepCommon are keys every verb step may carry.
@@ -153,6 +156,7 @@ type validator struct {
 	actions   map[string]bool
 	releases  map[string]bool
 	runs      map[string]Pos // background runs started and not yet awaited, where they start
+	paused    map[string]Pos // actions whose executor is paused and not yet resumed, where it paused
 }
 
 func (v *validator) problem(pos Pos, hint, format string, a ...any) {
@@ -181,6 +185,10 @@ func (v *validator) run() {
 	for _, run := range sortedKeys(v.runs) {
 		v.problem(v.runs[run], "add a step {do: await_workflow, run: "+run+"} to judge how it ended", "run %q is started but never awaited", run)
 	}
+	for _, act := range sortedKeys(v.paused) {
+		v.problem(v.paused[act], "add a step {do: resume_executor, action: "+act+"} to see what its send does when it wakes",
+			"the executor of %q is paused but never resumed", act)
+	}
 }
 
 // require reports each empty required value, naming the key.
@@ -197,6 +205,7 @@ func (v *validator) world() {
 	v.customers, v.tasks, v.actors, v.actions = map[string]bool{}, map[string]bool{}, map[string]bool{}, map[string]bool{}
 	v.releases = map[string]bool{}
 	v.runs = map[string]Pos{}
+	v.paused = map[string]Pos{}
 	for _, a := range w.Actors {
 		v.require(a.Pos, "actor", map[string]string{"id": a.ID, "kind": a.Kind})
 		v.define(v.actors, "actor", a.ID, a.Pos)
@@ -309,6 +318,31 @@ func (v *validator) step(name string, s *Step, inParallel bool) {
 		v.oneOf(s.KeyPos, "state", s.State, stateNames())
 		v.positiveDuration(s.KeyPos, "timeout", s.Timeout)
 	}
+	v.pauseStep(name, s)
+}
+
+// pauseStep follows which actions' executors are paused: one at a time per
+// action, each resumed later, and only a paused one resumed.
+func (v *validator) pauseStep(name string, s *Step) {
+	if s.Action == "" || !v.actions[s.Action] {
+		return
+	}
+	switch s.Do {
+	case "pause_executor":
+		if _, ok := v.paused[s.Action]; ok {
+			v.problem(s.KeyPos["action"], "resume it with resume_executor before pausing another",
+				"%s: the executor of %q is already paused", name, s.Action)
+			return
+		}
+		v.paused[s.Action] = s.KeyPos["action"]
+	case "resume_executor":
+		if _, ok := v.paused[s.Action]; !ok {
+			v.problem(s.KeyPos["action"], "pause it first with {do: pause_executor, action: "+s.Action+", actor: …, at: before_data}",
+				"%s: the executor of %q is not paused", name, s.Action)
+			return
+		}
+		delete(v.paused, s.Action)
+	}
 }
 
 func (v *validator) parallel(name string, s *Step, inParallel bool) {
@@ -378,7 +412,11 @@ func (v *validator) stepRefs(s *Step) {
 func (v *validator) stepWords(name string, s *Step) {
 	v.oneOf(s.KeyPos, "source", s.Source, SourceNames)
 	v.oneOf(s.KeyPos, "fault", s.Fault, FaultNames)
-	v.oneOf(s.KeyPos, "at", s.Point, CrashPoints)
+	if s.Do == "pause_executor" {
+		v.oneOf(s.KeyPos, "at", s.Point, PausePoints)
+	} else {
+		v.oneOf(s.KeyPos, "at", s.Point, CrashPoints)
+	}
 	v.oneOf(s.KeyPos, "kind", s.Kind, PresenceKind)
 	v.oneOf(s.KeyPos, "expect", s.Expect, Classes)
 	v.duration(s.KeyPos, "delay", s.Delay)

@@ -13,7 +13,7 @@ var update = flag.Bool("update", false, "rewrite golden files under testdata/")
 // TestMalformedFiles checks that every class of malformed file is rejected
 // before anything runs, with exact file:line:col messages.
 func TestMalformedFiles(t *testing.T) {
-	for _, name := range []string{"UnknownKey", "UnknownVerb", "UndefinedRefs", "TypeError", "BadSyntax", "AudienceRefs", "WorkflowProblems"} {
+	for _, name := range []string{"UnknownKey", "UnknownVerb", "UndefinedRefs", "TypeError", "BadSyntax", "AudienceRefs", "WorkflowProblems", "PauseProblems"} {
 		t.Run(name, func(t *testing.T) {
 			file := filepath.Join("testdata", kebab(name)+".yaml")
 			_, err := ParseFile(file)

@@ -153,6 +153,16 @@ func (c *Client) Clear(ctx context.Context) (int, error) {
 	return r.Deleted, err
 }
 
+// EndHolds ends every hold of a timed fault in force now (see
+// Mailbox.EndHolds) and returns how many it ended.
+func (c *Client) EndHolds(ctx context.Context) (int, error) {
+	var r struct {
+		Ended int `json:"ended"`
+	}
+	err := c.do(ctx, http.MethodDelete, "/api/v1/holds", nil, nil, &r)
+	return r.Ended, err
+}
+
 // Stats returns the mailbox's counters.
 func (c *Client) Stats(ctx context.Context) (Stats, error) {
 	var s Stats

@@ -505,3 +505,153 @@ func TestFaultKindsOrderIsStable(t *testing.T) {
 		t.Errorf("FaultKinds %v; want %v", FaultKinds, want)
 	}
 }
+
+// TestSessionsCountsOpenConnections: Stats.Sessions counts a connection
+// from its acceptance to its end, and a session whose sender has gone
+// stays open while a fault holds it: the message's fate (stored or
+// refused) is settled only once the hold ends and the session closes.
+func TestSessionsCountsOpenConnections(t *testing.T) {
+	m, clk := timedFaultMailbox(t, "hold_354=1h:count=1:to=ben@example.com", Config{})
+	ctx := ctxT(t)
+	sessions := func() int64 {
+		t.Helper()
+		st, err := m.Stats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Sessions
+	}
+	awaitSessions := func(want int64) {
+		t.Helper()
+		for sessions() != want {
+			select {
+			case <-ctx.Done():
+				t.Fatalf("sessions %d, want %d", sessions(), want)
+			case <-time.After(time.Millisecond): // the server closes its side on its own goroutine
+			}
+		}
+	}
+	if n := sessions(); n != 0 {
+		t.Fatalf("sessions %d before any connection", n)
+	}
+
+	// A plain session that ends with QUIT.
+	ann := dialTransaction(t, m, "ann@example.com", nil)
+	if n := sessions(); n != 1 {
+		t.Fatalf("sessions %d with one connection greeted", n)
+	}
+	w, err := ann.Data()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sendBody(w, message("ann", "s")); err != nil {
+		t.Fatal(err)
+	}
+	if err := ann.Quit(); err != nil {
+		t.Fatal(err)
+	}
+	awaitSessions(0)
+
+	// A sender that gives up waiting for a held 354 and hangs up: the
+	// mailbox learns it only once the hold ends.
+	ben := dialTransaction(t, m, "ben@example.com", nil)
+	ben.CommandTimeout = 200 * time.Millisecond
+	if _, err := ben.Data(); !isTimeout(err) {
+		t.Fatalf("DATA: %v; want the client to time out waiting for 354", err)
+	}
+	if err := clk.BlockUntil(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	ben.Close()
+	if n := sessions(); n != 1 {
+		t.Fatalf("sessions %d while the 354 is held for a sender that hung up; want 1", n)
+	}
+	clk.Advance(time.Hour)
+	awaitSessions(0)
+	st, err := m.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Accepted != 1 || st.Refused != 1 || st.Stored != 1 {
+		t.Errorf("accepted %d, refused %d, stored %d; want 1, 1, 1 (ben's message never came)", st.Accepted, st.Refused, st.Stored)
+	}
+}
+
+// TestEndHoldsEndsEveryHoldNow: with the mailbox's clock standing still,
+// EndHolds (and DELETE /api/v1/holds) lets every held message go on as if
+// its time had passed — a held 354 is sent and the message stored, a
+// stalled body read on and stored, a held message stored, a delayed reply
+// given — and Stats.Held counts them while they are held. A hold that
+// begins afterwards runs its full time.
+func TestEndHoldsEndsEveryHoldNow(t *testing.T) {
+	tests := []struct {
+		spec string
+		via  string // "go" or "http"
+	}{
+		{"hold_354=1h", "go"},
+		{"stall_body=1h", "http"},
+		{"hold_then_store=1h", "go"},
+		{"delay_reply=1h", "http"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.spec, func(t *testing.T) {
+			m, clk := timedFaultMailbox(t, tt.spec, Config{})
+			ctx := ctxT(t)
+			held := func() int64 {
+				t.Helper()
+				st, err := m.Stats(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return st.Held
+			}
+			first := sendAsync(t, m, "ann@example.com", message("first", "s"))
+			second := sendAsync(t, m, "ben@example.com", message("second", "s"))
+			if err := clk.BlockUntil(ctx, 2); err != nil {
+				t.Fatal(err)
+			}
+			if n := held(); n != 2 {
+				t.Fatalf("held %d with two messages held; want 2", n)
+			}
+			var ended int
+			if tt.via == "go" {
+				ended = m.EndHolds()
+			} else {
+				c, err := NewClient(m.APIURL(), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ended, err = c.EndHolds(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if ended != 2 {
+				t.Errorf("EndHolds ended %d; want 2", ended)
+			}
+			for _, done := range []<-chan error{first, second} {
+				if err := await(t, ctx, done, "reply"); err != nil {
+					t.Fatalf("send after EndHolds: %v", err)
+				}
+			}
+			if n := mustCount(t, m, Filter{}); n != 2 {
+				t.Fatalf("stored %d after EndHolds; want 2", n)
+			}
+			if n := held(); n != 0 {
+				t.Errorf("held %d after EndHolds; want 0", n)
+			}
+			// A hold that begins afterwards is not ended by the earlier call.
+			third := sendAsync(t, m, "cy@example.com", message("third", "s"))
+			if err := clk.BlockUntil(ctx, 1); err != nil {
+				t.Fatal(err)
+			}
+			pending(t, third, "reply")
+			if n := held(); n != 1 {
+				t.Fatalf("held %d with a new hold; want 1", n)
+			}
+			clk.Advance(time.Hour)
+			if err := await(t, ctx, third, "reply"); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

@@ -23,6 +23,7 @@ func (l faultListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
+	l.m.sessions.Add(1)
 	return &faultConn{Conn: c, m: l.m, closed: make(chan struct{})}, nil
 }
 
@@ -114,8 +115,13 @@ func (c *faultConn) renewDeadlines() {
 	c.Conn.SetReadDeadline(oswait.Deadline(c.m.cfg.ReadTimeout))
 }
 
-// Close closes the connection and ends a hold on it.
+// Close closes the connection, ends a hold on it and counts the session
+// as ended.
 func (c *faultConn) Close() error {
-	c.once.Do(func() { close(c.closed) })
-	return c.Conn.Close()
+	err := c.Conn.Close()
+	c.once.Do(func() {
+		close(c.closed)
+		c.m.sessions.Add(-1)
+	})
+	return err
 }

@@ -77,6 +77,7 @@ func (m *Mailbox) Handler() http.Handler {
 	mux.HandleFunc("GET /api/v1/faults", m.handleFaults)
 	mux.HandleFunc("PUT /api/v1/faults", m.handleSetFaults)
 	mux.HandleFunc("DELETE /api/v1/faults", m.handleClearFaults)
+	mux.HandleFunc("DELETE /api/v1/holds", m.handleEndHolds)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if origin := r.Header.Get("Origin"); origin != "" && !sameOrigin(origin, r.Host) {
 			writeError(w, http.StatusForbidden, fmt.Sprintf("requests from web pages of another origin (%s) are refused", origin))
@@ -345,6 +346,10 @@ func jsonKind(t reflect.Type) string {
 		return "a whole number"
 	}
 	return "another kind of value"
+}
+
+func (m *Mailbox) handleEndHolds(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]int{"ended": m.EndHolds()})
 }
 
 func (m *Mailbox) handleClearFaults(w http.ResponseWriter, _ *http.Request) {

@@ -116,6 +116,16 @@ type Mailbox struct {
 	tmpDir string // holds a generated certificate; removed by Close
 
 	accepted, refused, dropped atomic.Int64
+	// sessions counts the SMTP connections open now (see Stats.Sessions).
+	sessions atomic.Int64
+
+	// held counts the messages a timed fault holds now, and ended is
+	// closed (and replaced) by EndHolds; holdsMu orders a hold's start
+	// against EndHolds, so every hold either sees the channel closed or
+	// begins after it.
+	holdsMu sync.Mutex
+	held    int64
+	ended   chan struct{}
 
 	downMu    sync.Mutex
 	downTimer clock.Timer
@@ -174,7 +184,7 @@ func Start(ctx context.Context, cfg Config) (*Mailbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Mailbox{cfg: cfg, store: st, faults: newFaultSet(), closing: make(chan struct{})}
+	m := &Mailbox{cfg: cfg, store: st, faults: newFaultSet(), closing: make(chan struct{}), ended: make(chan struct{})}
 
 	m.ln, err = listenSwitch(ctx, cfg.SMTPAddr)
 	if err != nil {
@@ -371,20 +381,54 @@ func (m *Mailbox) Close() error {
 	return m.closeErr
 }
 
-// wait lets d pass on the mailbox's clock, or less when the mailbox closes
-// or abandon (which may be nil) is closed first. It reports whether d
-// passed in full.
+// wait holds a message for d on the mailbox's clock, or less when the
+// mailbox closes, abandon (which may be nil) is closed, or EndHolds ends
+// the hold. It reports whether the hold ran its course (d passed, or it
+// was ended), rather than being cut short by a close; while it lasts the
+// message counts in Stats.Held.
 func (m *Mailbox) wait(d time.Duration, abandon <-chan struct{}) bool {
+	m.holdsMu.Lock()
+	ended := m.ended
+	m.held++
+	m.holdsMu.Unlock()
+	defer func() {
+		m.holdsMu.Lock()
+		m.held--
+		m.holdsMu.Unlock()
+	}()
 	t, fired := m.cfg.Clock.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-fired:
+		return true
+	case <-ended:
 		return true
 	case <-m.closing:
 		return false
 	case <-abandon:
 		return false
 	}
+}
+
+// heldNow is how many messages a timed fault holds now.
+func (m *Mailbox) heldNow() int64 {
+	m.holdsMu.Lock()
+	defer m.holdsMu.Unlock()
+	return m.held
+}
+
+// EndHolds ends every hold of a timed message fault in force now, as if
+// its time had passed: a held 354 is sent, a stalled body is read on, a
+// message held by hold_then_store is stored and a delayed reply is given.
+// Holds that begin afterwards run their full time. It returns how many
+// holds it ended. A test that keeps a session held for as long as it
+// needs (a long duration) ends it here at the moment it chooses.
+func (m *Mailbox) EndHolds() int {
+	m.holdsMu.Lock()
+	defer m.holdsMu.Unlock()
+	close(m.ended)
+	m.ended = make(chan struct{})
+	return int(m.held)
 }
 
 // beginHold registers a message hold_then_store is about to keep out of
@@ -522,6 +566,15 @@ type Stats struct {
 	FaultsFired map[FaultKind]int64 `json:"faults_fired"`
 	// Down reports whether the SMTP listener is currently closed by a fault.
 	Down bool `json:"down"`
+	// Held is how many messages a timed fault (hold_354, stall_body,
+	// hold_then_store, delay_reply) holds now.
+	Held int64 `json:"held"`
+	// Sessions is how many SMTP connections are open now: accepted and
+	// not yet closed. A message's fate is settled only once its session
+	// has ended (a held 354 or a stalled body may still be read, stored
+	// or refused), so a test that wants the last word on what arrived
+	// waits for its senders to end and this to reach 0.
+	Sessions int64 `json:"sessions"`
 }
 
 // Stats returns the counters; the stored and duplicate figures are read from
@@ -545,6 +598,8 @@ func (m *Mailbox) Stats(ctx context.Context) (Stats, error) {
 		DuplicateActionKeys: dupKeys,
 		FaultsFired:         m.faults.firedCounts(),
 		Down:                !m.ln.isUp(),
+		Held:                m.heldNow(),
+		Sessions:            m.sessions.Load(),
 	}, nil
 }
 

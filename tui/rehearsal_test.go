@@ -55,6 +55,28 @@ func TestRehearsalKeys(t *testing.T) {
 	}
 }
 
+// TestRehearsalShowsAPausedExecutor: the paused-executor built-in says in
+// words what the pause and the wake-up do, and plays to a pass: the woken
+// executor's send refused, one arrival.
+func TestRehearsalShowsAPausedExecutor(t *testing.T) {
+	a := newDriven(newTestRehearsal(t, "paused-executor"), 120, 40)
+	typeKeys(a, "n", "n")
+	if s := screenText(a); !strings.Contains(s, "next: wf-ack's executor starts sending ack and stands still (before_data)") {
+		t.Errorf("screen lacks the pause's sentence:\n%s", s)
+	}
+	typeKeys(a, "n", "n", "n", "n", "n", "n", "n", "n")
+	if s := screenText(a); !strings.Contains(s, "next: the paused executor of ack wakes and goes on with its send") {
+		t.Errorf("screen lacks the wake-up's sentence:\n%s", s)
+	}
+	typeKeys(a, "n")
+	s := screenText(a)
+	for _, w := range []string{"did 11: resume_executor ack → not_delivered", "finished: PASSED"} {
+		if !strings.Contains(s, w) {
+			t.Errorf("screen lacks %q:\n%s", w, s)
+		}
+	}
+}
+
 // TestRehearsalShowsAudience: the reconciliation summary adds up on every
 // screen size; a tall screen also shows recipients across their states.
 func TestRehearsalShowsAudience(t *testing.T) {

@@ -83,6 +83,10 @@ func stepSentence(s scenarios.Step) string {
 		return "wait for run " + s.Run + " to end"
 	case "await_state":
 		return "wait until " + act + " is " + s.State + " (a running workflow gets it there)"
+	case "pause_executor":
+		return a + "'s executor starts sending " + act + " and stands still (" + s.Point + "), as a stopped or stalled process would"
+	case "resume_executor":
+		return "the paused executor of " + act + " wakes and goes on with its send"
 	}
 	return strings.TrimSpace(s.Do + " " + act + " " + task + " " + a)
 }

@@ -320,6 +320,14 @@ func reconcileVerb() verbSpec {
 					return a, &ledger.StateError{Key: key, State: a.State, Err: ledger.ErrDuplicate,
 						Hint: "nothing was open, but an earlier attempt's message was found after it had been settled as not arrived: it arrived (late evidence, see show)"}
 				}
+				if a.State == ledger.StateExecuting {
+					// Its executor still holds the attempt (alive, stopped
+					// or slow, until its lease ends): its outcome is not
+					// open yet but will be, so "nothing to reconcile"
+					// would be as wrong as "done".
+					return a, &ledger.StateError{Key: key, State: a.State, Err: ledger.ErrInFlight,
+						Hint: "its attempt is in flight; its executor holds it until its lease ends: reconcile after that"}
+				}
 				return a, &ledger.StateError{Key: key, State: a.State, Err: ledger.ErrNothingToReconcile,
 					Hint: "no attempt of it has an open outcome (" + a.Reason + ")"}
 			}

@@ -463,6 +463,27 @@ func TestReadsSayWhenRecoveryIsDue(t *testing.T) {
 	}
 }
 
+// TestReconcileInFlightSaysSo: reconciling an attempt whose executor
+// still holds it (alive here, and within its lease) establishes nothing:
+// exit 11, the attempt left in flight, never 0 as if it were settled.
+func TestReconcileInFlightSaysSo(t *testing.T) {
+	e := newGateEnv(t)
+	key := e.approved("enq-busy", "alice")
+	l, err := ledger.Open(e.ledger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := l.BeginAttempt(context.Background(), ledger.ExecuteRequest{Key: key, Executor: "alice",
+		Endpoint: destination.EndpointOf(&filedest.Destination{Dir: e.outbox})}); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	wantExit(t, e.gate("reconcile", "--key", key, "--as", "ops"), exitInFlight, "in flight", "lease")
+	if r := e.gate("show", "--key", key); !strings.Contains(r.stdout, "executing") {
+		t.Fatalf("after the refused reconcile:\n%s", r.stdout)
+	}
+}
+
 // schemaV2 builds a ledger as gatehouse wrote it at schema version 2.
 func schemaV2(t *testing.T, path string) {
 	t.Helper()

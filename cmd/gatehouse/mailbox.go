@@ -44,13 +44,13 @@ its HTTP API, given by --api or $` + mailboxAPIEnv + `.`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(_ *cobra.Command, args []string) error {
 			if len(args) == 0 {
-				return usageErr("mailbox: missing verb (serve, list, count, clear, stats or fault)")
+				return usageErr("mailbox: missing verb (serve, list, count, clear, stats, fault or end-holds)")
 			}
-			return usageErr("mailbox: unknown verb %q (want serve, list, count, clear, stats or fault)", args[0])
+			return usageErr("mailbox: unknown verb %q (want serve, list, count, clear, stats, fault or end-holds)", args[0])
 		},
 	}
 	cmd.AddCommand(newMailboxServeCmd(), newMailboxListCmd(), newMailboxCountCmd(),
-		newMailboxClearCmd(), newMailboxStatsCmd(), newMailboxFaultCmd())
+		newMailboxClearCmd(), newMailboxStatsCmd(), newMailboxFaultCmd(), newMailboxEndHoldsCmd())
 	return cmd
 }
 
@@ -325,6 +325,27 @@ func newMailboxClearCmd() *cobra.Command {
 	return cmd
 }
 
+func newMailboxEndHoldsCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "end-holds --api URL",
+		Short: "End every hold of a timed fault now, as if its time had passed",
+		Long: `end-holds ends every hold in force now of hold_354, stall_body,
+hold_then_store and delay_reply, as if its time had passed: a held 354 is
+sent, a stalled body is read on, a held message is stored, a delayed reply
+is given. Holds that begin afterwards run their full time, so a fault with
+a long duration holds a session until you end it here.`,
+		Args: cobra.NoArgs,
+	}
+	open := mailboxAPIFlag(cmd)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		return mailboxCall(cmd, open, false, (*testmailbox.Client).EndHolds, func(w io.Writer, n int) error {
+			_, err := fmt.Fprintf(w, "ended %d hold(s)\n", n)
+			return err
+		})
+	}
+	return cmd
+}
+
 func newMailboxStatsCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -342,8 +363,8 @@ func newMailboxStatsCmd() *cobra.Command {
 
 func printMailboxStats(out io.Writer, st testmailbox.Stats) error {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "epoch\t%s\nstored\t%d\naccepted\t%d\nrefused\t%d\ndropped\t%d\nduplicates\t%d (on %d action keys)\ndown\t%v\n",
-		mailboxDash(st.Epoch), st.Stored, st.Accepted, st.Refused, st.Dropped, st.Duplicates, st.DuplicateActionKeys, st.Down)
+	fmt.Fprintf(tw, "epoch\t%s\nstored\t%d\naccepted\t%d\nrefused\t%d\ndropped\t%d\nduplicates\t%d (on %d action keys)\ndown\t%v\nheld now\t%d\nsessions open\t%d\n",
+		mailboxDash(st.Epoch), st.Stored, st.Accepted, st.Refused, st.Dropped, st.Duplicates, st.DuplicateActionKeys, st.Down, st.Held, st.Sessions)
 	for _, k := range testmailbox.FaultKinds {
 		fmt.Fprintf(tw, "fired %s\t%d\n", k, st.FaultsFired[k])
 	}

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"net/smtp"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -79,5 +81,60 @@ func TestMailboxDocsTableEveryFaultKind(t *testing.T) {
 		if !strings.Contains(table, row+"`") && !strings.Contains(table, row+"=") && !strings.Contains(table, row+"[") {
 			t.Errorf("docs/mailbox.md's table of kinds has no row for %s", k)
 		}
+	}
+}
+
+// TestMailboxEndHolds: `mailbox end-holds` lets a sender held by a long
+// hold_354 go on at once, and stats show it held before and not after.
+func TestMailboxEndHolds(t *testing.T) {
+	ctx := t.Context()
+	mb, err := testmailbox.Start(ctx, testmailbox.Config{Faults: []testmailbox.Fault{{Kind: testmailbox.FaultHold354, Duration: time.Hour}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mb.Close()
+	api := mb.APIURL()
+	msg := "From: shop@example.com\r\nTo: ann@example.com\r\nSubject: held\r\nMessage-ID: <held@example.com>\r\n\r\nHi.\r\n"
+	sent := make(chan error, 1)
+	go func() {
+		sent <- smtp.SendMail(mb.SMTPAddr(), nil, "shop@example.com", []string{"ann@example.com"}, []byte(msg))
+	}()
+	for {
+		st, err := mb.Stats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Held == 1 {
+			break
+		}
+		select {
+		case err := <-sent:
+			t.Fatalf("the send ended (%v) while hold_354=1h was in force", err)
+		case <-time.After(2 * time.Millisecond): // the mailbox's state, polled through its API
+		}
+	}
+	if code, out, errOut := runMailboxCLI("mailbox", "stats", "--api", api); code != 0 || !regexp.MustCompile(`(?m)^held now +1$`).MatchString(out) {
+		t.Errorf("stats while held: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut := runMailboxCLI("mailbox", "end-holds", "--api", api)
+	if code != 0 || out != "ended 1 hold(s)\n" {
+		t.Fatalf("end-holds: exit %d, out %q, err %q", code, out, errOut)
+	}
+	select {
+	case err := <-sent:
+		if err != nil {
+			t.Fatalf("the send after end-holds: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the send did not go on after end-holds")
+	}
+	if n, err := mb.Count(ctx, testmailbox.Filter{MessageID: "held@example.com"}); err != nil || n != 1 {
+		t.Errorf("stored %d (%v); want 1", n, err)
+	}
+	if code, out, _ := runMailboxCLI("mailbox", "end-holds", "--api", api); code != 0 || out != "ended 0 hold(s)\n" {
+		t.Errorf("end-holds with nothing held: exit %d, out %q", code, out)
+	}
+	if code, _, errOut := runMailboxCLI("mailbox", "end-holds"); code != exitUsage {
+		t.Errorf("end-holds without --api: exit %d (%s), want %d", code, errOut, exitUsage)
 	}
 }
