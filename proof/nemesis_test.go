@@ -52,6 +52,20 @@ func (w *searchWorld) foundProblem(s string) bool {
 	return false
 }
 
+// aimed is how many of the newest actions a nemesis looks through for one
+// it can act on: enough to find one, few enough that a long run does not
+// read every action at every step.
+const aimed = 50
+
+// recentKeys are the newest aimed action keys, the newest first.
+func (w *searchWorld) recentKeys() []string {
+	var out []string
+	for i := len(w.keys) - 1; i >= 0 && len(out) < aimed; i-- {
+		out = append(out, w.keys[i])
+	}
+	return out
+}
+
 // approvedKey is key when its action is approved, else the newest action
 // that is ("" for none): the nemeses that need a send aim at one that can
 // start.
@@ -59,12 +73,24 @@ func (w *searchWorld) approvedKey(key string) string {
 	if a, err := w.l.Action(w.ctx, key); err == nil && a.State == ledger.StateApproved {
 		return key
 	}
-	for i := len(w.keys) - 1; i >= 0; i-- {
-		if a, err := w.l.Action(w.ctx, w.keys[i]); err == nil && a.State == ledger.StateApproved {
-			return w.keys[i]
+	return w.newest([]ledger.State{ledger.StateApproved}, func(ledger.Action) bool { return true })
+}
+
+// newest is the newest action (by when the search made its key) in one of
+// states for which ok holds, "" for none. One query, whatever the size of
+// the ledger; the order the store lists them in does not matter.
+func (w *searchWorld) newest(states []ledger.State, ok func(ledger.Action) bool) string {
+	_, as, err := w.l.ListActions(w.ctx, ledger.ActionFilter{States: states, Limit: 1 << 30})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	pick, at := "", -1
+	for _, a := range as {
+		if i, known := w.keyAt[a.Key]; known && i > at && ok(a) {
+			pick, at = a.Key, i
 		}
 	}
-	return ""
+	return pick
 }
 
 // advance lets d pass on the world's clock. Leases and budgets due by
@@ -363,11 +389,9 @@ var lateOutcomes = []destination.Outcome{destination.OutcomeAccepted, destinatio
 // it concerns was settled (recorded, recovered as unknown, reconciled).
 func (w *searchWorld) opLateReport(key string) {
 	var settled []ledger.Attempt
-	for i := len(w.keys); len(settled) == 0 && i >= 0; i-- {
-		if i < len(w.keys) {
-			key = w.keys[i] // the newest with an attempt settled, when key has none
-		}
-		atts, err := w.l.Attempts(w.ctx, key)
+	// key, or the newest recent one with an attempt settled.
+	for _, k := range append([]string{key}, w.recentKeys()...) {
+		atts, err := w.l.Attempts(w.ctx, k)
 		if err != nil {
 			continue
 		}
@@ -375,6 +399,10 @@ func (w *searchWorld) opLateReport(key string) {
 			if at.Outcome != "" {
 				settled = append(settled, at)
 			}
+		}
+		if len(settled) > 0 {
+			key = k
+			break
 		}
 	}
 	if len(settled) == 0 {
@@ -562,11 +590,8 @@ func (w *searchWorld) awaitHold(done <-chan ledger.Delivery, pending int, fired 
 func (w *searchWorld) opLookAlike(key string) {
 	if w.rng.IntN(2) == 0 {
 		// Aimed at what is in doubt, the newest first.
-		for i := len(w.keys) - 1; i >= 0; i-- {
-			if a, err := w.l.Action(w.ctx, w.keys[i]); err == nil && needsReconcile(a) {
-				key = w.keys[i]
-				break
-			}
+		if k := w.newest([]ledger.State{ledger.StateUnknown, ledger.StateHeld}, needsReconcile); k != "" {
+			key = k
 		}
 	}
 	atts, err := w.l.Attempts(w.ctx, key)

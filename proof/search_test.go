@@ -77,6 +77,7 @@ type searchWorld struct {
 
 	consent map[string]string   // the CRM: customer → consent now
 	keys    []string            // every action key, corrections included
+	keyAt   map[string]int      // key → its place in keys
 	facts   map[string]fact     // key → what proposes it
 	foreign map[string][]string // key → Message-IDs of foreign messages injected with it
 	ops     []string            // what happened, for reproduction
@@ -116,7 +117,7 @@ func newSearchWorld(t *testing.T, seed uint64, bin string, doubles searchDoubles
 	w := &searchWorld{t: t, ctx: ctx, seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5ea7c4)), bin: bin,
 		path: searchLedger(t, dir), clock: fakes.NewClock(time.Now().UTC().Truncate(time.Second)),
 		consent: map[string]string{}, facts: map[string]fact{}, foreign: map[string][]string{}, count: map[string]int{},
-		records: registry.Records()}
+		keyAt: map[string]int{}, records: registry.Records()}
 	var err error
 	if w.l, err = ledger.Open(w.path, ledger.WithClock(w.clock), ledger.WithLease(searchLease)); err != nil {
 		t.Fatal(err)
@@ -191,6 +192,7 @@ func (w *searchWorld) newEvent(task string) string {
 	w.events++
 	f := fact{task: task, customer: fmt.Sprintf("c%d", i+1), event: fmt.Sprintf("%s-e%d", task, w.events)}
 	k := ledger.Key(f.customer, f.event, "reply_ack", f.task, 0)
+	w.keyAt[k] = len(w.keys)
 	w.keys = append(w.keys, k)
 	w.facts[k] = f
 	return k
@@ -685,6 +687,7 @@ func (w *searchWorld) opCorrect(key string) {
 		f := w.facts[key]
 		f.revision = c.Revision
 		w.facts[c.Key] = f
+		w.keyAt[c.Key] = len(w.keys)
 		w.keys = append(w.keys, c.Key)
 	}
 }
