@@ -3,22 +3,29 @@ package proof
 import (
 	"context"
 	"fmt"
+	"net/mail"
 	"sort"
 	"strings"
 
 	"gatehouse/destination"
+	"gatehouse/destination/mailrender"
 	"gatehouse/ledger"
 	"gatehouse/testmailbox"
 )
 
 // EvidenceVerdict is what CheckByMessageID found: arrivals are attributed to
 // an action only through the Message-IDs its attempts recorded, never
-// through the action-key header, which anyone can write.
+// through the action-key header, which anyone can write, and only when the
+// stored message is the attempt's in every other respect too.
 type EvidenceVerdict struct {
 	Actions  int // business actions in the ledger (every revision its own)
 	Sent     int // actions the ledger says are sent
 	Arrivals int // messages the destination holds, the gate's and others'
 	Foreign  int // stored messages whose Message-ID no attempt recorded
+	// LookAlikes are stored messages that carry an attempt's Message-ID
+	// but another recipient, sender or content: someone who saw the
+	// header, never the attempt's message.
+	LookAlikes int
 
 	Duplicates     []string // more than one arrival of one action's messages
 	Losses         []string // sent in the ledger, none of its messages arrived
@@ -31,8 +38,66 @@ func (v EvidenceVerdict) OK() bool {
 }
 
 func (v EvidenceVerdict) String() string {
-	return fmt.Sprintf("actions %d, sent %d, arrivals %d (foreign %d): duplicates %d, losses %d, contradictions %d",
-		v.Actions, v.Sent, v.Arrivals, v.Foreign, len(v.Duplicates), len(v.Losses), len(v.Contradictions))
+	return fmt.Sprintf("actions %d, sent %d, arrivals %d (foreign %d, look-alikes %d): duplicates %d, losses %d, contradictions %d",
+		v.Actions, v.Sent, v.Arrivals, v.Foreign, v.LookAlikes, len(v.Duplicates), len(v.Losses), len(v.Contradictions))
+}
+
+// IsOwn reports whether the stored message m is attempt at's own: it
+// carries the attempt's Message-ID, went to its recipient, and its raw
+// form, read as a reader sees it, comes from the attempt's sender and says
+// what the attempt handed over (the same four-part match reconciliation
+// makes). A Message-ID alone can be copied by anyone who saw one.
+func IsOwn(ctx context.Context, mb Store, at ledger.Attempt, m testmailbox.Message) (bool, error) {
+	if m.MessageID != at.MessageID || !hasRecipient(m.To, at.Recipient) {
+		return false, nil
+	}
+	full, err := mb.Get(ctx, m.ID)
+	if err != nil {
+		return false, fmt.Errorf("read stored message %d: %w", m.ID, err)
+	}
+	dec, err := mailrender.Decode(full.Raw)
+	if err != nil {
+		return false, nil // not the gate's format: not what the attempt handed over
+	}
+	return bareAddress(dec.From) == bareAddress(at.Sender) &&
+		(at.ContentDigest == "" || mailrender.Digest(dec) == at.ContentDigest), nil
+}
+
+// OwnArrivals counts the stored messages that are attempt at's own.
+func OwnArrivals(ctx context.Context, mb Store, at ledger.Attempt) (int, error) {
+	_, msgs, err := mb.List(ctx, testmailbox.Filter{MessageID: at.MessageID})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, m := range msgs {
+		own, err := IsOwn(ctx, mb, at, m)
+		if err != nil {
+			return n, err
+		}
+		if own {
+			n++
+		}
+	}
+	return n, nil
+}
+
+func hasRecipient(to []string, rcpt string) bool {
+	for _, r := range to {
+		if bareAddress(r) == bareAddress(rcpt) {
+			return true
+		}
+	}
+	return false
+}
+
+// bareAddress is an address as the gate compares it: without a display
+// name, normalized.
+func bareAddress(s string) string {
+	if a, err := mail.ParseAddress(s); err == nil {
+		s = a.Address
+	}
+	return destination.NormalizeAddress(s, destination.FoldLocalPart)
 }
 
 // Store is a test mailbox's records as the checkers read them: a mailbox
@@ -40,12 +105,18 @@ func (v EvidenceVerdict) String() string {
 // through its API (APIStore).
 type Store interface {
 	List(ctx context.Context, f testmailbox.Filter) (int, []testmailbox.Message, error)
+	Get(ctx context.Context, id int64) (testmailbox.Message, error)
 }
 
 // APIStore reads a mailbox in another process through its HTTP API, page
 // after page, and fails unless the pages add up to the total the mailbox
 // reports: what arrived is never counted from one page.
 type APIStore struct{ Client *testmailbox.Client }
+
+// Get returns one stored message with its raw bytes.
+func (s APIStore) Get(ctx context.Context, id int64) (testmailbox.Message, error) {
+	return s.Client.Get(ctx, id)
+}
 
 // List returns every message f matches.
 func (s APIStore) List(ctx context.Context, f testmailbox.Filter) (int, []testmailbox.Message, error) {
@@ -70,7 +141,9 @@ func (s APIStore) List(ctx context.Context, f testmailbox.Filter) (int, []testma
 
 // CheckByMessageID compares every action of the ledger with what the mailbox
 // holds, attributing each stored message to the attempt whose recorded
-// Message-ID it carries.
+// Message-ID it carries when it also goes to the attempt's recipient,
+// from its sender, with its content (IsOwn); the rest of those are
+// look-alikes.
 func CheckByMessageID(ctx context.Context, l *ledger.Ledger, mb Store) (EvidenceVerdict, error) {
 	var v EvidenceVerdict
 	_, actions, err := l.ListActions(ctx, ledger.ActionFilter{Limit: 1 << 30})
@@ -81,9 +154,9 @@ func CheckByMessageID(ctx context.Context, l *ledger.Ledger, mb Store) (Evidence
 	if err != nil {
 		return v, err
 	}
-	stored := map[string]int{}
+	stored := map[string][]testmailbox.Message{}
 	for _, m := range msgs {
-		stored[m.MessageID]++
+		stored[m.MessageID] = append(stored[m.MessageID], m)
 	}
 	v.Arrivals = len(msgs)
 	owned := map[string]bool{}
@@ -96,7 +169,18 @@ func CheckByMessageID(ctx context.Context, l *ledger.Ledger, mb Store) (Evidence
 		arrived := 0
 		for _, at := range atts {
 			owned[at.MessageID] = true
-			n := stored[at.MessageID]
+			n := 0
+			for _, m := range stored[at.MessageID] {
+				own, err := IsOwn(ctx, mb, at, m)
+				if err != nil {
+					return v, err
+				}
+				if own {
+					n++
+				} else {
+					v.LookAlikes++
+				}
+			}
 			arrived += n
 			if n > 0 && (at.Outcome == destination.OutcomeNotDelivered || at.Outcome == destination.OutcomeRejectedTemporary ||
 				at.Outcome == destination.OutcomeRejectedPermanent) {
@@ -118,9 +202,9 @@ func CheckByMessageID(ctx context.Context, l *ledger.Ledger, mb Store) (Evidence
 			}
 		}
 	}
-	for id, n := range stored {
+	for id, ms := range stored {
 		if !owned[id] {
-			v.Foreign += n
+			v.Foreign += len(ms)
 		}
 	}
 	sort.Strings(v.Duplicates)

@@ -94,10 +94,25 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, body
 	if out == nil {
 		return nil
 	}
+	if raw, ok := out.(*[]byte); ok {
+		*raw = data
+		return nil
+	}
 	if err := json.Unmarshal(data, out); err != nil {
 		return fmt.Errorf("mailbox api %s %s: decode reply: %w", method, path, err)
 	}
 	return nil
+}
+
+// Get returns one stored message with its raw bytes, as Mailbox.Get does.
+func (c *Client) Get(ctx context.Context, id int64) (Message, error) {
+	var m Message
+	path := "/api/v1/messages/" + strconv.FormatInt(id, 10)
+	if err := c.do(ctx, http.MethodGet, path, nil, nil, &m); err != nil {
+		return m, err
+	}
+	err := c.do(ctx, http.MethodGet, path+"/raw", nil, nil, &m.Raw)
+	return m, err
 }
 
 func filterQuery(f Filter) url.Values {
