@@ -365,6 +365,16 @@ func (t *wtx) refuseUnlessExecutable(a *Action, executor string) error {
 	switch a.State {
 	case StateApproved:
 		if a.LateArrivals > 0 {
+			// Approved again (after a denial, say) although its message
+			// arrived: it is held as arrived, so that what the ledger
+			// says of it agrees with the refusal.
+			arrived, err := arrivedAttempts(t, a.Key)
+			if err != nil {
+				return err
+			}
+			if err := t.heldAsArrived(a, executor, arrived); err != nil {
+				return err
+			}
 			return t.blockDuplicate(a, executor, "execution")
 		}
 	case StateSent, StateExecuting, StateUnknown:

@@ -365,12 +365,26 @@ func (w *searchWorld) lateReport(key string, at ledger.Attempt, o destination.Ou
 		w.checkAgreement("report", key, nil, after)
 		return
 	}
-	if after.State != before.State || after.HoldCause != before.HoldCause || after.Version != before.Version || now.Outcome != at.Outcome {
+	// A late 250 for an attempt settled as not arrived is an arrival: the
+	// attempt is marked, and an action the gate would send next (approved,
+	// held as safe to retry or by a stop) is held as arrived, never sent
+	// again. Anything else changes nothing.
+	arrival := o == destination.OutcomeAccepted && at.Outcome != destination.OutcomeAccepted
+	next := before.State == ledger.StateApproved ||
+		before.State == ledger.StateHeld && (before.HoldCause == ledger.HoldSafeToRetry || before.HoldCause == ledger.HoldStopped)
+	heldAsArrived := arrival && next && after.State == ledger.StateHeld && after.HoldCause == ledger.HoldArrivedLate
+	if !heldAsArrived && (after.State != before.State || after.HoldCause != before.HoldCause || after.Version != before.Version) || now.Outcome != at.Outcome {
 		w.problem("the late report %s on attempt %d of %s (settled as %s) changed %s/%s v%d into %s/%s v%d (attempt %s)",
 			o, at.Number, key, at.Outcome, before.State, before.HoldCause, before.Version, after.State, after.HoldCause, after.Version, now.Outcome)
 	}
+	if arrival && now.ArrivedLate.IsZero() {
+		w.problem("the late 250 on attempt %d of %s (settled as %s) did not mark it as arrived", at.Number, key, at.Outcome)
+	}
+	if arrival && next && !heldAsArrived {
+		w.problem("%s arrived late but was left %s/%s, where the gate would send it again", key, after.State, after.HoldCause)
+	}
 	want := lines
-	if o != at.Outcome {
+	if o != at.Outcome && !(arrival && !at.ArrivedLate.IsZero()) { // the same arrival again adds nothing
 		want++
 	}
 	if got := w.lateLines(key); got != want {

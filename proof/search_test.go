@@ -401,8 +401,10 @@ func codeAgrees(code int, a ledger.Action) bool {
 	open := a.State == ledger.StateUnknown || a.State == ledger.StateExecuting ||
 		a.State == ledger.StateHeld && a.HoldCause.OutcomeOpen()
 	switch code {
-	case 0, 10:
+	case 0:
 		return a.State == ledger.StateSent
+	case 10:
+		return a.State == ledger.StateSent || a.LateArrivals > 0 // sent, or its message arrived after all
 	case 11:
 		return a.State == ledger.StateExecuting
 	case 13, 15:
