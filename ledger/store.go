@@ -532,7 +532,7 @@ func (l *Ledger) writeWith(ctx context.Context, durable bool, fn func(*wtx) erro
 	if l.notice != nil {
 		// A write that still waits after a second says for whom: a stop
 		// that prints nothing for twenty seconds looks like a hung one.
-		timer := time.AfterFunc(time.Second, func() { l.notice(l.lockHolderNotice()) })
+		timer := oswait.AfterFunc(time.Second, func() { l.notice(l.lockHolderNotice()) })
 		defer timer.Stop()
 	}
 	// Another process's lock is released in real time, whatever the
