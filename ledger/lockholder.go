@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"gatehouse/internal/oswait"
 	"gatehouse/internal/redact"
 )
 
@@ -99,7 +100,7 @@ func processCommand(pid int) string {
 // on PostgreSQL: its backend pid, client address, application and what it
 // is running.
 func (l *Ledger) pgLockHolderNotice() string {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	ctx, cancel := oswait.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	var pid int
 	var client, app, state string

@@ -369,6 +369,8 @@ type ResolveRequest struct {
 // the attempt's message refuse "not delivered" (a contradiction, both
 // facts in the history, exit 13) unless OverrideRecords; records that
 // cannot be read are said so in the history beside the person's word.
+// "Not delivered" is refused too while the attempt may still land (before
+// its settle time), as reconciliation's "nothing found" would be.
 func (l *Ledger) Resolve(ctx context.Context, req ResolveRequest) (Action, error) {
 	key, actor, reason := req.Key, req.Actor, req.Reason
 	if strings.TrimSpace(reason) == "" {
@@ -430,6 +432,16 @@ func (l *Ledger) Resolve(ctx context.Context, req ResolveRequest) (Action, error
 					actor, att.Number, key, reason, att.Destination, att.MessageID, att.Recipient)
 			}
 			records += ", overridden by the person"
+		}
+		if !req.Delivered && !req.OverrideRecords && t.now().Before(att.SettlesAt) {
+			// Nobody can see yet what a relay still holds: a person's
+			// "nothing came" is no more proof of absence than a lookup's.
+			return t.refuseWith(a, "", "", actor, EvRefused,
+				&StateError{Key: key, State: a.State, Err: ErrUnknownOutcome,
+					Hint: fmt.Sprintf("attempt %d may still land until %s; a person's \"not delivered\" is taken after that (or with --override-records --reason …)",
+						att.Number, clockTime(att.SettlesAt))},
+				"%s said attempt %d of %s was not delivered (%s) at %s, but it may still land until %s; the word was not taken and the outcome stays open.",
+				actor, att.Number, key, reason, clockTime(t.now()), clockTime(att.SettlesAt))
 		}
 		o := destination.OutcomeNotDelivered
 		if req.Delivered {

@@ -229,6 +229,15 @@ func openWriter(path string) (*sql.DB, error) {
 		w.Close()
 		return nil, fmt.Errorf("open ledger %s: %w", path, err)
 	}
+	// From now on the write connection waits for another process's write
+	// lock in Go (writeWith's retries, bounded and interruptible), not
+	// inside SQLite's busy handler, where SIGINT and SIGTERM cannot end it.
+	// Opening keeps the long timeout: a connection's first read can meet
+	// another's checkpoint or index recovery for a moment.
+	if _, err := w.Exec("PRAGMA busy_timeout = 100"); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open ledger %s: %w", path, err)
+	}
 	return w, nil
 }
 
@@ -296,12 +305,6 @@ func (l *Ledger) Close() error {
 func openPool(path string, readOnly bool) (*sql.DB, error) {
 	q := url.Values{}
 	q.Set("_busy_timeout", "10000")
-	if !readOnly {
-		// The write connection waits for another process's lock in Go
-		// (writeWith's retries, bounded and interruptible), not inside
-		// SQLite's busy handler, where SIGINT and SIGTERM cannot end it.
-		q.Set("_busy_timeout", "100")
-	}
 	q.Set("_foreign_keys", "1")
 	// FULL: the commit that records "executing" must survive power loss
 	// before the destination is called, or a re-send could follow.
@@ -529,7 +532,7 @@ func (l *Ledger) writeWith(ctx context.Context, durable bool, fn func(*wtx) erro
 	if l.notice != nil {
 		// A write that still waits after a second says for whom: a stop
 		// that prints nothing for twenty seconds looks like a hung one.
-		timer := time.AfterFunc(time.Second, func() { l.notice(l.lockHolderNotice()) })
+		timer := oswait.AfterFunc(time.Second, func() { l.notice(l.lockHolderNotice()) })
 		defer timer.Stop()
 	}
 	// Another process's lock is released in real time, whatever the

@@ -46,6 +46,11 @@ func Now() time.Time { return time.Now() }
 // clock the rehearsal keeps. Stop it when done.
 func NewTimer(d time.Duration) *time.Timer { return time.NewTimer(d) }
 
+// AfterFunc calls f in its own goroutine after d of real time, unless the
+// returned timer is stopped first: a notice that a wait on another process
+// is taking long.
+func AfterFunc(d time.Duration, f func()) *time.Timer { return time.AfterFunc(d, f) }
+
 // Stopwatch measures how long something outside the program took in real
 // time (a read of the ledger), so a follower can space its re-reads by the
 // cost of the last one whatever clock the ledger keeps.
