@@ -220,8 +220,8 @@ func (t *wtx) refuseUnverified(a *Action) error {
 //     evidence for a person, never proof);
 //   - no records, or a lookup that fails → held for a person;
 //   - nothing, while what the lost history sent may still land (the
-//     restore plus dest's settle time) → refused, nothing changed, the look
-//     recorded;
+//     restore plus a lease and dest's settle time: an attempt begun just
+//     before the restore) → refused, nothing changed, the look recorded;
 //   - nothing after that → the mark ends and the send goes on.
 //
 // Only an approved action sent to its approved destination is looked up;
@@ -256,7 +256,7 @@ func (l *Ledger) verifyRestored(ctx context.Context, req ExecuteRequest, dest de
 		return Action{}, nil
 	}
 	res, lookErr := lookUp(ctx, ownRecords(dest), ep, destination.LookupQuery{ActionKey: a.Key})
-	until := since.Add(destination.SettleTimeOf(dest))
+	until := since.Add(l.restoreSettle(dest))
 	var out Action
 	err := l.write(ctx, func(t *wtx) error {
 		cur, err := getAction(t, a.Key)
@@ -270,6 +270,13 @@ func (l *Ledger) verifyRestored(ctx context.Context, req ExecuteRequest, dest de
 		return t.judgeRestored(&out, req.Executor, ep, res, lookErr, until)
 	})
 	return out, err
+}
+
+// restoreSettle is how long after a restore what the lost history sent may
+// still land: an attempt begun just before the restore holds its lease,
+// and a relay may hold its message for the settle time after that.
+func (l *Ledger) restoreSettle(dest destination.Destination) time.Duration {
+	return l.lease + destination.SettleTimeOf(dest)
 }
 
 // judgeRestored records what one look at the records found for an
@@ -339,7 +346,7 @@ func (s *sendRun) verifyRelease(ctx context.Context, dest destination.Destinatio
 		return rc, fmt.Errorf("send release %s: read its restore mark: %w", s.req.ReleaseID, err)
 	}
 	since := fromNS(sinceNS)
-	until := since.Add(destination.SettleTimeOf(dest))
+	until := since.Add(l.restoreSettle(dest))
 	rel := s.req.ReleaseID
 	if by := strings.TrimSpace(s.req.RestoreCheckedBy); by != "" {
 		return rc, l.write(ctx, func(t *wtx) error {

@@ -113,9 +113,10 @@ func TestRestoreNeverResurrectsASend(t *testing.T) {
 
 // TestRestoredActionSentOnceNothingCanStillLand: an action the lost
 // history never sent is looked up, found nowhere, and sent, but only once
-// what was sent before the restore can no longer land (the restore plus the
-// destination's settle time); before that the send is refused and nothing
-// changes but a history line.
+// what was sent before the restore can no longer land (the restore plus a
+// lease and the destination's settle time: an attempt begun just before the
+// restore); before that the send is refused and nothing changes but a
+// history line.
 func TestRestoredActionSentOnceNothingCanStillLand(t *testing.T) {
 	sqliteOnly(t)
 	w := newWorld(t)
@@ -134,7 +135,13 @@ func TestRestoredActionSentOnceNothingCanStillLand(t *testing.T) {
 	if !strings.Contains(err.Error(), "may still land until") || w.dest.Calls() != 0 {
 		t.Fatalf("refusal %q, %d calls", err, w.dest.Calls())
 	}
+	// Not yet after the settle time alone: an attempt begun just before the
+	// restore holds its lease first.
 	w.clock.Advance(time.Minute + time.Second)
+	if _, err := w.l.Execute(w.ctx, req, w.dest); !errors.Is(err, ledger.ErrNotVerifiedYet) {
+		t.Fatalf("send a settle time after the restore: %v, want not verified yet (the lease comes first)", err)
+	}
+	w.clock.Advance(2 * time.Minute) // the default lease
 	if _, err := w.l.Execute(w.ctx, req, w.dest); err != nil {
 		t.Fatalf("send after the settle time: %v", err)
 	}
@@ -256,6 +263,12 @@ func TestRestoredAudienceSendsEachRecipientOnce(t *testing.T) {
 	}
 	_, err = w.restoreBackup(backup, true)
 	w.must(err)
+	// Refused while a send begun just before the restore could still land
+	// (a lease; this destination declares no settle time), then checked.
+	if _, err := w.l.SendAudience(w.ctx, send, w.dest, dir); !errors.Is(err, ledger.ErrNotVerifiedYet) {
+		t.Fatalf("re-send right after the restore: %v, want not verified yet", err)
+	}
+	w.clock.Advance(2*time.Minute + time.Second)
 	s, err = w.l.SendAudience(w.ctx, send, w.dest, dir)
 	w.must(err)
 	if s.Restore.Checked != 50 || s.Restore.Found != 50 || s.Confirmed != 0 {
