@@ -418,20 +418,11 @@ func (h *History) unknowns(ctx context.Context, l *ledger.Ledger, inFlight []int
 }
 
 func (h *History) overrides(ctx context.Context, l *ledger.Ledger, from, to int) ([]Override, error) {
-	var ids []int64
-	for _, ev := range h.Events[from:to] {
-		if ev.Flags&FlagOverride != 0 {
-			ids = append(ids, ev.ID)
-		}
-	}
-	out := []Override{}
-	if len(ids) == 0 {
-		return out, nil
-	}
-	text, err := Text(ctx, l, ids)
+	ids, text, err := h.quote(ctx, l, from, to, func(ev Event) bool { return ev.Flags&FlagOverride != 0 })
 	if err != nil {
 		return nil, err
 	}
+	out := []Override{}
 	for _, id := range ids {
 		e := text[id]
 		kind := string(e.Kind)
@@ -448,22 +439,32 @@ func (h *History) overrides(ctx context.Context, l *ledger.Ledger, from, to int)
 	return out, nil
 }
 
-// lateLines quotes the late evidence lines of Events[from:to].
-func (h *History) lateLines(ctx context.Context, l *ledger.Ledger, from, to int) ([]LateLine, error) {
+// quote reads the full text of the lines of Events[from:to] that keep
+// selects, in order (none read when none is selected).
+func (h *History) quote(ctx context.Context, l *ledger.Ledger, from, to int, keep func(Event) bool) ([]int64, map[int64]ledger.Event, error) {
 	var ids []int64
 	for _, ev := range h.Events[from:to] {
-		if k := h.Kinds[ev.Kind]; k == ledger.EvLateOutcome || k == ledger.EvLateArrival {
+		if keep(ev) {
 			ids = append(ids, ev.ID)
 		}
 	}
-	out := []LateLine{}
 	if len(ids) == 0 {
-		return out, nil
+		return nil, nil, nil
 	}
 	text, err := Text(ctx, l, ids)
+	return ids, text, err
+}
+
+// lateLines quotes the late evidence lines of Events[from:to].
+func (h *History) lateLines(ctx context.Context, l *ledger.Ledger, from, to int) ([]LateLine, error) {
+	ids, text, err := h.quote(ctx, l, from, to, func(ev Event) bool {
+		k := h.Kinds[ev.Kind]
+		return k == ledger.EvLateOutcome || k == ledger.EvLateArrival
+	})
 	if err != nil {
 		return nil, err
 	}
+	out := []LateLine{}
 	for _, id := range ids {
 		e := text[id]
 		out = append(out, LateLine{EventID: id, At: e.At.UTC().Format(TimeFormat), Kind: string(e.Kind), Key: e.ActionKey,
