@@ -137,7 +137,7 @@ func (p Proposal) validateRequest() error {
 
 // withDefaults fills the sender.
 func (p Proposal) withDefaults() Proposal {
-	if p.Sender == "" {
+	if p.Sender == "" && p.Request == "" {
 		p.Sender = destination.DefaultSender
 	}
 	// Space around an address is formatting; inside it, it is an error
@@ -185,6 +185,10 @@ func (t *wtx) propose(p Proposal) (Action, error) {
 		out, err := t.insertAction(p, key, digest, tk.ID, "", StateDrafting)
 		if err != nil {
 			return out, err
+		}
+		if p.Request != "" {
+			return out, t.event(p.Actor, tk.ID, key, EvProposed, "",
+				"%s proposed %s, the request %s, via %s on task %s (draft).", p.Actor, p.ActionType, describeRequest(p.Request), p.Destination, tk.ID)
 		}
 		return out, t.event(p.Actor, tk.ID, key, EvProposed, "",
 			"%s proposed %s to %s from %s via %s on task %s (draft).", p.Actor, p.ActionType, p.Recipient, p.Sender, p.Destination, tk.ID)
@@ -471,6 +475,11 @@ func (t *wtx) approve(a *Action, approver string, material []MaterialRead) error
 	}
 	t.note(map[string]any{"material": materialMap(material), "recipient": a.Recipient, "sender": a.Sender,
 		"destination": a.Destination, "digest": a.Digest, "owner": tk.Owner}, "")
+	if a.Request != "" {
+		return t.event(approver, a.TaskID, key, EvApproved, "",
+			"%s approved %s, the request %s, via %s (owner %s, %s).", approver, key, describeRequest(a.Request),
+			orDash(a.Destination), ownerName(tk.Owner), describeMaterial(material))
+	}
 	return t.event(approver, a.TaskID, key, EvApproved, "",
 		"%s approved %s to %s from %s via %s (owner %s, %s).", approver, key, a.Recipient, orDash(a.Sender),
 		orDash(a.Destination), ownerName(tk.Owner), describeMaterial(material))
@@ -661,4 +670,15 @@ func requestChange(was, now string) string {
 		return "request changed"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// describeRequest is a canonical request in one line for the history:
+// method, path and body, as the provider will receive them (less the
+// gate's own fields).
+func describeRequest(canonical string) string {
+	r, err := destination.ParseCanonical(canonical)
+	if err != nil {
+		return truncate(canonical, 300)
+	}
+	return truncate(fmt.Sprintf("%s %s %s", r.Method, r.Path, r.Body), 500)
 }

@@ -190,6 +190,10 @@ func (t *wtx) probeDue(att Attempt) (bool, time.Time, string, error) {
 		return false, end, "", err
 	case !prof.HasKey():
 		return false, end, "the destination keeps no key", nil
+	case att.Outcome == destination.OutcomeContradiction:
+		// The same key would be answered the same refusal: what it
+		// holds is for the records, or a person, to say.
+		return false, end, "the provider holds another request under the key", nil
 	case prof.Stores5xx && att.HTTPStatus >= 500:
 		return false, end, fmt.Sprintf("the provider stored its %d under the key, and would answer it again", att.HTTPStatus), nil
 	case !t.now().Add(t.l.lease).Before(end):

@@ -155,7 +155,10 @@ func (l *Ledger) Reconcile(ctx context.Context, req ReconcileRequest) (Action, e
 		}
 		if lookErr != nil {
 			reason := fmt.Sprintf("outcome of attempt %d unknown and could not be checked (%v); a person must look at the destination", att.Number, lookErr)
-			if cur.State != StateHeld || cur.HoldCause != HoldUnknownOutcome {
+			// A provider's contradiction stays one: records that cannot be
+			// read add nothing to it.
+			keep := cur.HoldCause == HoldUnknownOutcome || att.Wire != "" && cur.HoldCause == HoldContradiction
+			if cur.State != StateHeld || !keep {
 				if err := t.transition(&out, StateHeld, reason, HoldUnknownOutcome); err != nil {
 					return err
 				}
