@@ -6,8 +6,10 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -318,4 +320,34 @@ func (t *wtx) keepProbeOpen(a *Action, executor string, refusal error) error {
 		return err
 	}
 	return t.event(executor, a.TaskID, a.Key, EvHeld, "", "%s stays held for its probe: %s.", a.Key, reason)
+}
+
+// RequestText is an action's HTTP request for a person approving it: the
+// request line, the headers that carry meaning, the body as indented JSON,
+// a line each ("" for a message). It is the write, not a description.
+func (a Action) RequestText() string {
+	if a.Request == "" {
+		return ""
+	}
+	r, err := destination.ParseCanonical(a.Request)
+	if err != nil {
+		return a.Request
+	}
+	var b strings.Builder
+	b.WriteString(r.Method + " " + r.Path + "\n")
+	names := make([]string, 0, len(r.Headers))
+	for n := range r.Headers {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		b.WriteString(n + ": " + r.Headers[n] + "\n")
+	}
+	var body bytes.Buffer
+	if json.Indent(&body, r.Body, "", "  ") == nil {
+		b.Write(body.Bytes())
+	} else {
+		b.Write(r.Body)
+	}
+	return strings.TrimRight(b.String(), "\n")
 }
