@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -953,4 +954,53 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b) // crypto/rand.Read never fails on supported platforms
 	return hex.EncodeToString(b)
+}
+
+// ParsePaymentsFault reads a fault as a command line gives it:
+//
+//	kind[=DURATION][:count=N]
+//
+// commit_then_drop, delay=5s (delay alone: held until released),
+// error_500, error_429, drop_before_commit, down; count defaults to 1.
+func ParsePaymentsFault(spec string) (PaymentsFault, error) {
+	head, rest, hasRest := strings.Cut(spec, ":")
+	kind, dur, hasDur := strings.Cut(head, "=")
+	f := PaymentsFault{Kind: PaymentsFaultKind(kind), Count: 1}
+	if !slices.Contains(PaymentsFaultKinds, f.Kind) {
+		return f, fmt.Errorf("fault %q: unknown kind %q (want one of %s)", spec, kind, faultKindList())
+	}
+	if hasDur {
+		if f.Kind != PayDelay {
+			return f, fmt.Errorf("fault %q: only %s takes a duration", spec, PayDelay)
+		}
+		d, err := time.ParseDuration(dur)
+		if err != nil || d < 0 {
+			return f, fmt.Errorf("fault %q: bad duration %q", spec, dur)
+		}
+		f.Delay = d
+	}
+	for _, field := range strings.Split(rest, ":") {
+		if !hasRest {
+			break
+		}
+		v, ok := strings.CutPrefix(field, "count=")
+		n, err := strconv.Atoi(v)
+		if !ok || err != nil || n < 1 {
+			return f, fmt.Errorf("fault %q: bad field %q (want count=N, N ≥ 1)", spec, field)
+		}
+		f.Count = n
+	}
+	return f, nil
+}
+
+// String is the fault as ParsePaymentsFault reads it.
+func (f PaymentsFault) String() string {
+	s := string(f.Kind)
+	if f.Kind == PayDelay && f.Delay > 0 {
+		s += "=" + f.Delay.String()
+	}
+	if f.Count > 1 {
+		s += ":count=" + strconv.Itoa(f.Count)
+	}
+	return s
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -616,5 +617,107 @@ func TestPaymentsCloseEndsHolds(t *testing.T) {
 	cancelShort()
 	if err := p.WaitHeld(short, 1); !errors.Is(err, context.Canceled) {
 		t.Fatalf("WaitHeld on a cancelled context: %v", err)
+	}
+}
+
+func TestParsePaymentsFault(t *testing.T) {
+	for _, tc := range []struct {
+		spec string
+		want PaymentsFault
+		err  bool
+	}{
+		{spec: "commit_then_drop", want: PaymentsFault{Kind: PayCommitThenDrop, Count: 1}},
+		{spec: "error_500:count=3", want: PaymentsFault{Kind: PayError500, Count: 3}},
+		{spec: "delay=5s", want: PaymentsFault{Kind: PayDelay, Count: 1, Delay: 5 * time.Second}},
+		{spec: "delay", want: PaymentsFault{Kind: PayDelay, Count: 1}},
+		{spec: "delay=1m:count=2", want: PaymentsFault{Kind: PayDelay, Count: 2, Delay: time.Minute}},
+		{spec: "down", want: PaymentsFault{Kind: PayDown, Count: 1}},
+		{spec: "explode", err: true},
+		{spec: "error_429=5s", err: true},
+		{spec: "delay=soon", err: true},
+		{spec: "delay=-1s", err: true},
+		{spec: "error_500:count=0", err: true},
+		{spec: "error_500:times=2", err: true},
+		{spec: "error_500:", err: true},
+	} {
+		got, err := ParsePaymentsFault(tc.spec)
+		if tc.err {
+			if err == nil {
+				t.Errorf("%s: parsed as %+v, want an error", tc.spec, got)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("%s: %+v, %v; want %+v", tc.spec, got, err, tc.want)
+			continue
+		}
+		if again, err := ParsePaymentsFault(got.String()); err != nil || again != got {
+			t.Errorf("%s: String %q reads back as %+v, %v", tc.spec, got.String(), again, err)
+		}
+	}
+}
+
+// TestGoTransportResendsKeyedPOST pins down what docs/payments.md warns
+// of: on a reused keep-alive connection, Go's transport re-sends by itself
+// a POST that carries an Idempotency-Key when the response is lost, so one
+// call makes two refunds at a provider that ignores keys; without the
+// header the caller sees the failure.
+func TestGoTransportResendsKeyedPOST(t *testing.T) {
+	for _, tc := range []struct {
+		key     string
+		records int // after one call to warm the connection and one dropped
+		err     bool
+	}{{key: "", records: 2, err: true}, {key: "K", records: 3, err: false}} {
+		p := NewPayments(nil, PaymentsOptions{Keys: PaymentsNoKeys})
+		srv := httptest.NewServer(p.Handler())
+		hc := srv.Client() // keep-alive, as a default client is
+		post := func() error {
+			req, _ := http.NewRequest("POST", srv.URL+"/v1/refunds", strings.NewReader(refundBody))
+			if tc.key != "" {
+				req.Header.Set("Idempotency-Key", tc.key)
+			}
+			resp, err := hc.Do(req)
+			if err != nil {
+				return err
+			}
+			io.Copy(io.Discard, resp.Body) // read to the end, so the connection is reused
+			return resp.Body.Close()
+		}
+		if err := post(); err != nil {
+			t.Fatal(err)
+		}
+		p.QueueFault(PaymentsFault{Kind: PayCommitThenDrop})
+		err := post()
+		if got := len(p.Records().Records); got != tc.records || (err != nil) != tc.err {
+			t.Errorf("key %q: %d records, call error %v; want %d records, an error: %v", tc.key, got, err, tc.records, tc.err)
+		}
+		p.Close()
+		srv.Close()
+	}
+}
+
+// TestPaymentsDocsNameEveryFaultAndCall: docs/payments.md has a row for
+// every fault kind and names every call the handler serves.
+func TestPaymentsDocsNameEveryFaultAndCall(t *testing.T) {
+	raw, err := os.ReadFile("../docs/payments.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(raw)
+	i := strings.Index(doc, "### Fault kinds")
+	if i < 0 {
+		t.Fatal("docs/payments.md has no ### Fault kinds section")
+	}
+	for _, k := range PaymentsFaultKinds {
+		if !strings.Contains(doc[i:], "\n| `"+string(k)+"` |") {
+			t.Errorf("docs/payments.md's table of fault kinds has no row for %s", k)
+		}
+	}
+	for _, call := range []string{"POST /v1/refunds", "GET /v1/refunds/{id}", "GET /v1/refunds?metadata[F]=V",
+		"GET /_fake/records", "GET /_fake/epoch", "POST /_fake/faults", "GET /_fake/faults", "POST /_fake/up",
+		"POST /_fake/release", "POST /_fake/options", "POST /_fake/reset"} {
+		if !strings.Contains(doc, call) {
+			t.Errorf("docs/payments.md does not name %s", call)
+		}
 	}
 }
