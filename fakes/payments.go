@@ -74,22 +74,23 @@ const DefaultPaymentsWindow = 24 * time.Hour
 // PaymentsOptions configure the fake; each can be changed at run time.
 type PaymentsOptions struct {
 	// Keys is PaymentsKeys (the default when empty) or PaymentsNoKeys.
-	Keys string `json:"keys"`
+	Keys string
 	// Window is how long a key is remembered, on the fake's clock, from
 	// its first request (DefaultPaymentsWindow when zero). A key at least
 	// Window old is forgotten: a request with it is a new request.
-	Window time.Duration `json:"-"`
+	Window time.Duration
 	// SearchLag is how long after its creation a refund first shows in
 	// the metadata search (GET /v1/refunds?metadata[…]=…).
-	SearchLag time.Duration `json:"-"`
+	SearchLag time.Duration
 	// StoreServerErrors stores the 500 of an injected error_500 under the
 	// request's key, as Stripe stores every result once the endpoint has
 	// started: a retry with that key answers the same 500 until the key is
 	// forgotten, and no refund was created.
-	StoreServerErrors bool `json:"store_5xx"`
+	StoreServerErrors bool
 }
 
-// MarshalJSON writes the durations as text ("24h0m0s").
+// MarshalJSON writes the options as the control API takes them, the
+// durations as text ("24h0m0s").
 func (o PaymentsOptions) MarshalJSON() ([]byte, error) {
 	return json.Marshal(map[string]any{"keys": o.Keys, "window": o.Window.String(),
 		"search_lag": o.SearchLag.String(), "store_5xx": o.StoreServerErrors})
