@@ -23,7 +23,7 @@ import (
 
 // Payments is a fictional payment provider's refunds API, shaped on what
 // Stripe documents: refunds created with an optional Idempotency-Key whose
-// first result (500s included, when StoreServerErrors says so) is kept for a
+// first result (500s included, when Store5xx says so) is kept for a
 // window on the rehearsal clock, a metadata search that lags behind
 // creation, and a no-keys mode for providers that offer no duplicate
 // control at all. It keeps every refund it created, so a rehearsal counts
@@ -82,18 +82,18 @@ type PaymentsOptions struct {
 	// SearchLag is how long after its creation a refund first shows in
 	// the metadata search (GET /v1/refunds?metadata[…]=…).
 	SearchLag time.Duration
-	// StoreServerErrors stores the 500 of an injected error_500 under the
+	// Store5xx stores the 500 of an injected error_500 under the
 	// request's key, as Stripe stores every result once the endpoint has
 	// started: a retry with that key answers the same 500 until the key is
 	// forgotten, and no refund was created.
-	StoreServerErrors bool
+	Store5xx bool
 }
 
 // MarshalJSON writes the options as the control API takes them, the
 // durations as text ("24h0m0s").
 func (o PaymentsOptions) MarshalJSON() ([]byte, error) {
 	return json.Marshal(map[string]any{"keys": o.Keys, "window": o.Window.String(),
-		"search_lag": o.SearchLag.String(), "store_5xx": o.StoreServerErrors})
+		"search_lag": o.SearchLag.String(), "store_5xx": o.Store5xx})
 }
 
 // Refund is a refund as the provider answers it.
@@ -165,7 +165,7 @@ const (
 	// response until released.
 	PayDelay PaymentsFaultKind = "delay"
 	// PayError500 answers 500 without creating a refund; stored under the
-	// key when StoreServerErrors.
+	// key when Store5xx.
 	PayError500 PaymentsFaultKind = "error_500"
 	// PayError429 answers 429 with Retry-After, creating nothing.
 	PayError429 PaymentsFaultKind = "error_429"
@@ -293,10 +293,10 @@ func (p *Payments) SetSearchLag(d time.Duration) error {
 	return nil
 }
 
-// SetStoreServerErrors sets whether an injected 500 is stored under the key.
-func (p *Payments) SetStoreServerErrors(on bool) {
+// SetStore5xx sets whether an injected 500 is stored under the key.
+func (p *Payments) SetStore5xx(on bool) {
 	p.mu.Lock()
-	p.opts.StoreServerErrors = on
+	p.opts.Store5xx = on
 	p.mu.Unlock()
 }
 
@@ -610,7 +610,7 @@ func (p *Payments) create(w http.ResponseWriter, r *http.Request) {
 	if fault == PayError500 {
 		body := mustJSON(errorBody("api_error", "an error occurred on the provider's side"))
 		switch {
-		case keyed && p.opts.StoreServerErrors:
+		case keyed && p.opts.Store5xx:
 			entry.done, entry.status, entry.body = true, http.StatusInternalServerError, body
 		case keyed:
 			delete(p.keys, key)
@@ -847,7 +847,7 @@ func (p *Payments) setOptions(w http.ResponseWriter, r *http.Request) {
 		p.SetSearchLag(lag)
 	}
 	if in.Store5xx != nil {
-		p.SetStoreServerErrors(*in.Store5xx)
+		p.SetStore5xx(*in.Store5xx)
 	}
 	writeJSON(w, http.StatusOK, p.Options())
 }

@@ -156,7 +156,7 @@ func TestPaymentsIdempotency(t *testing.T) {
 			{key: "K", body: refundBody, code: 0},
 			{key: "K", body: refundBody, code: 201},
 		}, records: 1},
-		{name: "a stored 500 is the answer for as long as the window lasts", opts: PaymentsOptions{StoreServerErrors: true, Window: time.Hour},
+		{name: "a stored 500 is the answer for as long as the window lasts", opts: PaymentsOptions{Store5xx: true, Window: time.Hour},
 			faults: []PaymentsFault{{Kind: PayError500}}, calls: []call{
 				{key: "K", body: refundBody, code: 500, errType: "api_error"},
 				{key: "K", body: refundBody, code: 500, replayed: true, errType: "api_error"},
@@ -168,7 +168,7 @@ func TestPaymentsIdempotency(t *testing.T) {
 			{key: "K", body: refundBody, code: 500, errType: "api_error"},
 			{key: "K", body: refundBody, code: 201},
 		}, records: 1},
-		{name: "429 is not stored", opts: PaymentsOptions{StoreServerErrors: true}, faults: []PaymentsFault{{Kind: PayError429, Count: 2}}, calls: []call{
+		{name: "429 is not stored", opts: PaymentsOptions{Store5xx: true}, faults: []PaymentsFault{{Kind: PayError429, Count: 2}}, calls: []call{
 			{key: "K", body: refundBody, code: 429, errType: "rate_limit_error"},
 			{key: "K", body: refundBody, code: 429, errType: "rate_limit_error"},
 			{key: "K", body: refundBody, code: 201},

@@ -92,7 +92,7 @@ applies to:
 	f.StringVar(&opts.Keys, "keys", fakes.PaymentsKeys, "honour Idempotency-Key (keys) or ignore it (none)")
 	f.DurationVar(&opts.Window, "window", fakes.DefaultPaymentsWindow, "how long a key is remembered (`duration`)")
 	f.DurationVar(&opts.SearchLag, "search-lag", 0, "how long a refund takes to show in the metadata search (`duration`)")
-	f.BoolVar(&opts.StoreServerErrors, "store-5xx", false, "store an injected 500 under the request's key, as Stripe does")
+	f.BoolVar(&opts.Store5xx, "store-5xx", false, "store an injected 500 under the request's key, as Stripe does")
 	f.StringArrayVar(&faults, "fault", nil, "inject a fault, e.g. commit_then_drop:count=1 (repeatable)")
 	return cmd
 }
@@ -129,7 +129,7 @@ func servePayments(ctx context.Context, out io.Writer, addr string, opts fakes.P
 		fmt.Fprintf(out, "keys    none: Idempotency-Key ignored, every request a new refund\n")
 	}
 	fmt.Fprintf(out, "search  GET /v1/refunds?metadata[%s]=KEY, lag %s\n", fakes.GatehouseKeyField, o.SearchLag)
-	if o.StoreServerErrors {
+	if o.Store5xx {
 		fmt.Fprintln(out, "5xx     an injected 500 is stored under the key")
 	}
 	for _, f := range faults {
