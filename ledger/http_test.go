@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"gatehouse/destination"
 	"gatehouse/destination/httpdest"
 	"gatehouse/destination/registry"
+	"gatehouse/fakes"
 	"gatehouse/ledger"
 )
 
@@ -89,13 +91,7 @@ func (rw *refundWorld) attempts() []ledger.Attempt {
 // refunds is how many refunds the provider holds: the world has one
 // action, and a profile without a reference writes no action key into
 // the refund to count it by.
-func (rw *refundWorld) refunds() int {
-	n := 0
-	for _, c := range rw.pay.perKey() {
-		n += c
-	}
-	return n
-}
+func (rw *refundWorld) refunds() int { return rw.pay.refunds() }
 
 func (rw *refundWorld) wantState(st ledger.State, cause ledger.HoldCause) {
 	rw.t.Helper()
@@ -176,8 +172,8 @@ func TestApprovalBindsTheRequestNotItsFormatting(t *testing.T) {
 			t.Fatalf("send after a changed %s: %v", what, err)
 		}
 	}
-	if rw.pay.arrivals != 0 {
-		t.Fatalf("%d writes reached the provider", rw.pay.arrivals)
+	if rw.pay.writes() != 0 {
+		t.Fatalf("%d writes reached the provider", rw.pay.writes())
 	}
 }
 
@@ -187,12 +183,12 @@ func TestApprovalBindsTheRequestNotItsFormatting(t *testing.T) {
 // the provider answers from what it stored: one refund, sent, with its id.
 func TestDroppedResponseIsProbedWithinTheWindow(t *testing.T) {
 	for _, c := range []struct {
-		fault    string
+		fault    fakes.PaymentsFaultKind
 		replayed bool
-	}{{"commit_then_drop", true}, {"drop_before_commit", false}} {
-		t.Run(c.fault, func(t *testing.T) {
+	}{{fakes.PayCommitThenDrop, true}, {fakes.PayDropBeforeCommit, false}} {
+		t.Run(string(c.fault), func(t *testing.T) {
 			rw := newRefund(t, keysOnly)
-			rw.pay.fault(c.fault)
+			rw.pay.fault(t, c.fault)
 			if _, err := rw.send(); !errors.Is(err, ledger.ErrUnknownOutcome) {
 				t.Fatalf("send: %v, want unknown", err)
 			}
@@ -235,8 +231,8 @@ func TestDroppedResponseIsProbedWithinTheWindow(t *testing.T) {
 // leaves the earlier attempt's outcome open (held for the probe, never
 // approved or denied over it); once the refusal clears, it goes.
 func TestProbePassesTheChecksOfASend(t *testing.T) {
-	rw := newRefund(t, keysOnly)
-	rw.pay.fault("commit_then_drop")
+	rw := newRefund(t, keysAndRef)
+	rw.pay.fault(t, fakes.PayCommitThenDrop)
 	rw.send()
 	rw.reconcile()
 	rw.must(rw.l.Stop(rw.ctx, "ops", "incident"))
@@ -252,8 +248,8 @@ func TestProbePassesTheChecksOfASend(t *testing.T) {
 		t.Fatalf("probe with a changed payment state: %v, want denied", err)
 	}
 	rw.wantState(ledger.StateHeld, ledger.HoldProbeDue)
-	if rw.pay.arrivals != 1 {
-		t.Fatalf("%d writes reached the provider, want only the first", rw.pay.arrivals)
+	if rw.pay.writes() != 1 {
+		t.Fatalf("%d writes reached the provider, want only the first", rw.pay.writes())
 	}
 	_, err = rw.send()
 	rw.must(err)
@@ -269,19 +265,19 @@ func TestProbePassesTheChecksOfASend(t *testing.T) {
 func TestPastTheWindowNeverProbes(t *testing.T) {
 	t.Run("found by reference", func(t *testing.T) {
 		rw := newRefund(t, keysAndRef)
-		rw.pay.fault("commit_then_drop")
+		rw.pay.fault(t, fakes.PayCommitThenDrop)
 		rw.send()
 		rw.clock.Advance(25 * time.Hour)
 		a, err := rw.reconcile()
 		rw.must(err)
 		at := rw.attempts()[0]
-		if a.State != ledger.StateSent || !strings.HasPrefix(at.DestinationID, "re_") || rw.refunds() != 1 || rw.pay.arrivals != 1 {
-			t.Fatalf("%s (%s), id %q, %d refunds, %d writes", a.State, a.Reason, at.DestinationID, rw.refunds(), rw.pay.arrivals)
+		if a.State != ledger.StateSent || !strings.HasPrefix(at.DestinationID, "re_") || rw.refunds() != 1 || rw.pay.writes() != 1 {
+			t.Fatalf("%s (%s), id %q, %d refunds, %d writes", a.State, a.Reason, at.DestinationID, rw.refunds(), rw.pay.writes())
 		}
 	})
 	t.Run("no reference", func(t *testing.T) {
 		rw := newRefund(t, keysOnly)
-		rw.pay.fault("commit_then_drop")
+		rw.pay.fault(t, fakes.PayCommitThenDrop)
 		rw.send()
 		rw.clock.Advance(25 * time.Hour)
 		if _, err := rw.reconcile(); !errors.Is(err, ledger.ErrHeld) {
@@ -290,8 +286,8 @@ func TestPastTheWindowNeverProbes(t *testing.T) {
 		rw.wantState(ledger.StateHeld, ledger.HoldUnknownOutcome)
 	})
 	t.Run("probe due, then the window ends", func(t *testing.T) {
-		rw := newRefund(t, keysOnly)
-		rw.pay.fault("commit_then_drop")
+		rw := newRefund(t, keysAndRef)
+		rw.pay.fault(t, fakes.PayCommitThenDrop)
 		rw.send()
 		rw.reconcile()
 		rw.wantState(ledger.StateHeld, ledger.HoldProbeDue)
@@ -300,8 +296,8 @@ func TestPastTheWindowNeverProbes(t *testing.T) {
 			t.Fatalf("stale probe: %v", err)
 		}
 		rw.wantState(ledger.StateUnknown, "")
-		if rw.pay.arrivals != 1 {
-			t.Fatalf("%d writes", rw.pay.arrivals)
+		if rw.pay.writes() != 1 {
+			t.Fatalf("%d writes", rw.pay.writes())
 		}
 	})
 }
@@ -313,8 +309,9 @@ func TestPastTheWindowNeverProbes(t *testing.T) {
 // one refund, never two.
 func TestStored500IsReconciledByReference(t *testing.T) {
 	rw := newRefund(t, stripeLike)
-	rw.pay.stores5xx, rw.pay.lag = true, 30*time.Second
-	rw.pay.fault("error_500")
+	rw.pay.SetStore5xx(true)
+	rw.must(rw.pay.SetSearchLag(30 * time.Second))
+	rw.pay.fault(t, fakes.PayError500)
 	if _, err := rw.send(); !errors.Is(err, ledger.ErrUnknownOutcome) {
 		t.Fatalf("send: %v, want unknown (the 500 is stored under the key)", err)
 	}
@@ -349,8 +346,9 @@ func TestStored500IsReconciledByReference(t *testing.T) {
 // (held, re-checked), never absent; after the lag it is found: sent.
 func TestReferenceIsNotFoundYetWithinTheLag(t *testing.T) {
 	rw := newRefund(t, referenceLag)
-	rw.pay.keys, rw.pay.lag = false, 30*time.Second
-	rw.pay.fault("commit_then_drop")
+	rw.must(rw.pay.SetKeys(fakes.PaymentsNoKeys))
+	rw.must(rw.pay.SetSearchLag(30 * time.Second))
+	rw.pay.fault(t, fakes.PayCommitThenDrop)
 	rw.send()
 	rw.reconcile()
 	rw.wantState(ledger.StateHeld, ledger.HoldNotFoundYet)
@@ -366,8 +364,8 @@ func TestReferenceIsNotFoundYetWithinTheLag(t *testing.T) {
 // an unknown outcome is a person's, always.
 func TestNoDuplicateControlHoldsForAPerson(t *testing.T) {
 	rw := newRefund(t, noControl)
-	rw.pay.keys = false
-	rw.pay.fault("commit_then_drop")
+	rw.must(rw.pay.SetKeys(fakes.PaymentsNoKeys))
+	rw.pay.fault(t, fakes.PayCommitThenDrop)
 	rw.send()
 	rw.settled(rw.key)
 	if _, err := rw.reconcile(); !errors.Is(err, ledger.ErrHeld) {
@@ -380,8 +378,8 @@ func TestNoDuplicateControlHoldsForAPerson(t *testing.T) {
 // the wire writes another refund under it; the gate's retry under the key
 // is answered 422 idempotency_error: a contradiction, held, never retried.
 func TestKeyReusedWithAnotherBodyIsHeld(t *testing.T) {
-	rw := newRefund(t, keysOnly)
-	rw.pay.fault("error_429")
+	rw := newRefund(t, keysAndRef)
+	rw.pay.fault(t, fakes.PayError429)
 	if _, err := rw.send(); !errors.Is(err, ledger.ErrNotDelivered) {
 		t.Fatalf("429: %v, want not delivered (approved again)", err)
 	}
@@ -397,8 +395,45 @@ func TestKeyReusedWithAnotherBodyIsHeld(t *testing.T) {
 		t.Fatal("a contradiction was retried")
 	}
 	// Only the other write's refund: the gate's 422 created nothing, and
-	// the contradiction was not sent again.
-	if n := rw.refunds(); n != 1 || rw.pay.arrivals != 3 {
-		t.Fatalf("%d refunds, %d writes; want the other write's 1, and 3 writes", n, rw.pay.arrivals)
+	// the contradiction was not sent again (the gate wrote twice: the 429
+	// and the 422; the other write carries no action key).
+	if n := rw.refunds(); n != 1 || rw.pay.writes() != 2 || rw.pay.Records().PerKey[rw.key] != 0 {
+		t.Fatalf("%d refunds, %d gated writes; want the other write's 1, and 2", n, rw.pay.writes())
+	}
+}
+
+// TestConcurrentRequestAtTheProviderIsUnknown: the provider is still
+// processing the first write (its response held) when the executor's
+// budget ends: unknown. The probe meanwhile is answered 409, in flight at
+// the provider: unknown again, nothing created. Once the provider has
+// answered, the next probe gets the stored result: one refund.
+func TestConcurrentRequestAtTheProviderIsUnknown(t *testing.T) {
+	rw := newRefund(t, keysAndRef)
+	rw.l.Close()
+	rw.open(ledger.WithLease(800 * time.Millisecond))
+	rw.must(rw.pay.QueueFault(fakes.PaymentsFault{Kind: fakes.PayDelay}))
+	if _, err := rw.send(); !errors.Is(err, ledger.ErrUnknownOutcome) {
+		t.Fatalf("send whose response is held past its budget: %v", err)
+	}
+	rw.must(rw.pay.WaitHeld(rw.ctx, 1))
+	rw.reconcile()
+	rw.wantState(ledger.StateHeld, ledger.HoldProbeDue)
+	if _, err := rw.send(); !errors.Is(err, ledger.ErrUnknownOutcome) {
+		t.Fatalf("probe while the first is processed: %v, want unknown", err)
+	}
+	if at := rw.attempts()[1]; at.HTTPStatus != 409 || rw.refunds() != 1 {
+		t.Fatalf("probe answered %d, %d refunds; want 409 and the first's one", at.HTTPStatus, rw.refunds())
+	}
+	rw.pay.Release()
+	for rw.pay.Held() > 0 {
+		// The held response is being written; the fake marks its key done
+		// under the same lock that drops the count.
+		runtime.Gosched()
+	}
+	rw.reconcile()
+	res, err := rw.send()
+	rw.must(err)
+	if !res.Receipt.Replayed || rw.refunds() != 1 || res.Action.State != ledger.StateSent {
+		t.Fatalf("third probe: replayed %v, %d refunds, %s", res.Receipt.Replayed, rw.refunds(), res.Action.State)
 	}
 }
