@@ -165,7 +165,7 @@ type FoundMessage struct {
 	ContentDigest string
 	// Record is the provider's record as JSON, for an HTTP destination's
 	// records (nil otherwise): the gate counts it as an attempt's only when
-	// it holds every field the attempt wrote (RecordHolds).
+	// it agrees with every field the attempt wrote (RecordAgrees).
 	Record []byte
 	// DestinationID is the provider's id of the record ("" for none).
 	DestinationID string

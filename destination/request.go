@@ -226,7 +226,10 @@ type HTTPWrite struct {
 
 // Write is the write the request makes under profile p for one attempt:
 // the provider-facing key in p's key header, the action key at p's
-// reference field and the provider-facing key at its reference-id field.
+// reference field and the provider-facing key at its reference-id field
+// (a provider with one field for both, ref=refid, keeps the
+// provider-facing key there: the action key alone can be computed by
+// anyone).
 // A body that already holds a value at either field is refused: the gate's
 // own evidence must not be the caller's to set.
 func (r Request) Write(p Profile, actionKey, providerKey string) (HTTPWrite, error) {
@@ -257,13 +260,13 @@ func (r Request) Write(p Profile, actionKey, providerKey string) (HTTPWrite, err
 		if !ok {
 			return HTTPWrite{}, fmt.Errorf("request body: the reference %s needs a JSON object", p.Ref)
 		}
-		if err := setPath(obj, p.Ref, actionKey); err != nil {
-			return HTTPWrite{}, err
-		}
 		if p.RefID != p.Ref {
-			if err := setPath(obj, p.RefID, providerKey); err != nil {
+			if err := setPath(obj, p.Ref, actionKey); err != nil {
 				return HTTPWrite{}, err
 			}
+		}
+		if err := setPath(obj, p.RefID, providerKey); err != nil {
+			return HTTPWrite{}, err
 		}
 		if body, err = marshalCanonical(obj); err != nil {
 			return HTTPWrite{}, err
@@ -330,17 +333,18 @@ func Lookup(record []byte, path string) string {
 	return s
 }
 
-// RecordHolds reports whether a provider's record holds every field the
-// body wrote, with the same value: the provider adds its own (id, status,
-// created), but a record whose amount or account differs is not the
-// write's, whatever key it carries.
-func RecordHolds(record, body []byte) bool {
+// RecordAgrees reports whether a provider's record agrees with the body
+// that wrote it: every field of the body the record holds has the same
+// value. The provider adds fields of its own (id, status, created) and
+// need not echo every one it was given; but a record whose amount or
+// account differs is not the write's, whatever key it carries.
+func RecordAgrees(record, body []byte) bool {
 	r, err1 := decodeStrict(record)
 	b, err2 := decodeStrict(body)
-	return err1 == nil && err2 == nil && holds(r, b)
+	return err1 == nil && err2 == nil && agrees(r, b)
 }
 
-func holds(r, b any) bool {
+func agrees(r, b any) bool {
 	switch bv := b.(type) {
 	case map[string]any:
 		rv, ok := r.(map[string]any)
@@ -348,7 +352,7 @@ func holds(r, b any) bool {
 			return false
 		}
 		for k, v := range bv {
-			if !holds(rv[k], v) {
+			if got, ok := rv[k]; ok && !agrees(got, v) {
 				return false
 			}
 		}
@@ -359,7 +363,7 @@ func holds(r, b any) bool {
 			return false
 		}
 		for i := range bv {
-			if !holds(rv[i], bv[i]) {
+			if !agrees(rv[i], bv[i]) {
 				return false
 			}
 		}

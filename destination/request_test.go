@@ -84,10 +84,13 @@ func TestWriteFillsTheGatesFields(t *testing.T) {
 	if got := string(w.Body); got != `{"amount":5,"metadata":{"gatehouse_key":"act","gatehouse_ref":"gh_1","order":"o1"}}` {
 		t.Fatalf("body %s", got)
 	}
-	if !destination.RecordHolds([]byte(`{"id": "re_1", "amount": 5.0, "metadata": {"gatehouse_key": "act", "gatehouse_ref": "gh_1", "order": "o1"}}`), w.Body) {
+	if !destination.RecordAgrees([]byte(`{"id": "re_1", "amount": 5.0, "metadata": {"gatehouse_key": "act", "gatehouse_ref": "gh_1", "order": "o1"}}`), w.Body) {
 		t.Fatal("a record holding every written field is not the write's")
 	}
-	if destination.RecordHolds([]byte(`{"id": "re_1", "amount": 6, "metadata": {"gatehouse_key": "act", "gatehouse_ref": "gh_1", "order": "o1"}}`), w.Body) {
+	if !destination.RecordAgrees([]byte(`{"id": "re_1", "amount": 5}`), w.Body) {
+		t.Fatal("a record that echoes only some fields is not the write's")
+	}
+	if destination.RecordAgrees([]byte(`{"id": "re_1", "amount": 6, "metadata": {"gatehouse_key": "act", "gatehouse_ref": "gh_1", "order": "o1"}}`), w.Body) {
 		t.Fatal("a record with another amount is the write's")
 	}
 	forged := destination.Request{Method: "POST", Path: "/v1/refunds", Body: []byte(`{"metadata": {"gatehouse_ref": "mine"}}`)}

@@ -437,3 +437,35 @@ func TestConcurrentRequestAtTheProviderIsUnknown(t *testing.T) {
 		t.Fatalf("third probe: replayed %v, %d refunds, %s", res.Receipt.Replayed, rw.refunds(), res.Action.State)
 	}
 }
+
+// TestLookalikeRecordsAreContradictions: records that carry the action key
+// (anyone can compute it) but not the attempt's provider-facing key, or
+// the key but another amount (someone who saw it on the wire), are never
+// proof that the refund was made: held as a contradiction for a person.
+func TestLookalikeRecordsAreContradictions(t *testing.T) {
+	for _, c := range []struct{ name, ref, amount string }{
+		{"another key", "gh_forged", "1250"},
+		{"the key, another amount", "", "99900"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rw := newRefund(t, referenceLag)
+			rw.must(rw.pay.SetKeys(fakes.PaymentsNoKeys))
+			rw.pay.fault(t, fakes.PayDropBeforeCommit)
+			if _, err := rw.send(); !errors.Is(err, ledger.ErrUnknownOutcome) {
+				t.Fatalf("send: %v", err)
+			}
+			ref := c.ref
+			if ref == "" {
+				ref = rw.attempts()[0].ProviderKey
+			}
+			forged := `{"payment": "pay_3MtwBwLkdIwHu7ix", "amount": ` + c.amount + `, "currency": "eur",
+				"metadata": {"gatehouse_key": "` + rw.key + `", "gatehouse_ref": "` + ref + `"}}`
+			if got := rw.pay.post(t, "", []byte(forged)); got != 201 {
+				t.Fatalf("the look-alike: %d", got)
+			}
+			rw.settled(rw.key)
+			rw.reconcile()
+			rw.wantState(ledger.StateHeld, ledger.HoldContradiction)
+		})
+	}
+}

@@ -120,11 +120,12 @@ func wireBody(wire string) []byte {
 }
 
 // isOwnRecord reports whether a provider's record is the HTTP attempt's
-// write: it carries the attempt's key at the reference-id field and holds
-// every field the attempt wrote. The action key alone can be computed by
-// anyone; a record carrying it and not the key is someone else's.
+// write: it carries the attempt's key at the reference-id field, and every
+// field the attempt wrote that it holds has the written value. The action
+// key alone can be computed by anyone; a record carrying it and not the
+// key is someone else's.
 func isOwnRecord(att Attempt, m destination.FoundMessage) bool {
-	return m.MessageID == att.MessageID && destination.RecordHolds(m.Record, wireBody(att.Wire))
+	return m.MessageID == att.MessageID && destination.RecordAgrees(m.Record, wireBody(att.Wire))
 }
 
 // judgeRecords is judge for an HTTP attempt's provider records.
@@ -136,8 +137,8 @@ func judgeRecords(att Attempt, res destination.LookupResult) verdict {
 		case m.MessageID != att.MessageID:
 			v.contradictions = append(v.contradictions, fmt.Sprintf("record %s carries the action key but not attempt %d's key (key %s)",
 				id, att.Number, orDash(m.MessageID)))
-		case !destination.RecordHolds(m.Record, wireBody(att.Wire)):
-			v.contradictions = append(v.contradictions, fmt.Sprintf("record %s carries attempt %d's key but not what it wrote", id, att.Number))
+		case !destination.RecordAgrees(m.Record, wireBody(att.Wire)):
+			v.contradictions = append(v.contradictions, fmt.Sprintf("record %s carries attempt %d's key but other values than it wrote", id, att.Number))
 		default:
 			v.own++
 			v.ids = append(v.ids, m.DestinationID)

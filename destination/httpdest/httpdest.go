@@ -256,7 +256,9 @@ func Classify(p destination.Profile, keyed bool, status int, h http.Header, body
 		if json.Unmarshal(body, &obj) == nil {
 			rcpt.DestinationID = destination.Lookup(body, p.IDField)
 		}
-		rcpt.Replayed = strings.EqualFold(h.Get("Idempotent-Replayed"), "true")
+		// Stripe's header, and the spelling of providers that follow the
+		// IETF draft's vocabulary.
+		rcpt.Replayed = strings.EqualFold(h.Get("Idempotent-Replayed"), "true") || strings.EqualFold(h.Get("Idempotency-Replayed"), "true")
 		return rcpt, nil
 	case status == http.StatusConflict || has("CONCURRENT"):
 		return fail(destination.OutcomeUnknown, "a request under this key is still being processed at the provider; reconcile later")
@@ -332,7 +334,11 @@ func (d *Destination) Lookup(ctx context.Context, q destination.LookupQuery) (de
 	}
 	value := q.ActionKey
 	if p.Ref == p.RefID {
-		value = q.MessageID
+		// One field holds the attempt's key: only that key can be asked
+		// for, and another generation's write is not found by it.
+		if value = q.MessageID; value == "" {
+			return destination.LookupResult{}, fmt.Errorf("%w: %s is searched by the attempt's key, and none was given", destination.ErrLookupUnavailable, d.identity)
+		}
 	}
 	u := d.identity + p.Search + "?" + url.QueryEscape(queryName(p.Ref)) + "=" + url.QueryEscape(value)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
@@ -364,23 +370,37 @@ func (d *Destination) Lookup(ctx context.Context, q destination.LookupQuery) (de
 }
 
 // listOf reads a search answer: {"data": [...]} (Stripe's list, the
-// payments fake's) or a bare array.
+// payments fake's), an object whose one list is the answer ({"refunds":
+// [...]}), or a bare array.
 func listOf(body []byte) ([]json.RawMessage, error) {
 	var list []json.RawMessage
 	if json.Unmarshal(body, &list) == nil {
 		return list, nil
 	}
-	var obj struct {
-		Data    *[]json.RawMessage `json:"data"`
-		HasMore bool               `json:"has_more"`
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(body, &obj); err != nil {
+		return nil, errors.New("the answer is neither a list nor an object holding one")
 	}
-	if err := json.Unmarshal(body, &obj); err != nil || obj.Data == nil {
-		return nil, errors.New("the answer is neither a list nor {\"data\": [...]}")
-	}
-	if obj.HasMore {
+	if more, ok := obj["has_more"]; ok && string(more) != "false" {
 		return nil, errors.New("the answer is paged (has_more); one page proves nothing")
 	}
-	return *obj.Data, nil
+	var lists []string
+	for k, v := range obj {
+		if json.Unmarshal(v, &list) == nil && list != nil {
+			lists = append(lists, k)
+		}
+	}
+	switch {
+	case obj["data"] != nil:
+		if err := json.Unmarshal(obj["data"], &list); err != nil || list == nil {
+			return nil, errors.New("its data is not a list")
+		}
+		return list, nil
+	case len(lists) == 1:
+		err := json.Unmarshal(obj[lists[0]], &list)
+		return list, err
+	}
+	return nil, fmt.Errorf("the answer holds %d lists, not one", len(lists))
 }
 
 // queryName is a dotted field as a search parameter: metadata.gatehouse_key
