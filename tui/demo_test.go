@@ -253,9 +253,15 @@ func TestDemoUsesTheRoom(t *testing.T) {
 		t.Run(sizeName(sz.w, sz.h), func(t *testing.T) {
 			d, worlds := newTestDemo(t)
 			a := newDriven(d, sz.w, sz.h)
-			for range demoSteps {
+			for step := 1; step <= len(demoSteps); step++ {
 				typeKeys(a, "n")
-				checkFits(t, screenText(a), sz.w, sz.h)
+				s := screenText(a)
+				checkFits(t, s, sz.w, sz.h)
+				// The reason reaches the workflow whole, however full its pane.
+				const told = "✉ 09:04 bea took over task T-4711 from you because: " + demoReason + "."
+				if wf := paneText(s, sz.w, 0); step >= 4 && !strings.Contains(wf, told) {
+					t.Errorf("step %d: the workflow's pane cuts the takeover's reason: %q\n%s", step, wf, s)
+				}
 			}
 			s := screenText(a)
 			// Carl was refused while the workflow owned the task; his pane
