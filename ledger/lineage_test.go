@@ -357,3 +357,57 @@ func TestRestoreRefusedOverAnotherLifeOfTheSameGeneration(t *testing.T) {
 	}
 	w.open()
 }
+
+// TestRestoredLedgerLooksUpWhatItNeverSaw: the backup was taken before the
+// action was proposed; the lost history proposed it, sent it, and the
+// message arrived. After the restore the workflow proposes it again (a
+// webhook delivered again): the restored ledger has never seen the key,
+// yet its first send looks it up and holds it; one arrival. An action the
+// lost history never had is looked up too, found nowhere, and sent.
+func TestRestoredLedgerLooksUpWhatItNeverSaw(t *testing.T) {
+	sqliteOnly(t)
+	w := newWorld(t)
+	_, err := w.l.Claim(w.ctx, ledger.TaskRef{ID: "task-7", Customer: "cust-42"}, "wf-ack")
+	w.must(err)
+	backup := filepath.Join(t.TempDir(), "backup.db")
+	_, err = w.l.Backup(w.ctx, backup, false)
+	w.must(err)
+	a := w.approved("wf-ack")
+	_, err = w.execute(a.Key, "wf-ack", consentYes)
+	w.must(err)
+	_, err = w.restoreBackup(backup, true)
+	w.must(err)
+	if _, err := w.l.Action(w.ctx, a.Key); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("the restored ledger knows %s: %v", a.Key, err)
+	}
+	w.clock.Advance(time.Hour) // long past anything the lost history sent could still land
+
+	again := w.approved("wf-ack")
+	res, err := w.execute(again.Key, "wf-ack", consentYes)
+	if !errors.Is(err, ledger.ErrHeld) || res.Action.HoldCause != ledger.HoldFoundAfterRestore {
+		t.Fatalf("send of an action proposed again after the restore: %v, %s/%s; want held found_after_restore",
+			err, res.Action.State, res.Action.HoldCause)
+	}
+	if n := w.dest.Arrivals(a.Key); n != 1 {
+		t.Fatalf("%d arrivals, want 1", n)
+	}
+
+	p := ackProposal("wf-ack")
+	p.Event = "enquiry-1002"
+	fresh, err := w.l.Propose(w.ctx, p)
+	w.must(err)
+	_, err = w.l.Approve(w.ctx, fresh.Key, "lead", consentYes)
+	w.must(err)
+	if _, err := w.execute(fresh.Key, "wf-ack", consentYes); err != nil {
+		t.Fatalf("send of an action the lost history never had: %v", err)
+	}
+	if n := w.dest.Arrivals(fresh.Key); n != 1 {
+		t.Fatalf("%d arrivals of %s, want 1", n, fresh.Key)
+	}
+	if h := w.history(fresh.Key); !strings.Contains(h, "verified and may be sent") {
+		t.Errorf("the new action was sent without a look at the destination:\n%s", h)
+	}
+	if vs, err := w.l.Check(w.ctx); err != nil || len(vs) > 0 {
+		t.Fatalf("check: %v %v", vs, err)
+	}
+}
