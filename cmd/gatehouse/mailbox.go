@@ -42,11 +42,11 @@ flags a second arrival for one action key as a duplicate, and injects faults
 (see "mailbox fault --help"). The other verbs query a running mailbox through
 its HTTP API, given by --api or $` + mailboxAPIEnv + `.`,
 		Args: cobra.ArbitraryArgs,
-		RunE: func(_ *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return usageErr("mailbox: missing verb (serve, list, count, clear, stats, fault or end-holds)")
 			}
-			return usageErr("mailbox: unknown verb %q (want serve, list, count, clear, stats, fault or end-holds)", args[0])
+			return unknownVerb(cmd, args[0])
 		},
 	}
 	cmd.AddCommand(newMailboxServeCmd(), newMailboxListCmd(), newMailboxCountCmd(),
