@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // Hostile content: every one would run or add an element if it reached
@@ -446,4 +447,30 @@ func TestEventsEndWhenTheMailboxCloses(t *testing.T) {
 			t.Fatal("the stream outlived the mailbox")
 		}
 	}
+}
+
+// FuzzReadableMessage: whatever a sender wrote, the message page's reading
+// of it ends, and every field and the text are valid UTF-8 for the
+// template to escape.
+func FuzzReadableMessage(f *testing.F) {
+	f.Add([]byte(hostileMessage()))
+	f.Add([]byte("Content-Type: multipart/mixed; boundary=A\r\n\r\n--A\r\nContent-Type: multipart/alternative; boundary=A\r\n\r\n--A--\r\n"))
+	f.Add([]byte("Content-Transfer-Encoding: quoted-printable\r\n\r\n=ZZ=\r\n"))
+	f.Add([]byte("Subject: =?utf-8?b?////?=\r\n\r\n\xff\xfe"))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		fields, text, notes := readableMessage(raw)
+		for _, fl := range fields {
+			if !utf8.ValidString(fl.Name) || !utf8.ValidString(fl.Value) {
+				t.Fatalf("field %q: %q is not valid UTF-8", fl.Name, fl.Value)
+			}
+		}
+		if !utf8.ValidString(text) {
+			t.Fatalf("text %q is not valid UTF-8", text)
+		}
+		for _, n := range notes {
+			if !utf8.ValidString(n) {
+				t.Fatalf("note %q is not valid UTF-8", n)
+			}
+		}
+	})
 }

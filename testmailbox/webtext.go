@@ -47,7 +47,9 @@ func readableMessage(raw []byte) (fields []headerField, text string, notes []str
 	}
 	b := readableBody(get("Content-Type"), get("Content-Transfer-Encoding"), body, 0)
 	text = strings.ToValidUTF8(b.text, "\uFFFD")
-	notes = append(notes, b.notes...)
+	for _, n := range b.notes {
+		notes = append(notes, strings.ToValidUTF8(n, "\uFFFD")) // a parser's error may quote the message
+	}
 	if len(text) > shownTextLimit {
 		text = strings.ToValidUTF8(text[:shownTextLimit], "")
 		notes = append(notes, fmt.Sprintf("the text is cut at %d bytes; the raw message has all of it", shownTextLimit))
@@ -80,6 +82,7 @@ func headerFields(head string) []headerField {
 		if d, err := dec.DecodeHeader(v); err == nil {
 			v = d
 		}
+		out[i].Name = strings.ToValidUTF8(out[i].Name, "\uFFFD")
 		out[i].Value = strings.ToValidUTF8(v, "\uFFFD")
 	}
 	return out
