@@ -38,16 +38,20 @@ func TestCobraUsageErrorsExitTwo(t *testing.T) {
 	}
 }
 
+// usageCase is a command line refused as a usage error, and what its
+// refusal must say.
+type usageCase struct {
+	name      string
+	args      []string
+	stderrHas string
+}
+
 // TestUnknownVerbIsNamed: a mistyped command or verb is named as such with
 // the nearest one, exit 2, whatever flags follow it and under --help too,
 // where cobra alone blames the verb's flags on the parent or prints the
 // parent's help and exits 0.
 func TestUnknownVerbIsNamed(t *testing.T) {
-	tests := []struct {
-		name      string
-		args      []string
-		stderrHas string
-	}{
+	tests := []usageCase{
 		{"VerbBeforeItsFlags", []string{"gate", "sned", "--key", "K"}, `unknown verb "sned" for gate (did you mean "send"?)`},
 		{"CommandUnderHelp", []string{"serve", "--help"}, `unknown command "serve" for "gatehouse" (did you mean "mailbox serve"?)`},
 		{"VerbOfTwoFamilies", []string{"send"}, `(did you mean "audience send" or "gate send"?)`},
@@ -57,8 +61,8 @@ func TestUnknownVerbIsNamed(t *testing.T) {
 		{"NothingNear", []string{"ledger", "compact"}, `unknown verb "compact" for ledger (want one of backup, check, mark-restored, migrate, recover, restore)`},
 		{"ScenariosUsedToPrintHelp", []string{"scenarios", "lst"}, `unknown verb "lst" for scenarios (did you mean "list"?)`},
 	}
-	// Every parent command, with a verb of its own mistyped and with a word
-	// near none of them under --help.
+	// Every parent command, with each verb of its own mistyped and with a
+	// word near none of them under --help.
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
 		if !c.HasAvailableSubCommands() {
@@ -66,27 +70,18 @@ func TestUnknownVerbIsNamed(t *testing.T) {
 		}
 		path := strings.Fields(c.CommandPath())[1:]
 		for _, sub := range c.Commands() {
-			if sub.IsAvailableCommand() {
-				n := sub.Name()
-				typo := n[:len(n)-1] + "q" // no verb ends in q
-				tests = append(tests, struct {
-					name      string
-					args      []string
-					stderrHas string
-				}{"Typo/" + c.CommandPath() + "/" + n, append(slices.Clone(path), typo), fmt.Sprintf("%q for ", typo)},
-					struct {
-						name      string
-						args      []string
-						stderrHas string
-					}{"Typo/" + c.CommandPath() + "/" + n + "/Suggested", append(slices.Clone(path), typo), fmt.Sprintf("%q", n)})
-				walk(sub)
+			if !sub.IsAvailableCommand() {
+				continue
 			}
+			n := sub.Name()
+			typo := n[:len(n)-1] + "q" // no verb ends in q
+			name := "Typo/" + c.CommandPath() + "/" + n
+			tests = append(tests,
+				usageCase{name, append(slices.Clone(path), typo), fmt.Sprintf("%q for ", typo)},
+				usageCase{name + "/Suggested", append(slices.Clone(path), typo), fmt.Sprintf("%q", n)})
+			walk(sub)
 		}
-		tests = append(tests, struct {
-			name      string
-			args      []string
-			stderrHas string
-		}{"Unknown/" + c.CommandPath(), append(slices.Clone(path), "qqzzx", "--help"), `"qqzzx" for `})
+		tests = append(tests, usageCase{"Unknown/" + c.CommandPath(), append(slices.Clone(path), "qqzzx", "--help"), `"qqzzx" for `})
 	}
 	walk(newRootCmd(io.Discard, io.Discard))
 	for _, tt := range tests {
