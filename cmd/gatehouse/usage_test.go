@@ -53,7 +53,8 @@ type usageCase struct {
 func TestUnknownVerbIsNamed(t *testing.T) {
 	tests := []usageCase{
 		{"VerbBeforeItsFlags", []string{"gate", "sned", "--key", "K"}, `unknown verb "sned" for gate (did you mean "send"?)`},
-		{"CommandUnderHelp", []string{"serve", "--help"}, `unknown command "serve" for "gatehouse" (did you mean "mailbox serve"?)`},
+		{"CommandUnderHelp", []string{"serve", "--help"}, `unknown command "serve" for "gatehouse" (did you mean "`},
+		{"CommandUnderHelp/Suggested", []string{"serve", "--help"}, `"mailbox serve"`},
 		{"VerbOfTwoFamilies", []string{"send"}, `(did you mean "audience send" or "gate send"?)`},
 		{"VerbUnderHelp", []string{"gate", "sned", "--help"}, `unknown verb "sned" for gate (did you mean "send"?)`},
 		{"AfterParentFlags", []string{"gate", "--ledger", "x.db", "--as", "bot", "sned"}, `unknown verb "sned" for gate`},
