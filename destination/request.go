@@ -238,6 +238,9 @@ func (r Request) Write(p Profile, actionKey, providerKey string) (HTTPWrite, err
 		return HTTPWrite{}, err
 	}
 	w := HTTPWrite{Method: n.Method, Path: n.Path, Key: providerKey}
+	if _, ok := n.Headers[p.KeyHeader]; ok && p.KeyHeader != "" {
+		return HTTPWrite{}, fmt.Errorf("request: header %s carries the gate's key at this destination, and is the gate's to write", p.KeyHeader)
+	}
 	w.Header = append(w.Header, HeaderField{"Content-Type", "application/json"})
 	if p.KeyHeader != "" {
 		w.Header = append(w.Header, HeaderField{p.KeyHeader, providerKey})

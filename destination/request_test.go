@@ -97,6 +97,14 @@ func TestWriteFillsTheGatesFields(t *testing.T) {
 	if _, err := forged.Write(p, "act", "gh_1"); err == nil {
 		t.Fatal("a body setting the gate's key field was written")
 	}
+	paypal, err := destination.ParseProfileString("dup=idempotency-key&header=PayPal-Request-Id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := destination.Request{Method: "POST", Path: "/v2/refunds", Headers: map[string]string{"Paypal-Request-Id": "mine"}, Body: []byte(`{}`)}
+	if _, err := own.Write(paypal, "act", "gh_1"); err == nil {
+		t.Fatal("a request carrying its own key header was written")
+	}
 }
 
 // TestProfileParse: each control with its defaults, and the mistakes a URL
