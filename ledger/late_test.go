@@ -351,7 +351,8 @@ func TestMigrationMarksTheLateAcceptancesOfOlderLedgers(t *testing.T) {
 		`ALTER TABLE ledger_identity DROP COLUMN generation`, `ALTER TABLE ledger_identity DROP COLUMN backup_point`,
 		`ALTER TABLE ledger_identity DROP COLUMN backup_at`, `ALTER TABLE ledger_identity DROP COLUMN restored_at`,
 		`ALTER TABLE audience_releases DROP COLUMN case_sensitive_local_part`, `DROP INDEX IF EXISTS audience_rows_address`,
-		`ALTER TABLE audience_rows DROP COLUMN address`, `ALTER TABLE audience_rows DROP COLUMN carrier_line`, `PRAGMA user_version = 12`}
+		`ALTER TABLE audience_rows DROP COLUMN address`, `ALTER TABLE audience_rows DROP COLUMN carrier_line`,
+		`DROP TABLE policies`, `DROP TABLE actor_mode`, `DROP TABLE actor_tokens`, `DROP TABLE actors`, `ALTER TABLE approvals DROP COLUMN policy_version`, `PRAGMA user_version = 12`}
 	if onPostgres() {
 		downgrade[len(downgrade)-1] = `UPDATE gatehouse_schema SET version = 12`
 	}
@@ -360,7 +361,7 @@ func TestMigrationMarksTheLateAcceptancesOfOlderLedgers(t *testing.T) {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
-	if from, to, err := ledger.Migrate(w.ctx, w.path); err != nil || from != 12 || to != 15 {
+	if from, to, err := ledger.Migrate(w.ctx, w.path); err != nil || from != 12 || to != 16 {
 		t.Fatalf("migrate: %d -> %d, %v", from, to, err)
 	}
 	w.open()

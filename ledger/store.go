@@ -597,7 +597,7 @@ func (l *Ledger) tryWrite(ctx context.Context, durable bool, fn func(*wtx) error
 		defer l.turn.enter(ctx)()
 	}
 	l.writes.Add(1)
-	t := &wtx{l: l, at: l.clock.Now().UTC(), durable: durable}
+	t := &wtx{l: l, at: l.clock.Now().UTC(), durable: durable, token: tokenFrom(ctx)}
 	if l.dialect.isPostgres() {
 		t.pg = beginPgTx(ctx, conn, l.trips)
 	} else {
