@@ -252,9 +252,26 @@ func (t *wtx) standingOf(actor string) (standing, error) {
 	s, err := readStanding(t, actor, tokenHash(t.token))
 	if err == nil {
 		t.who = &s
+		mode := int32(modeOpen)
+		if s.registered {
+			mode = modeRegistered
+		}
+		t.l.seenMode.Store(mode)
 	}
 	return s, err
 }
+
+// What a handle's last permission check found the ledger to be.
+const (
+	modeUnseen = iota
+	modeOpen
+	modeRegistered
+)
+
+// CheckedOpen reports whether this handle's last permission check found
+// an open ledger, one that took the actor's name on its word; false when
+// it found a registered one or made no check. It reads nothing.
+func (l *Ledger) CheckedOpen() bool { return l.seenMode.Load() == modeOpen }
 
 // permit checks that actor may do verb, inside the deciding transaction (a
 // change of roles cannot slip between check and write). On an open ledger

@@ -93,6 +93,8 @@ type Ledger struct {
 	restored atomic.Bool
 	// notice, when set, is told who holds the write lock a write waits for.
 	notice func(string)
+	// seenMode is what the last permission check found (see CheckedOpen).
+	seenMode atomic.Int32
 }
 
 // Activity is what one ledger handle asked of its store since it was
