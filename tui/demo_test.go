@@ -28,6 +28,9 @@ func (f fakeArrivals) Arrivals(context.Context) ([]Arrival, error) {
 
 func newTestDemo(t testing.TB) (*Demo, *ledger.Ledger) {
 	l, clk := openLedger(t)
+	if err := RegisterDemoCast(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
 	dest := fake.New()
 	return NewDemo(NewTheme(true), DemoConfig{Ledger: l, Dest: dest, Mailbox: fakeArrivals{dest, clk}}), l
 }

@@ -81,6 +81,9 @@ func newDemoScreen(ctx context.Context, th tui.Theme, c *cleanups) (tui.Screen, 
 		return nil, fmt.Errorf("demo: %w", err)
 	}
 	c.add(func() { l.Close() })
+	if err := tui.RegisterDemoCast(ctx, l); err != nil {
+		return nil, fmt.Errorf("demo: %w", err)
+	}
 	mb, err := testmailbox.Start(ctx, testmailbox.Config{})
 	if err != nil {
 		return nil, fmt.Errorf("demo: start mailbox: %w", err)
