@@ -85,7 +85,7 @@ func TestFlagTableMatchesTheBinary(t *testing.T) {
 	for _, fam := range []struct {
 		cmd    *cobra.Command
 		marker string
-	}{{newGateCmd(), "## Flags"}, {newAudienceCmd(), "`gatehouse audience`:"}, {newMailboxCmd(), "`gatehouse mailbox`:"},
+	}{{newGateCmd(), "## Flags"}, {newAudienceCmd(), "`gatehouse audience`:"}, {newMailboxCmd(), "`gatehouse mailbox`:"}, {newPaymentsCmd(), "`gatehouse payments`:"},
 		{newActorsCmd(), "Flags of `gatehouse actors`:"}, {newPolicyCmd(), "Flags of `gatehouse policy`:"}} {
 		documented := flagTable(t, doc, fam.marker)
 		actual := cobraFlags(fam.cmd)
