@@ -110,6 +110,9 @@ func (l *Ledger) Permitted(ctx context.Context, actor string, verb Verb) (bool, 
 	var why string
 	err := l.read(ctx, func(tx queryTx) error {
 		s, err := readStanding(tx, actor, tokenHash(tokenFrom(ctx)))
+		if err != nil && missingTable(err) {
+			return nil // a ledger from before schema 16 is open
+		}
 		if err != nil || !s.registered {
 			return err
 		}
@@ -503,4 +506,11 @@ func policyAllows(p ActionPolicy, ok bool, actionType string, material []Materia
 		}
 	}
 	return ""
+}
+
+// missingTable reports whether err is a read of a table an older schema
+// lacks (a backup of an older ledger is read without migrating it).
+func missingTable(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "no such table") || (strings.Contains(msg, "relation") && strings.Contains(msg, "does not exist"))
 }

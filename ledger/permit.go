@@ -101,8 +101,6 @@ const (
 	VerbBackup            Verb = "ledger backup"
 	VerbRestore           Verb = "ledger restore"
 	VerbMarkRestored      Verb = "ledger mark-restored"
-	VerbCheck             Verb = "ledger check"
-	VerbRecheckRecords    Verb = "ledger check --records"
 	VerbOperate           Verb = "operate"
 	VerbManageActors      Verb = "change actors"
 	VerbSetPolicy         Verb = "set policies"
@@ -156,8 +154,6 @@ var Permits = []Permit{
 	{VerbAudienceApprove, RoleApprove, personOnly, "a release is approved by a person"},
 	{VerbAudienceSend, RoleExecute, runsKind, "a release is sent by a person or a workflow"},
 	{VerbOperate, RoleOperate, personOnly, "operating mode is a person's"},
-	{VerbCheck, RoleReview, anyKind, ""},
-	{VerbRecheckRecords, RoleReview, anyKind, ""},
 	{VerbBackup, RoleAdmin, personOnly, "managing the ledger is a person's act"},
 	{VerbRestore, RoleAdmin, personOnly, "managing the ledger is a person's act"},
 	{VerbMarkRestored, RoleAdmin, personOnly, "managing the ledger is a person's act"},

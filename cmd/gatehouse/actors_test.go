@@ -117,3 +117,23 @@ func contains(ss []string, s string) bool {
 func openNotice(actor string) string {
 	return "gatehouse: this ledger is open: --as " + actor + " was not checked (gatehouse actors require registers who may do what)\n"
 }
+
+// TestLedgerVerbsAreAnAdminsOnARegisteredLedger: backup and restore need
+// the admin role (and its token, when required); a workflow is refused
+// with exit 21 and nothing is written or replaced.
+func TestLedgerVerbsAreAnAdminsOnARegisteredLedger(t *testing.T) {
+	e, lead := registeredEnv(t)
+	backup := e.ledger + ".bak"
+	if r := e.family("ledger", "backup", "--to", backup, "--as", "wf-ack"); r.code != exitNotPermitted || !strings.Contains(r.stderr, "wf-ack may not ledger backup") {
+		t.Fatalf("backup by a workflow: exit %d, %s", r.code, r.stderr)
+	}
+	if _, err := os.Stat(backup); err == nil {
+		t.Fatal("a refused backup wrote a file")
+	}
+	e.mustFamily("ledger", "backup", "--to", backup, "--as", "lead", "--token", lead)
+	if r := e.family("ledger", "restore", "--from", backup, "--as", "wf-ack", "--reason", "drill"); r.code != exitNotPermitted {
+		t.Fatalf("restore by a workflow: exit %d, %s", r.code, r.stderr)
+	}
+	// The refusal is a history line past the backup: restoring discards it.
+	e.mustFamily("ledger", "restore", "--from", backup, "--as", "lead", "--reason", "drill", "--token", lead, "--discard-newer")
+}
