@@ -584,3 +584,23 @@ func actorViolations(t *testing.T, w *world) []string {
 	}
 	return out
 }
+
+// TestAPersonResolvesTheirOwnAttemptAndTheHistorySaysSo: a one-person
+// team may resolve an attempt its person executed; the line says nobody
+// else looked.
+func TestAPersonResolvesTheirOwnAttemptAndTheHistorySaysSo(t *testing.T) {
+	w := registered(t)
+	a := rootUnknown(w, "solo")
+	w.settled(a.Key)
+	if _, err := w.l.ResolveUnknown(w.ctx, a.Key, "root", true, "I saw it in the outbox"); err != nil {
+		t.Fatal(err)
+	}
+	h, err := w.l.History(w.ctx, ledger.HistoryFilter{ActionKey: a.Key})
+	w.must(err)
+	for _, e := range h {
+		if e.Kind == ledger.EvReconciled && strings.Contains(e.Reason, "root executed attempt 1 themselves") {
+			return
+		}
+	}
+	t.Fatalf("no reconciled line says root executed the attempt: %+v", h)
+}
