@@ -133,10 +133,7 @@ func writeColumns(b *strings.Builder, rows []Row) {
 	for _, row := range rows {
 		fmt.Fprintf(b, "%s\n", strings.Repeat("─", colIntended+colAttempts+colArrived+6))
 		fmt.Fprintf(b, "%s %s\n", or(row.Name, "?"), row.Key)
-		left := []string{"state " + or(row.State, "not in the ledger")}
-		if row.State != "" {
-			left = append(left, "owner "+or(row.Owner, "nobody"))
-		}
+		left := append([]string{"state " + or(row.State, "not in the ledger")}, creditLines(row, colIntended)...)
 		var mid, right []string
 		for _, l := range row.Lines() {
 			m, r := attemptText(l.Attempt), arrivalText(l.Arrival)
@@ -172,6 +169,44 @@ func arrivalText(m *ArrivalCell) []string {
 }
 
 // pad extends lines with empty ones to n.
+// creditLines say, each in its place, whose act put the action in its
+// state, who proposed it when that is someone else, and who owns the task
+// now: the owner beside a state would credit the owner with the act.
+func creditLines(row Row, w int) []string {
+	if row.State == "" {
+		return nil
+	}
+	var out []string
+	if row.By != "" {
+		out = append(out, wrapText(row.By, w)...)
+	}
+	switch {
+	case row.ProposedBy == "":
+		out = append(out, "never proposed")
+	case !strings.HasSuffix(row.By, " by "+row.ProposedBy):
+		out = append(out, wrapText("proposed by "+row.ProposedBy, w)...)
+	}
+	return append(out, wrapText("task owner now "+or(row.Owner, "nobody"), w)...)
+}
+
+// wrapText breaks s at spaces into lines of at most w runes; a word wider
+// than w is left for cell to cut.
+func wrapText(s string, w int) []string {
+	var out []string
+	cur := ""
+	for _, word := range strings.Fields(s) {
+		switch {
+		case cur == "":
+			cur = word
+		case len([]rune(cur))+1+len([]rune(word)) <= w:
+			cur += " " + word
+		default:
+			out, cur = append(out, cur), word
+		}
+	}
+	return append(out, cur)
+}
+
 func pad(lines []string, n int) []string {
 	for len(lines) < n {
 		lines = append(lines, "")
