@@ -177,17 +177,28 @@ func ledgerRestoreCmd(ledgerPath func(string) (string, error)) *cobra.Command {
 }
 
 // authorizeOn checks, on the ledger at path if there is one, that actor
-// may do verb, recording a refusal; it closes the ledger again before the
-// verb runs (a restore refuses a ledger any process holds open).
+// may do verb. It reads, so a permitted restore leaves the ledger's bytes
+// as they were until it runs; only a refusal opens the ledger for writing,
+// to record it. The ledger is closed again before the verb runs (a restore
+// refuses a ledger any process holds open).
 func authorizeOn(ctx context.Context, path string, tokenCtx context.Context, actor string, verb ledger.Verb) error {
 	if !ledger.IsPostgres(path) {
 		if _, err := os.Stat(path); err != nil {
 			return nil // nothing to replace, nobody to ask
 		}
 	}
-	l, err := ledger.Open(path, ledger.RequireExisting(), ledger.WithoutRecovery(), ledger.WithContext(ctx))
+	r, err := ledger.OpenReadOnly(path, ledger.WithOlderSchema(), ledger.WithContext(ctx))
 	if err != nil {
 		return nil // the restore itself says what is wrong with it
+	}
+	ok, _, err := r.Permitted(tokenCtx, actor, verb)
+	r.Close()
+	if err != nil || ok {
+		return err
+	}
+	l, err := ledger.Open(path, ledger.RequireExisting(), ledger.WithoutRecovery(), ledger.WithContext(ctx))
+	if err != nil {
+		return err
 	}
 	defer l.Close()
 	return notPermitted(l.Authorize(tokenCtx, actor, verb))
