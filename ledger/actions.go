@@ -159,6 +159,11 @@ func (l *Ledger) Propose(ctx context.Context, p Proposal) (Action, error) {
 	}
 	var out Action
 	err := l.writeRelaxed(ctx, func(t *wtx) (err error) {
+		t.readAhead(actionByKey, []any{p.Key()}, "")
+		t.readAhead(taskByID, []any{p.Task.ID}, "")
+		if _, err := t.permit(p.Actor, VerbPropose, p.Task.ID, p.Key()); err != nil {
+			return err
+		}
 		// On a ledger that was ever restored a key it has never seen may
 		// be one the lost history sent; a ledger never restored spends no
 		// read on it.
@@ -366,8 +371,8 @@ func (t *wtx) insertAction(p Proposal, key, digest, taskID, corrects string, st 
 	return a, nil
 }
 
-const insertApprovalSQL = `INSERT INTO approvals (action_key, approver, digest, recipient, target, destination, sender, owner, material, at)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+const insertApprovalSQL = `INSERT INTO approvals (action_key, approver, digest, recipient, target, destination, sender, owner, material, at, policy_version)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 const invalidateApprovalsSQL = `UPDATE approvals SET valid = 0, invalidated = ? WHERE action_key = ? AND valid = 1`
 
@@ -381,7 +386,7 @@ func (t *wtx) invalidateApprovals(key, why string) (int64, error) {
 
 // Submit moves a draft to awaiting_approval.
 func (l *Ledger) Submit(ctx context.Context, key, actor string) (Action, error) {
-	return l.onAction(ctx, key, false, func(t *wtx, a *Action) error {
+	return l.onActionBy(ctx, key, false, actor, VerbSubmit, func(t *wtx, a *Action) error {
 		if a.State == StateAwaitingApproval {
 			return nil
 		}
@@ -404,7 +409,7 @@ func (l *Ledger) Approve(ctx context.Context, key, approver string, material []M
 	if err := validateApproval(approver, material); err != nil {
 		return Action{}, err
 	}
-	return l.onAction(ctx, key, false, func(t *wtx, a *Action) error { return t.approve(a, approver, material) },
+	return l.onActionBy(ctx, key, false, approver, VerbApprove, func(t *wtx, a *Action) error { return t.approve(a, approver, material) },
 		func(t *wtx) { t.readAhead(taskOfActionKey, []any{key}, taskByID) })
 }
 
@@ -440,6 +445,10 @@ func (t *wtx) approve(a *Action, approver string, material []MaterialRead) error
 		}
 		return refuse(&StateError{Key: key, State: a.State, Err: ErrNotReviewed, Hint: "ask someone other than " + approver + " to approve it"})
 	}
+	policyVersion, err := t.approvalPolicy(a, approver, material)
+	if err != nil {
+		return err
+	}
 	tk, err := t.task(a.TaskID)
 	if err != nil {
 		return err
@@ -465,7 +474,7 @@ func (t *wtx) approve(a *Action, approver string, material []MaterialRead) error
 		}
 	}
 	at := ns(t.now())
-	args := []any{key, approver, a.Digest, a.Recipient, a.Target, a.Destination, a.Sender, tk.Owner, string(snapshot), at}
+	args := []any{key, approver, a.Digest, a.Recipient, a.Target, a.Destination, a.Sender, tk.Owner, string(snapshot), at, policyVersion}
 	if pending {
 		t.batch.pendingApproval = args // inserted with the action's row (see batchState.pendingApproval)
 	} else if err := t.later("record approval of "+key, insertApprovalSQL, args...); err != nil {
@@ -481,7 +490,7 @@ func (t *wtx) approve(a *Action, approver string, material []MaterialRead) error
 		act.CreatedAt, act.UpdatedAt = fromNS(ns(act.CreatedAt)), fromNS(ns(act.UpdatedAt)) // as the rows hold them
 		t.batch.approved = &freshApproval{action: act, approval: Approval{ActionKey: key, Approver: approver, Digest: a.Digest,
 			Recipient: a.Recipient, Target: a.Target, Destination: a.Destination, Sender: a.Sender, Owner: tk.Owner,
-			Material: sortMaterial(material), At: fromNS(at), Valid: true}}
+			Material: sortMaterial(material), At: fromNS(at), Valid: true, PolicyVersion: policyVersion}}
 	}
 	t.note(map[string]any{"material": materialMap(material), "recipient": a.Recipient, "sender": a.Sender,
 		"destination": a.Destination, "digest": a.Digest, "owner": tk.Owner}, "")
@@ -516,7 +525,7 @@ func describeMaterial(m []MaterialRead) string {
 	return strings.Join(parts, ", ")
 }
 
-const currentApprovalRead = `SELECT id, action_key, approver, digest, recipient, target, destination, sender, owner, material, at
+const currentApprovalRead = `SELECT id, action_key, approver, digest, recipient, target, destination, sender, owner, material, at, policy_version
 	FROM approvals WHERE action_key = ? AND valid = 1 ORDER BY id DESC LIMIT 1`
 
 // currentApproval returns the valid approval of an action, if any.
@@ -525,7 +534,7 @@ func currentApproval(q queryer, key string) (Approval, bool, error) {
 	var mat string
 	var at int64
 	err := q.QueryRow(currentApprovalRead, key).Scan(&ap.ID, &ap.ActionKey, &ap.Approver, &ap.Digest, &ap.Recipient, &ap.Target, &ap.Destination, &ap.Sender,
-		&ap.Owner, &mat, &at)
+		&ap.Owner, &mat, &at, &ap.PolicyVersion)
 	if errors.Is(err, sql.ErrNoRows) {
 		return ap, false, nil
 	}
@@ -544,7 +553,7 @@ func (l *Ledger) Cancel(ctx context.Context, key, actor, reason string) (Action,
 	if strings.TrimSpace(reason) == "" {
 		return Action{}, invalidf("cancel: a reason is required")
 	}
-	return l.onAction(ctx, key, true, func(t *wtx, a *Action) error {
+	return l.onActionBy(ctx, key, true, actor, VerbCancel, func(t *wtx, a *Action) error {
 		switch a.State {
 		case StateDrafting, StateAwaitingApproval, StateApproved, StateDenied:
 		case StateHeld:
@@ -590,8 +599,16 @@ func (l *Ledger) Correct(ctx context.Context, c Correction) (Action, error) {
 	}
 	var out Action
 	err := l.write(ctx, func(t *wtx) error {
+		t.readAhead(actionByKey, []any{c.Original}, "")
+		s, err := t.standingOf(c.Actor)
+		if err != nil {
+			return err
+		}
 		orig, err := getAction(t, c.Original)
 		if err != nil {
+			return err
+		}
+		if err := t.judge(s, c.Actor, VerbCorrect, orig.TaskID, orig.Key); err != nil {
 			return err
 		}
 		if orig.State != StateSent {

@@ -182,6 +182,9 @@ func (l *Ledger) ImportAudience(ctx context.Context, in AudienceImport, dir Dire
 	digest := "sha256:" + hex.EncodeToString(hash.Sum(nil))
 	// Refreshed customers must be durable (see UpsertCustomers).
 	err = l.writeWith(ctx, in.Customers != nil, func(t *wtx) error {
+		if _, err := t.permit(in.Actor, VerbAudienceImport, "", ""); err != nil {
+			return err
+		}
 		var existing string
 		var local destination.LocalPart
 		err := t.QueryRow(`SELECT source_digest, case_sensitive_local_part FROM audience_releases WHERE id = ?`, in.ReleaseID).Scan(&existing, &local)
@@ -481,6 +484,9 @@ func (l *Ledger) RemoveRecipient(ctx context.Context, releaseID, customerID, act
 		return invalidf("remove %s from %s: a reason is required", customerID, releaseID)
 	}
 	return l.write(ctx, func(t *wtx) error {
+		if _, err := t.permit(actor, VerbAudienceRemove, "", ""); err != nil {
+			return err
+		}
 		var key, status string
 		err := t.QueryRow(`SELECT action_key, status FROM audience_rows WHERE release_id = ? AND customer_id = ? AND status IN ('eligible', 'covered')`,
 			releaseID, customerID).Scan(&key, &status)
@@ -575,6 +581,9 @@ func (l *Ledger) ApproveAudienceAt(ctx context.Context, releaseID, approver stri
 		return err
 	}
 	return l.write(ctx, func(t *wtx) error {
+		if _, err := t.permit(approver, VerbAudienceApprove, "", ""); err != nil {
+			return err
+		}
 		var creator, content string
 		err := t.QueryRow(`SELECT created_by, content_digest FROM audience_releases WHERE id = ?`, releaseID).Scan(&creator, &content)
 		if errors.Is(err, sql.ErrNoRows) {

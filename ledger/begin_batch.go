@@ -66,6 +66,21 @@ func (l *Ledger) beginAttempts(ctx context.Context, reqs []ExecuteRequest, fresh
 			return err
 		}
 		t.batch.sw = &sw
+		// Every executor of the batch may send, or none of it starts.
+		checked := map[string]bool{}
+		for _, req := range reqs {
+			if checked[req.Executor] {
+				continue
+			}
+			checked[req.Executor] = true
+			s, err := t.standingOf(req.Executor)
+			if err != nil {
+				return err
+			}
+			if err := t.judge(s, req.Executor, VerbExecute, "", ""); err != nil {
+				return err
+			}
+		}
 		var stopped error
 		for i, req := range reqs {
 			if fresh != nil && fresh[i] != nil {

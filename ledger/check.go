@@ -79,7 +79,7 @@ func (l *Ledger) Check(ctx context.Context) ([]Violation, error) {
 	var out []Violation
 	err := l.read(ctx, func(tx queryTx) error {
 		out = nil
-		for _, step := range []func(queryTx) ([]Violation, error){checkIntegrity, checkForeignKeys, checkInvariants, checkCounters, checkActionCounts} {
+		for _, step := range []func(queryTx) ([]Violation, error){checkIntegrity, checkForeignKeys, checkInvariants, checkCounters, checkActionCounts, checkActors} {
 			vs, err := step(tx)
 			if err != nil {
 				return err
@@ -239,4 +239,59 @@ func kindCounts(tx queryTx, query string) (map[string]int, error) {
 		out[k] = n
 	}
 	return out, rows.Err()
+}
+
+// checkActors checks the actors of schema 16: a registered ledger keeps
+// an enabled admin and an enabled stop holder (or nobody could change its
+// actors, or stop it); roles are the known ones, admin a person's; a token
+// is stored only as its SHA-256.
+func checkActors(tx queryTx) ([]Violation, error) {
+	var out []Violation
+	var registered int
+	if err := tx.QueryRow(`SELECT registered FROM actor_mode WHERE id = 1`).Scan(&registered); err != nil {
+		return nil, fmt.Errorf("read the ledger's mode: %w", err)
+	}
+	rows, err := tx.Query(`SELECT id, kind, roles, enabled FROM actors ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("read actors: %w", err)
+	}
+	holders := map[Role]int{}
+	for rows.Next() {
+		var id, kind, roles string
+		var enabled int
+		if err := rows.Scan(&id, &kind, &roles, &enabled); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		for _, r := range parseRoles(roles) {
+			switch {
+			case !slices.Contains(Roles, r):
+				out = append(out, Violation{Rule: "actors", Detail: fmt.Sprintf("actor %s holds an unknown role %q", id, r)})
+			case r == RoleAdmin && Kind(kind) != KindPerson:
+				out = append(out, Violation{Rule: "actors", Detail: fmt.Sprintf("actor %s (%s) holds the admin role, a person's", id, kind)})
+			}
+			if enabled == 1 {
+				holders[r]++
+			}
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if registered == 1 {
+		for _, r := range []Role{RoleAdmin, RoleStop} {
+			if holders[r] == 0 {
+				out = append(out, Violation{Rule: "actors", Detail: fmt.Sprintf("the ledger is registered but no enabled actor holds the %s role", r)})
+			}
+		}
+	}
+	var bad int
+	if err := tx.QueryRow(`SELECT count(*) FROM actor_tokens WHERE length(hash) <> 64 OR hash LIKE ?`, TokenPrefix+"%").Scan(&bad); err != nil {
+		return nil, fmt.Errorf("read tokens: %w", err)
+	}
+	if bad > 0 {
+		out = append(out, Violation{Rule: "actors", Detail: fmt.Sprintf("%d stored tokens are not SHA-256 hashes", bad)})
+	}
+	return out, nil
 }

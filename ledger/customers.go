@@ -103,6 +103,9 @@ func (l *Ledger) ImportCustomers(ctx context.Context, in CustomerImport) (Custom
 		return rep, err
 	}
 	err = l.write(ctx, func(t *wtx) error {
+		if _, err := t.permit(in.Actor, VerbCustomersImport, "", ""); err != nil {
+			return err
+		}
 		rep.KeptWithdrawn, rep.Resubscribes, rep.Missing, rep.KeptMissing = nil, nil, nil, false
 		present, err := t.importCustomers(in, &rep)
 		if err != nil || in.Release == "" {

@@ -308,8 +308,20 @@ func (t *wtx) decideChecks(req ExecuteRequest, a *Action, probe *bool) (Attempt,
 		t.readAhead(taskOfActionKey, []any{req.Key}, taskByID)
 		t.readAhead(currentApprovalRead, []any{req.Key}, "")
 		t.readAhead(lastAttemptRead, []any{req.Key}, "")
+		var s standing
 		var err error
+		if t.batch == nil {
+			// A batch checked its executor once, before anything else;
+			// the action's read travels with the check's.
+			t.readAhead(actionByKey, []any{req.Key}, "")
+			if s, err = t.standingOf(req.Executor); err != nil {
+				return Attempt{}, destination.Message{}, err
+			}
+		}
 		if *a, err = getAction(t, req.Key); err != nil {
+			return Attempt{}, destination.Message{}, err
+		}
+		if err := t.judge(s, req.Executor, VerbExecute, a.TaskID, a.Key); err != nil {
 			return Attempt{}, destination.Message{}, err
 		}
 	}
@@ -331,6 +343,9 @@ func (t *wtx) decideChecks(req ExecuteRequest, a *Action, probe *bool) (Attempt,
 	}
 	ap, err := t.validApprovalOrRefuse(a, req.Executor, fresh)
 	if err != nil {
+		return Attempt{}, destination.Message{}, err
+	}
+	if err := t.executePolicy(a, ap, req.Executor); err != nil {
 		return Attempt{}, destination.Message{}, err
 	}
 	if missing := missingMaterial(ap, req.Reread); len(missing) > 0 {

@@ -281,7 +281,7 @@ func (l *Ledger) recheckSettled(ctx context.Context, a Action, actor string, ope
 	if len(finds) == 0 {
 		return a, nil
 	}
-	return l.onAction(ctx, a.Key, true, func(t *wtx, cur *Action) error {
+	return l.onActionBy(ctx, a.Key, true, actor, VerbReconcile, func(t *wtx, cur *Action) error {
 		_, err := t.recordLateFinds(cur, finds, actor, actor+"'s reconciliation")
 		return err
 	})

@@ -139,6 +139,9 @@ func (l *Ledger) MarkRestored(ctx context.Context, actor, reason string) (Restor
 	}
 	var m RestoreMark
 	err := l.write(ctx, func(t *wtx) error {
+		if _, err := t.permit(actor, VerbMarkRestored, "", ""); err != nil {
+			return err
+		}
 		var err error
 		m, err = t.markRestored(actor, reason)
 		return err

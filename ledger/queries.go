@@ -559,6 +559,7 @@ func (l *Ledger) Metrics(ctx context.Context) (Metrics, error) {
 			{&m.Confirmed, `SELECT count(*) FROM attempts WHERE outcome = 'accepted'`},
 			{&m.UnknownOutcomes, `SELECT COALESCE(sum(n), 0) FROM counters WHERE kind IN ('unknown', 'recovered_unknown')`},
 			{&m.DuplicateBlocks, `SELECT COALESCE(sum(n), 0) FROM counters WHERE kind = 'duplicate_block'`},
+			{&m.NotPermitted, `SELECT COALESCE(sum(n), 0) FROM counters WHERE kind = 'not_permitted'`},
 			{&m.LateEvidence, `SELECT COALESCE(sum(n), 0) FROM counters WHERE kind IN ('late_outcome', 'late_arrival')`},
 			{&m.ArrivedTwice, `SELECT count(*) FROM actions WHERE late_arrivals > 0 AND (late_arrivals > 1 OR state = 'sent')`},
 			{&m.Denials, `SELECT COALESCE(sum(n), 0) FROM counters WHERE kind = 'denied'`},

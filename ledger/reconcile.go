@@ -2,6 +2,8 @@ package ledger
 
 import (
 	"context"
+	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/mail"
@@ -67,6 +69,10 @@ func (l *Ledger) Reconcile(ctx context.Context, req ReconcileRequest) (Action, e
 		return a, err
 	}
 	if !needsReconcile(a) {
+		// Rechecking may find nothing to write: the refusal is said here.
+		if err := l.Authorize(ctx, actor, VerbReconcile); err != nil {
+			return a, err
+		}
 		return l.recheckSettled(ctx, a, actor, req.Open, atts)
 	}
 	if len(atts) == 0 {
@@ -115,11 +121,19 @@ func (l *Ledger) Reconcile(ctx context.Context, req ReconcileRequest) (Action, e
 	late, _, _ := lookLate(ctx, req.Open, key, recheckable(earlier), made)
 	var out Action
 	err = l.writeRelaxed(ctx, func(t *wtx) error {
+		t.readAhead(actionByKey, []any{key}, "")
+		s, err := t.standingOf(actor)
+		if err != nil {
+			return err
+		}
 		cur, err := getAction(t, key)
 		if err != nil {
 			return err
 		}
 		out = cur
+		if err := t.judge(s, actor, VerbReconcile, cur.TaskID, key); err != nil {
+			return err
+		}
 		if !needsReconcile(cur) {
 			return nil // someone else reconciled meanwhile
 		}
@@ -223,7 +237,7 @@ func sameEndpoint(rec, named destination.Endpoint) bool {
 // refuseReconcile records that a reconcile named the wrong destination and
 // refuses it; the action does not change.
 func (l *Ledger) refuseReconcile(ctx context.Context, a Action, actor string, de *DestinationError) (Action, error) {
-	return l.onAction(ctx, a.Key, false, func(t *wtx, cur *Action) error {
+	return l.onActionBy(ctx, a.Key, false, actor, VerbReconcile, func(t *wtx, cur *Action) error {
 		return t.refuseWith(cur, "", "", actor, EvWrongDestination, de,
 			"The gate refused %s's reconcile of %s against %s: attempt %d went to %s; only its own destination may be asked.",
 			actor, a.Key, de.Named, de.Attempt, de.Recorded)
@@ -440,13 +454,18 @@ func (l *Ledger) Resolve(ctx context.Context, req ResolveRequest) (Action, error
 		res, lookErr = lookUp(ctx, req.Open, asked.Endpoint(), destination.LookupQuery{ActionKey: key, MessageID: asked.MessageID})
 		v = judge(asked, res)
 	}
-	return l.onAction(ctx, key, true, func(t *wtx, a *Action) error {
+	return l.onActionBy(ctx, key, true, actor, VerbResolve, func(t *wtx, a *Action) error {
+		reason := reason // a retried transaction starts from the caller's
 		if !needsReconcile(*a) {
 			return &StateError{Key: key, State: a.State, Err: ErrNothingToReconcile, Hint: "its outcome is not unknown"}
 		}
 		att, err := lastAttempt(t, key)
 		if err != nil {
 			return err
+		}
+		if t.who != nil && t.who.registered && att.Executor == actor {
+			// Allowed (a one-person team), and said: nobody else looked.
+			reason += fmt.Sprintf(" (%s executed attempt %d themselves)", actor, att.Number)
 		}
 		if att.ID != asked.ID {
 			return &StateError{Key: key, State: a.State, Err: ErrWrongState, Hint: "a new attempt began while its records were read; look again"}
@@ -549,7 +568,7 @@ func (l *Ledger) Hold(ctx context.Context, key, actor, reason string) (Action, e
 	if strings.TrimSpace(reason) == "" {
 		return Action{}, invalidf("hold %s: a reason is required", key)
 	}
-	return l.onAction(ctx, key, true, func(t *wtx, a *Action) error {
+	return l.onActionBy(ctx, key, true, actor, VerbHold, func(t *wtx, a *Action) error {
 		cause := HoldOperator
 		switch a.State {
 		case StateDrafting, StateAwaitingApproval, StateApproved, StateDenied:
@@ -578,6 +597,9 @@ func (l *Ledger) ReleaseHold(ctx context.Context, key, actor, reason string) (Ac
 		return Action{}, invalidf("release hold %s: a reason is required", key)
 	}
 	return l.onAction(ctx, key, true, func(t *wtx, a *Action) error {
+		if err := t.permitRelease(a, actor); err != nil {
+			return err
+		}
 		if a.State == StateUnknown {
 			return &StateError{Key: key, State: a.State, Err: ErrUnknownOutcome,
 				Hint: "the message may have arrived; reconcile or resolve the outcome first"}
@@ -598,6 +620,53 @@ func (l *Ledger) ReleaseHold(ctx context.Context, key, actor, reason string) (Ac
 		}
 		return t.releaseHold(a, actor, reason)
 	})
+}
+
+// permitRelease checks who may lift a hold on a registered ledger: the
+// release role, or, for a hold over an absence that reconciliation
+// established after the settle time (safe to retry), the execute role too;
+// over an absence a person said (gate resolve), only a person.
+func (t *wtx) permitRelease(a *Action, actor string) error {
+	s, err := t.standingOf(actor)
+	if err != nil || !s.registered {
+		return err
+	}
+	role := RoleRelease
+	if a.State == StateHeld && a.HoldCause == HoldSafeToRetry {
+		byPerson, err := t.absenceByPerson(a.Key)
+		if err != nil {
+			return err
+		}
+		switch {
+		case byPerson && s.known && s.actor.Enabled && s.actor.Kind != KindPerson:
+			return t.notPermitted(actor, VerbReleaseHold,
+				"nothing arrived on a person's word (gate resolve), so releasing its retry is a person's act", a.TaskID, a.Key)
+		case !byPerson && s.actor.Has(RoleExecute):
+			role = RoleExecute
+		}
+	}
+	if why := s.refusal(VerbReleaseHold, role, ""); why != "" {
+		return t.notPermitted(actor, VerbReleaseHold, why, a.TaskID, a.Key)
+	}
+	return nil
+}
+
+// absenceByPerson reports whether the action's latest established absence
+// rests on a person's word rather than on reconciliation.
+func (t *wtx) absenceByPerson(key string) (bool, error) {
+	var detail string
+	err := t.QueryRow(`SELECT detail FROM events WHERE action_key = ? AND kind = ? ORDER BY id DESC LIMIT 1`, key, string(EvReconciled)).Scan(&detail)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read how %s was reconciled: %w", key, err)
+	}
+	var d struct {
+		By string `json:"by"`
+	}
+	_ = json.Unmarshal([]byte(detail), &d)
+	return d.By != "reconciliation", nil
 }
 
 func (t *wtx) releaseHold(a *Action, actor, reason string) error {
@@ -639,6 +708,9 @@ func (l *Ledger) Stop(ctx context.Context, actor, reason string) error {
 		return invalidf("stop: a reason is required")
 	}
 	return l.write(ctx, func(t *wtx) error {
+		if _, err := t.permit(actor, VerbStop, "", ""); err != nil {
+			return err
+		}
 		if _, err := t.Exec(`UPDATE stop_switch SET stopped = 1, actor = ?, reason = ?, at = ?, version = version + 1 WHERE id = 1`,
 			actor, reason, ns(t.now())); err != nil {
 			return err
@@ -653,6 +725,9 @@ func (l *Ledger) Resume(ctx context.Context, actor, reason string) error {
 		return invalidf("resume: a reason is required")
 	}
 	return l.write(ctx, func(t *wtx) error {
+		if _, err := t.permit(actor, VerbResume, "", ""); err != nil {
+			return err
+		}
 		if _, err := t.Exec(`UPDATE stop_switch SET stopped = 0, actor = ?, reason = ?, at = ?, version = version + 1 WHERE id = 1`,
 			actor, reason, ns(t.now())); err != nil {
 			return err

@@ -253,6 +253,9 @@ func (l *Ledger) RecordOperating(ctx context.Context, actor, reason string) erro
 		return invalidf("operating mode: a reason is required")
 	}
 	return l.writeRelaxed(ctx, func(t *wtx) error {
+		if _, err := t.permit(actor, VerbOperate, "", ""); err != nil {
+			return err
+		}
 		return t.event(actor, "", "", EvOperating, reason,
 			"%s switched the review of this ledger into operating mode because: %s.", actor, reason)
 	})

@@ -100,6 +100,8 @@ type Ledger struct {
 	everRestored atomic.Bool
 	// notice, when set, is told who holds the write lock a write waits for.
 	notice func(string)
+	// seenMode is what the last permission check found (see CheckedOpen).
+	seenMode atomic.Int32
 }
 
 // Activity is what one ledger handle asked of its store since it was
@@ -604,7 +606,7 @@ func (l *Ledger) tryWrite(ctx context.Context, durable bool, fn func(*wtx) error
 		defer l.turn.enter(ctx)()
 	}
 	l.writes.Add(1)
-	t := &wtx{l: l, at: l.clock.Now().UTC(), durable: durable}
+	t := &wtx{l: l, at: l.clock.Now().UTC(), durable: durable, token: tokenFrom(ctx)}
 	if l.dialect.isPostgres() {
 		t.pg = beginPgTx(ctx, conn, l.trips)
 	} else {

@@ -25,6 +25,10 @@ func (l *Ledger) Claim(ctx context.Context, ref TaskRef, actor string) (Task, er
 	}
 	var out Task
 	err := l.write(ctx, func(t *wtx) error {
+		t.readAhead(taskByID, []any{ref.ID}, "")
+		if _, err := t.permit(actor, VerbClaim, ref.ID, ""); err != nil {
+			return err
+		}
 		tk, err := t.ensureTask(ref.ID, ref.Customer, ref.Subject, actor)
 		if err != nil {
 			return err
@@ -61,6 +65,10 @@ func (l *Ledger) TakeOver(ctx context.Context, ref TaskRef, actor, reason string
 	}
 	var out Task
 	err := l.write(ctx, func(t *wtx) error {
+		t.readAhead(taskByID, []any{ref.ID}, "")
+		if _, err := t.permit(actor, VerbTakeover, ref.ID, ""); err != nil {
+			return err
+		}
 		// A takeover changes who owns known work; a typo must not create a
 		// phantom task with an owner. Claim creates tasks.
 		tk, err := getTask(t, ref.ID)
@@ -101,6 +109,10 @@ func (l *Ledger) TakeOver(ctx context.Context, ref TaskRef, actor, reason string
 func (l *Ledger) Release(ctx context.Context, taskID, actor, reason string) (Task, error) {
 	var out Task
 	err := l.write(ctx, func(t *wtx) error {
+		t.readAhead(taskByID, []any{taskID}, "")
+		if _, err := t.permit(actor, VerbRelease, taskID, ""); err != nil {
+			return err
+		}
 		tk, err := getTask(t, taskID)
 		if err != nil {
 			return err
@@ -127,6 +139,10 @@ func (l *Ledger) Release(ctx context.Context, taskID, actor, reason string) (Tas
 // unknown outcomes reconciled.
 func (l *Ledger) Complete(ctx context.Context, taskID, actor string) error {
 	return l.write(ctx, func(t *wtx) error {
+		t.readAhead(taskByID, []any{taskID}, "")
+		if _, err := t.permit(actor, VerbComplete, taskID, ""); err != nil {
+			return err
+		}
 		tk, err := getTask(t, taskID)
 		if err != nil {
 			return err
@@ -179,6 +195,10 @@ func (l *Ledger) View(ctx context.Context, ref TaskRef, actor, kind string, ttl 
 		ttl = 5 * time.Minute
 	}
 	return l.writeRelaxed(ctx, func(t *wtx) error {
+		t.readAhead(taskByID, []any{ref.ID}, "")
+		if _, err := t.permit(actor, VerbView, ref.ID, ""); err != nil {
+			return err
+		}
 		tk, err := t.ensureTask(ref.ID, ref.Customer, ref.Subject, actor)
 		if err != nil {
 			return err
@@ -203,6 +223,9 @@ func (l *Ledger) View(ctx context.Context, ref TaskRef, actor, kind string, ttl 
 // Leave removes actor's presence from the task.
 func (l *Ledger) Leave(ctx context.Context, taskID, actor string) error {
 	return l.writeRelaxed(ctx, func(t *wtx) error {
+		if _, err := t.permit(actor, VerbLeave, taskID, ""); err != nil {
+			return err
+		}
 		res, err := t.Exec(`DELETE FROM presence WHERE task_id = ? AND actor = ?`, taskID, actor)
 		if err != nil {
 			return err

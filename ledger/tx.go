@@ -35,6 +35,10 @@ type wtx struct {
 	// records, on PostgreSQL after COMMIT (see startAttempt): its caller
 	// reads it only once the transaction committed.
 	attemptID *int64
+	// token is the one the caller presented (WithToken), for permit;
+	// who is the standing the transaction's last permission check read.
+	token string
+	who   *standing
 }
 
 // now is the time the transaction decides at. On PostgreSQL with the
@@ -197,7 +201,7 @@ func countedName(k EventKind) string {
 // countedKinds are the history events Metrics counts.
 var countedKinds = map[EventKind]bool{EvDuplicateBlock: true, EvDenied: true,
 	EvOwnershipConflict: true, EvUnknown: true, EvRecoveredUnknown: true,
-	EvHoldReleased: true, EvDestinationMoved: true, EvLateOutcome: true, EvLateArrival: true}
+	EvHoldReleased: true, EvDestinationMoved: true, EvLateOutcome: true, EvLateArrival: true, EvNotPermitted: true}
 
 // CounterResolvedByPerson counts the outcomes a person established by
 // checking the destination by hand (ResolveUnknown): a manual override whose
@@ -373,6 +377,34 @@ func readSwitch(q queryer) (Switch, error) {
 		return sw, fmt.Errorf("read stop switch: %w", err)
 	}
 	return sw, nil
+}
+
+// onActionBy is onAction for a verb of actor: the permission check comes
+// first, inside the same transaction, and a refusal writes nothing else.
+// On PostgreSQL the actor's standing is read in the round trip that reads
+// the action (and what ahead sends).
+func (l *Ledger) onActionBy(ctx context.Context, key string, durable bool, actor string, verb Verb, fn func(t *wtx, a *Action) error, ahead ...func(*wtx)) (Action, error) {
+	var out Action
+	err := l.writeWith(ctx, durable, func(t *wtx) error {
+		for _, a := range ahead {
+			a(t)
+		}
+		t.readAhead(actionByKey, []any{key}, "")
+		s, err := t.standingOf(actor)
+		if err != nil {
+			return err
+		}
+		a, err := getAction(t, key)
+		if err != nil {
+			return err
+		}
+		out = a
+		if err := t.judge(s, actor, verb, a.TaskID, a.Key); err != nil {
+			return err
+		}
+		return fn(t, &out)
+	})
+	return out, err
 }
 
 // onAction runs fn on the action in one write transaction (durable or

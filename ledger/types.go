@@ -160,6 +160,9 @@ type Approval struct {
 	At          time.Time
 	Valid       bool
 	Invalidated string // why it stopped being valid
+	// PolicyVersion is the version of the approval policies the approval
+	// was given under on a registered ledger (0: an open ledger's).
+	PolicyVersion int64
 }
 
 // Attempt is one try at the destination.
@@ -356,6 +359,9 @@ type Metrics struct {
 	// ArrivedTwice counts the actions known to have arrived more than once
 	// (see Action.ArrivedTwice).
 	ArrivedTwice int
+	// NotPermitted counts the acts a registered ledger refused because the
+	// actor may not do them (see Permits).
+	NotPermitted int
 }
 
 // StaleAfter is how long a proposal may wait for approval before it counts

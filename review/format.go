@@ -137,12 +137,12 @@ func (r Report) mdLate(b *strings.Builder) {
 
 func (r Report) mdDays(b *strings.Builder) {
 	b.WriteString("## Per day\n\n")
-	b.WriteString("| day | proposed | attempts | sent | denied | denial rate | duplicate blocks | ownership conflicts | unknown | holds | manual overrides | failed | stale approvals | stops | late evidence |\n")
-	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	b.WriteString("| day | proposed | attempts | sent | denied | denial rate | duplicate blocks | ownership conflicts | unknown | holds | manual overrides | failed | stale approvals | stops | late evidence | not permitted |\n")
+	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	row := func(label string, m Measures) {
-		fmt.Fprintf(b, "| %s | %d | %d | %d | %d | %.1f%% | %d | %d | %d | %d | %d | %d | %d | %d | %d |\n", label, m.Proposed, m.Attempts, m.Sent,
+		fmt.Fprintf(b, "| %s | %d | %d | %d | %d | %.1f%% | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d |\n", label, m.Proposed, m.Attempts, m.Sent,
 			m.Denied, m.DenialRate(), m.DuplicateBlocks, m.OwnershipConflicts, m.Unknown, m.Holds, m.ManualOverrides, m.Failed,
-			m.StaleApprovals, m.Stops, m.LateEvidence)
+			m.StaleApprovals, m.Stops, m.LateEvidence, m.NotPermitted)
 	}
 	for _, d := range r.Days {
 		row(d.Day, d.Measures)

@@ -26,6 +26,9 @@ type Measures struct {
 	// late reports and messages found after their attempt was settled as
 	// not arrived.
 	LateEvidence int `json:"late_evidence"`
+	// NotPermitted counts the acts a registered ledger refused because
+	// the actor may not do them (ledger.Permits).
+	NotPermitted int `json:"not_permitted,omitempty"`
 }
 
 // DenialRate is the share of sends that reached the gate's material check
@@ -52,6 +55,7 @@ const (
 	slotStaleApprovals
 	slotStops
 	slotLateEvidence
+	slotNotPermitted
 	numSlots
 )
 
@@ -60,7 +64,7 @@ type slots [numSlots]int
 func (c slots) measures() Measures {
 	return Measures{c[slotProposed], c[slotAttempts], c[slotSent], c[slotDenied], c[slotDuplicateBlocks],
 		c[slotOwnershipConflicts], c[slotUnknown], c[slotHolds], c[slotOverride], c[slotFailed], c[slotStaleApprovals], c[slotStops],
-		c[slotLateEvidence]}
+		c[slotLateEvidence], c[slotNotPermitted]}
 }
 
 // kindSlot is the measure a history line of kind k counts towards (-1:
@@ -91,6 +95,8 @@ func kindSlot(k ledger.EventKind) int8 {
 		return slotStops
 	case ledger.EvLateOutcome, ledger.EvLateArrival:
 		return slotLateEvidence
+	case ledger.EvNotPermitted:
+		return slotNotPermitted
 	}
 	return -1
 }
@@ -114,6 +120,7 @@ var MeasureList = []Measure{
 	{"failed", func(m Measures) int { return m.Failed }},
 	{"stale approvals", func(m Measures) int { return m.StaleApprovals }},
 	{"late evidence", func(m Measures) int { return m.LateEvidence }},
+	{"not permitted", func(m Measures) int { return m.NotPermitted }},
 }
 
 // RateBucket is the measures of one hour or day.

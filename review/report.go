@@ -514,7 +514,7 @@ func (m Measures) add(o Measures) Measures {
 	return Measures{m.Proposed + o.Proposed, m.Attempts + o.Attempts, m.Sent + o.Sent, m.Denied + o.Denied,
 		m.DuplicateBlocks + o.DuplicateBlocks, m.OwnershipConflicts + o.OwnershipConflicts, m.Unknown + o.Unknown,
 		m.Holds + o.Holds, m.ManualOverrides + o.ManualOverrides, m.Failed + o.Failed, m.StaleApprovals + o.StaleApprovals,
-		m.Stops + o.Stops, m.LateEvidence + o.LateEvidence}
+		m.Stops + o.Stops, m.LateEvidence + o.LateEvidence, m.NotPermitted + o.NotPermitted}
 }
 
 // staleProposals are actions only proposed at the window's end whose latest

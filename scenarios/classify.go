@@ -22,6 +22,7 @@ func classify(err error) (string, bool) {
 		target error
 		class  string
 	}{
+		{ledger.ErrNotPermitted, ClassNotPermitted},
 		{ledger.ErrCancelled, ClassCancelled},
 		{ledger.ErrOwnershipConflict, ClassConflict},
 		{ledger.ErrDuplicate, ClassDuplicate},

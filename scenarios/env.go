@@ -88,6 +88,10 @@ func newEnv(ctx context.Context, sc *Scenario, opts Options) (*env, error) {
 		e.close()
 		return nil, err
 	}
+	if err := e.register(ctx, sc.World); err != nil {
+		e.close()
+		return nil, fmt.Errorf("rehearse %s: %w", sc.Name, err)
+	}
 	if err := e.startMailbox(ctx); err != nil {
 		e.close()
 		return nil, err
@@ -335,4 +339,65 @@ func (e *env) close() error {
 		errs = append(errs, os.RemoveAll(e.tmpDir))
 	}
 	return errors.Join(errs...)
+}
+
+// RehearsalAdmin is the person a rehearsal registers its actors and
+// policies as, and who holds the admin and stop roles no scenario actor
+// needs to (a scenario may give them to its own).
+const RehearsalAdmin = "rehearsal"
+
+// rehearsalRoles are the roles an actor of a scenario gets when it names
+// none: its kind's defaults (ledger.DefaultRoles), and for a person also
+// stop, which a scenario's lead uses.
+func rehearsalRoles(a Actor) []ledger.Role {
+	if len(a.Roles) > 0 {
+		out := make([]ledger.Role, 0, len(a.Roles))
+		for _, r := range a.Roles {
+			out = append(out, ledger.Role(r))
+		}
+		return out
+	}
+	roles := ledger.DefaultRoles(a.LedgerKind())
+	if a.LedgerKind() == ledger.KindPerson {
+		roles = append(roles, ledger.RoleStop)
+	}
+	return roles
+}
+
+// register makes the rehearsal's ledger a registered one: every actor of
+// the world with its roles, the world's policies, and the rehearsal's own
+// admin; so every step of every rehearsal passes the permission table, as
+// it would on a registered ledger in production. No token is required:
+// the rehearsal proves the roles, and a scenario's own workflow command
+// acts by --as alone. A ledger the caller named that a rehearsal already
+// registered keeps its actors.
+func (e *env) register(ctx context.Context, w World) error {
+	add := func(a ledger.Actor) error {
+		if _, err := e.l.ActorByID(ctx, a.ID); err == nil {
+			return nil
+		} else if !errors.Is(err, ledger.ErrNotFound) {
+			return err
+		}
+		_, err := e.l.AddActor(ctx, RehearsalAdmin, a)
+		return err
+	}
+	if err := add(ledger.Actor{ID: RehearsalAdmin, Kind: ledger.KindPerson, DisplayName: "the rehearsal",
+		Roles: []ledger.Role{ledger.RoleAdmin, ledger.RoleStop}}); err != nil {
+		return fmt.Errorf("register the rehearsal's admin: %w", err)
+	}
+	for _, a := range w.Actors {
+		if err := add(ledger.Actor{ID: a.ID, Kind: a.LedgerKind(), Roles: rehearsalRoles(a)}); err != nil {
+			return fmt.Errorf("register actor %s: %w", a.ID, err)
+		}
+	}
+	for _, p := range w.Policies {
+		if _, err := e.l.SetPolicy(ctx, RehearsalAdmin, ledger.ActionPolicy{ActionType: p.Type, PolicyApproves: true,
+			Requires: p.Requires, TwoPerson: p.TwoPerson}); err != nil {
+			return fmt.Errorf("set the policy of %s: %w", p.Type, err)
+		}
+	}
+	if m, err := e.l.Mode(ctx); err != nil || m.Registered {
+		return err
+	}
+	return e.l.Require(ctx, RehearsalAdmin, nil)
 }

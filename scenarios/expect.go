@@ -86,6 +86,7 @@ func checkCounts(c *CountExpect, got Counts) []Verdict {
 		{"confirmed", c.Confirmed, got.Confirmed}, {"arrived", c.Arrived, got.Arrived},
 		{"denials", c.Denials, got.Denials}, {"duplicate_blocks", c.DuplicateBlocks, got.DuplicateBlocks},
 		{"holds", c.Holds, got.Holds}, {"conflicts", c.Conflicts, got.Conflicts}, {"unknown", c.Unknown, got.Unknown},
+		{"not_permitted", c.NotPermitted, got.NotPermitted},
 	})
 }
 

@@ -7,7 +7,11 @@
 // expectations. See docs/scenarios.md for the format reference.
 package scenarios
 
-import "fmt"
+import (
+	"fmt"
+
+	"gatehouse/ledger"
+)
 
 // Scenario is one parsed and validated scenario file.
 type Scenario struct {
@@ -33,7 +37,10 @@ type World struct {
 	// Payments sets the payments fake's options at the start; steps
 	// change them later (payments_set).
 	Payments *PaymentsWorld `yaml:"payments"`
-	Pos      Pos            `yaml:"-"`
+	// Policies say which action types a policy actor may approve, on
+	// which material values (see `gatehouse policy set`).
+	Policies []Policy `yaml:"policies"`
+	Pos      Pos      `yaml:"-"`
 }
 
 // PaymentsWorld is the payments fake's starting options (docs/payments.md):
@@ -59,6 +66,17 @@ type RefundDef struct {
 	KeyPos   map[string]Pos `yaml:"-"`
 }
 
+// Policy is the approval policy of one action type in a rehearsal.
+type Policy struct {
+	Type string `yaml:"type"`
+	// Requires maps source.field to the value a policy approval must rest
+	// on; an empty map lets a policy actor approve on any values.
+	Requires  map[string]string `yaml:"requires"`
+	TwoPerson bool              `yaml:"two_person"`
+	Pos       Pos               `yaml:"-"`
+	KeyPos    map[string]Pos    `yaml:"-"`
+}
+
 // Customer is a CRM record. Fields holds material fields such as consent
 // and order_state.
 type Customer struct {
@@ -80,19 +98,33 @@ type Task struct {
 	KeyPos   map[string]Pos `yaml:"-"`
 }
 
-// Actor kinds.
+// Actor kinds: the ledger's (person, workflow, agent, policy); staff
+// reads as person.
 const (
 	KindStaff    = "staff"
+	KindPerson   = "person"
 	KindWorkflow = "workflow"
 	KindAgent    = "agent"
+	KindPolicy   = "policy"
 )
 
-// Actor is a staff member, a workflow or an agent.
+// Actor is a person (staff), a workflow, an agent or a policy. A rehearsal
+// registers every actor on its ledger with Roles, or its kind's roles when
+// none are given (see rehearsalRoles).
 type Actor struct {
 	ID     string         `yaml:"id"`
 	Kind   string         `yaml:"kind"`
+	Roles  []string       `yaml:"roles"`
 	Pos    Pos            `yaml:"-"`
 	KeyPos map[string]Pos `yaml:"-"`
+}
+
+// LedgerKind is the ledger's kind of the actor.
+func (a Actor) LedgerKind() ledger.Kind {
+	if a.Kind == KindStaff {
+		return ledger.KindPerson
+	}
+	return ledger.Kind(a.Kind)
 }
 
 // ActionDef is a business action a workflow or person may propose. Its key
@@ -239,6 +271,7 @@ type CountExpect struct {
 	Holds           *int           `yaml:"holds"`
 	Conflicts       *int           `yaml:"conflicts"`
 	Unknown         *int           `yaml:"unknown"`
+	NotPermitted    *int           `yaml:"not_permitted"`
 	Pos             Pos            `yaml:"-"`
 	KeyPos          map[string]Pos `yaml:"-"`
 }

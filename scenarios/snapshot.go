@@ -178,6 +178,7 @@ type Counts struct {
 	Holds           int `json:"holds"`
 	Conflicts       int `json:"conflicts"`
 	Unknown         int `json:"unknown"`
+	NotPermitted    int `json:"not_permitted,omitempty"`
 }
 
 // Snapshot reads the ledger and the mailbox now.
@@ -303,5 +304,5 @@ func (r *Run) counts(ctx context.Context) (Counts, error) {
 	arrived += len(r.env.payments.Records().Records)
 	return Counts{Intended: m.Intended, Attempts: m.Attempts, Confirmed: m.Confirmed, Arrived: arrived,
 		Denials: m.Denials, DuplicateBlocks: m.DuplicateBlocks, Holds: m.Holds,
-		Conflicts: m.OwnershipConflicts, Unknown: m.Unknown}, nil
+		Conflicts: m.OwnershipConflicts, Unknown: m.Unknown, NotPermitted: m.NotPermitted}, nil
 }

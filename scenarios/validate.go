@@ -88,19 +88,22 @@ const (
 	ClassNotDelivered = "not_delivered"
 	ClassStale        = "stale"
 	ClassRefused      = "refused"
+	// ClassNotPermitted: the actor may not do this (a registered ledger's
+	// refusal, exit 21).
+	ClassNotPermitted = "not_permitted"
 )
 
 // Classes lists every outcome class in documentation order.
 var Classes = []string{ClassOK, ClassSent, ClassDuplicate, ClassInFlight, ClassDenied,
 	ClassHeld, ClassUnknown, ClassConflict, ClassCancelled, ClassFailed,
-	ClassNotDelivered, ClassStale, ClassRefused}
+	ClassNotDelivered, ClassStale, ClassRefused, ClassNotPermitted}
 
 // Crash points, mailbox faults, sources and actor kinds the format knows.
 var (
 	CrashPoints  = []string{"before_send", "after_accept", "before_record"}
 	FaultNames   = []string{"accept_then_drop", "delay_reply", "reject_temporary", "reject_permanent", "down", "hold_354", "stall_body", "hold_then_store", "none"}
 	SourceNames  = []string{"crm", "helpdesk"}
-	ActorKinds   = []string{KindStaff, KindWorkflow, KindAgent}
+	ActorKinds   = []string{KindStaff, KindPerson, KindWorkflow, KindAgent, KindPolicy}
 	PresenceKind = []string{"viewer", "automation"}
 )
 
@@ -213,6 +216,16 @@ func (v *validator) world() {
 		v.require(a.Pos, "actor", map[string]string{"id": a.ID, "kind": a.Kind})
 		v.define(v.actors, "actor", a.ID, a.Pos)
 		v.oneOf(a.KeyPos, "kind", a.Kind, ActorKinds)
+		var roles []string
+		for _, r := range ledger.Roles {
+			roles = append(roles, string(r))
+		}
+		for _, r := range a.Roles {
+			v.oneOf(a.KeyPos, "roles", r, roles)
+		}
+	}
+	for _, p := range w.Policies {
+		v.require(p.Pos, "policy", map[string]string{"type": p.Type})
 	}
 	for _, c := range w.Customers {
 		v.require(c.Pos, "customer", map[string]string{"id": c.ID, "email": c.Email})

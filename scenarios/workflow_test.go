@@ -121,7 +121,7 @@ func TestCarelessWorkflowFails(t *testing.T) {
 		t.Fatalf("passed=%v arrived=%d, want a failure with 2 arrivals:\n%s", rep.Passed, rep.Counts.Arrived, text)
 	}
 	for _, want := range []string{
-		"FAIL  arrivals.total: expected 1, got 2  (../examples/careless-accept-then-drop.yaml:35:12)",
+		"FAIL  arrivals.total: expected 1, got 2  (../examples/careless-accept-then-drop.yaml:38:12)",
 		"FAIL  arrivals.per_recipient.ada@example.com: expected 1, got 2",
 		"send timed out (exit 14); sending again under enquiry-3301-retry",
 	} {

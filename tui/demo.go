@@ -235,6 +235,12 @@ func replayDemo(ctx context.Context, open func(context.Context) (DemoWorld, erro
 	if err != nil {
 		return demoRun{}, fmt.Errorf("demo: %w", err)
 	}
+	// Every world is a registered ledger: the story runs under the
+	// permission table, as a production ledger would.
+	if err := RegisterDemoCast(ctx, w.Ledger); err != nil {
+		w.Close()
+		return demoRun{}, fmt.Errorf("demo: %w", err)
+	}
 	run := demoRun{world: w, notes: map[string][]demoNote{}, label: "Takeover demo:",
 		told: "Press " + keyOf(Keys.Step) + " to start the demonstration."}
 	if run.state, err = readDemoState(ctx, w.Ledger, w.Mailbox); err != nil {

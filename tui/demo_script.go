@@ -288,8 +288,50 @@ func (e demoEnv) approvedReply(ctx context.Context, actor, actionType string) er
 	if err != nil {
 		return err
 	}
-	_, err = e.l.Approve(ctx, a.Key, actor, demoConsent)
+	// The workflow's acknowledgement is approved by policy (a workflow
+	// does not approve); Bea approves her own answer.
+	approver := actor
+	if actor == demoWorkflow {
+		approver = demoPolicy
+	}
+	_, err = e.l.Approve(ctx, a.Key, approver, demoConsent)
 	return err
+}
+
+// demoPolicy approves the workflow's acknowledgements under a policy.
+const demoPolicy = "ack-policy"
+
+// DemoTrainer is the person the demo registers its cast as.
+const DemoTrainer = "trainer"
+
+// RegisterDemoCast makes the demo's ledger a registered one: the workflow,
+// Bea and Carl, the policy that approves acknowledgements on consent, and
+// the trainer who holds admin and stop; so the demo runs under the
+// permission table, as a production ledger would.
+func RegisterDemoCast(ctx context.Context, l *ledger.Ledger) error {
+	cast := []ledger.Actor{
+		{ID: DemoTrainer, Kind: ledger.KindPerson, DisplayName: "the trainer", Roles: []ledger.Role{ledger.RoleAdmin, ledger.RoleStop}},
+		{ID: demoWorkflow, Kind: ledger.KindWorkflow},
+		{ID: demoBea, Kind: ledger.KindPerson, DisplayName: "Bea"},
+		{ID: demoCarl, Kind: ledger.KindPerson, DisplayName: "Carl"},
+		{ID: demoPolicy, Kind: ledger.KindPolicy},
+	}
+	for _, a := range cast {
+		if _, err := l.ActorByID(ctx, a.ID); err == nil {
+			continue
+		}
+		if _, err := l.AddActor(ctx, DemoTrainer, a); err != nil {
+			return fmt.Errorf("register %s: %w", a.ID, err)
+		}
+	}
+	if _, err := l.SetPolicy(ctx, DemoTrainer, ledger.ActionPolicy{ActionType: "reply_ack", PolicyApproves: true,
+		Requires: map[string]string{"crm.consent": "yes"}}); err != nil {
+		return err
+	}
+	if m, err := l.Mode(ctx); err != nil || m.Registered {
+		return err
+	}
+	return l.Require(ctx, DemoTrainer, nil)
 }
 
 func (e demoEnv) view(ctx context.Context, actor string) error {

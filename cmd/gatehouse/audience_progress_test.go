@@ -50,7 +50,7 @@ func TestAudienceSendConcurrentWithProgress(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("send: exit %d: %s", r.code, r.stderr)
 	}
-	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+	lines := strings.Split(strings.TrimSpace(strings.ReplaceAll(r.stderr, openNotice("notice-bot"), "")), "\n")
 	line := regexp.MustCompile(`^audience send: \d+/300 recipients, sent \d+, held 0, denied 0, \d+/s, ETA \S+$`)
 	for _, l := range lines {
 		if !line.MatchString(l) {

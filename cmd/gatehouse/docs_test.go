@@ -85,7 +85,8 @@ func TestFlagTableMatchesTheBinary(t *testing.T) {
 	for _, fam := range []struct {
 		cmd    *cobra.Command
 		marker string
-	}{{newGateCmd(), "## Flags"}, {newAudienceCmd(), "`gatehouse audience`:"}, {newMailboxCmd(), "`gatehouse mailbox`:"}, {newPaymentsCmd(), "`gatehouse payments`:"}} {
+	}{{newGateCmd(), "## Flags"}, {newAudienceCmd(), "`gatehouse audience`:"}, {newMailboxCmd(), "`gatehouse mailbox`:"}, {newPaymentsCmd(), "`gatehouse payments`:"},
+		{newActorsCmd(), "Flags of `gatehouse actors`:"}, {newPolicyCmd(), "Flags of `gatehouse policy`:"}} {
 		documented := flagTable(t, doc, fam.marker)
 		actual := cobraFlags(fam.cmd)
 		for verb, flags := range actual {
@@ -112,7 +113,7 @@ func TestFlagTableMatchesTheBinary(t *testing.T) {
 
 // exitCodes is every exit code the binary uses.
 var exitCodes = []int{exitOK, exitOther, exitUsage, exitDuplicate, exitInFlight, exitDenied, exitHeld,
-	exitUnknown, exitStopped, exitFailed, exitWrongDestination, exitConsent, exitNothingToDo, exitInterrupted}
+	exitUnknown, exitStopped, exitFailed, exitWrongDestination, exitConsent, exitNothingToDo, exitInterrupted, exitNotPermitted}
 
 // TestExitCodeTablesListEveryCode: the exit-code tables in docs/cli.md and
 // the README list exactly the codes the binary uses.

@@ -37,7 +37,11 @@ const (
 	exitConsent          = 18 // a customers import refused: consent not understood, or resubscribes not accepted
 	exitNothingToDo      = 19 // reconcile, resolve: no attempt whose outcome is open
 	exitInterrupted      = 20 // SIGINT or SIGTERM ended the verb while it waited; nothing recorded
+	exitNotPermitted     = 21 // a registered ledger: the actor may not do this (recorded)
 )
+
+// tokenEnv holds the acting actor's token when --token is not given.
+const tokenEnv = "GATEHOUSE_TOKEN"
 
 // ledgerEnv names the ledger when --ledger is not given.
 const ledgerEnv = "GATEHOUSE_LEDGER"
@@ -46,6 +50,7 @@ const ledgerEnv = "GATEHOUSE_LEDGER"
 type gateOpts struct {
 	ledgerPath string
 	actor      string
+	token      string
 	json       bool
 }
 
@@ -77,6 +82,8 @@ type gateRun struct {
 	opened ledger.Activity
 	// ctx ends with SIGINT or SIGTERM: opening the ledger waits no longer.
 	ctx context.Context
+	// open: the verb acted on an open ledger, which took --as on its word.
+	openLedger bool
 }
 
 // verbObservers maps a ledger location to a func(ledger.Activity) that a
@@ -128,7 +135,8 @@ func newVerbFamily(family, short, long string, specs []func() verbSpec) *cobra.C
 	}
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&opts.ledgerPath, "ledger", "", "ledger file (default $"+ledgerEnv+")")
-	pf.StringVar(&opts.actor, "as", "", "who acts: a person or a workflow")
+	pf.StringVar(&opts.actor, "as", "", "who acts: a registered actor on a registered ledger, any name on an open one")
+	pf.StringVar(&opts.token, "token", "", "the acting actor's token (default $"+tokenEnv+"); never printed")
 	pf.BoolVar(&opts.json, "json", false, "print one JSON object instead of text")
 	for _, v := range specs {
 		spec := v()
@@ -184,12 +192,14 @@ func runVerb(cmd *cobra.Command, opts gateOpts, spec verbSpec) error {
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	ctx = ledger.WithToken(ctx, firstNonEmpty(opts.token, os.Getenv(tokenEnv)))
 	g := &gateRun{gateOpts: opts, readOnly: spec.readOnly, out: cmd.OutOrStdout(), errOut: cmd.ErrOrStderr(), in: cmd.InOrStdin(), ctx: ctx}
 	defer g.close()
 	out, err := spec.run(ctx, g)
 	if g.l != nil && g.readOnly {
 		g.due = newRecoveryDue(ctx, g.l)
 	}
+	open := spec.actor && g.l != nil && g.l.CheckedOpen()
 	var code int
 	if err != nil {
 		code = exitCode(err)
@@ -203,6 +213,12 @@ func runVerb(cmd *cobra.Command, opts gateOpts, spec verbSpec) error {
 			out = nil // nothing was recorded: there is no state to show
 		}
 	}
+	// A command that failed or was misused acted on no one's word.
+	open = open && code != exitUsage && code != exitOther && code != exitInterrupted
+	if open && !g.json {
+		g.sayOpen()
+	}
+	g.openLedger = open
 	if perr := g.print(out, err, code); perr != nil {
 		return errors.Join(err, perr)
 	}
@@ -281,6 +297,8 @@ func exitCode(err error) int {
 	switch {
 	case errors.As(err, &ee):
 		return ee.code
+	case errors.Is(err, ledger.ErrNotPermitted):
+		return exitNotPermitted
 	case errors.Is(err, ledger.ErrUnknownOutcome) && errors.Is(err, ledger.ErrNotRecorded):
 		return exitUnknown // the destination may have it; the ledger says executing
 	case errors.Is(err, ledger.ErrNotRecorded):
@@ -339,6 +357,9 @@ func (g *gateRun) print(out output, err error, code int) error {
 		}
 	}
 	extra := map[string]any{"exit_code": code}
+	if g.openLedger {
+		extra["open_ledger"] = true
+	}
 	if err != nil {
 		extra["error"] = err.Error()
 	}
@@ -359,4 +380,20 @@ func appendFields(obj, tail []byte) []byte {
 		obj = append(obj, ',')
 	}
 	return append(obj, tail...)
+}
+
+// sayOpen says, once per command, that the ledger took --as on its word:
+// on an open ledger any name acts. With --json it is the object's
+// open_ledger field instead.
+func (g *gateRun) sayOpen() {
+	fmt.Fprintf(g.errOut, "gatehouse: this ledger is open: --as %s was not checked (gatehouse actors require registers who may do what)\n", g.actor)
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
 }

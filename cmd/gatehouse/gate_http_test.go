@@ -78,12 +78,3 @@ func TestProposeARequestAndShowTheWrite(t *testing.T) {
 		}
 	}
 }
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}

@@ -277,6 +277,7 @@ type metricsView struct {
 	ManualOverrides    int            `json:"manual_overrides"`
 	LateEvidence       int            `json:"late_evidence"`
 	ArrivedTwice       int            `json:"arrived_twice"`
+	NotPermitted       int            `json:"not_permitted"`
 	UnmatchedByRelease map[string]int `json:"unmatched_by_release"`
 }
 
@@ -291,6 +292,7 @@ func (m metricsView) text(w io.Writer) {
 		{"unknown now", m.Unknown}, {"unknown outcomes ever", m.UnknownOutcomes},
 		{"stale proposals", m.StaleProposals}, {"manual overrides", m.ManualOverrides},
 		{"late evidence", m.LateEvidence}, {"arrived twice", m.ArrivedTwice},
+		{"not permitted", m.NotPermitted},
 	} {
 		fmt.Fprintf(w, "%s:\t%d\n", r.name, r.n)
 	}
@@ -325,7 +327,7 @@ func metricsVerb() verbSpec {
 				Holds: m.Holds, Unknown: m.Unknown, UnknownOutcomes: m.UnknownOutcomes,
 				ByState: map[string]int{}, Stopped: m.Stopped, StaleProposals: m.StaleProposals,
 				ManualOverrides: m.ManualOverrides, LateEvidence: m.LateEvidence, ArrivedTwice: m.ArrivedTwice,
-				UnmatchedByRelease: m.UnmatchedByRelease}
+				NotPermitted: m.NotPermitted, UnmatchedByRelease: m.UnmatchedByRelease}
 			for s, n := range m.ByState {
 				v.ByState[string(s)] = n
 			}

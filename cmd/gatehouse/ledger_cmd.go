@@ -84,7 +84,7 @@ func ledgerVerb(name, short string, run func(ctx context.Context, cmd *cobra.Com
 }
 
 func ledgerBackupCmd(ledgerPath func(string) (string, error)) *cobra.Command {
-	var to string
+	var to, actor, token string
 	var force bool
 	cmd := ledgerVerb("backup", "Write a consistent copy of the ledger while workflows keep writing", func(ctx context.Context, cmd *cobra.Command) error {
 		path, err := ledgerPath("backup")
@@ -101,6 +101,10 @@ func ledgerBackupCmd(ledgerPath func(string) (string, error)) *cobra.Command {
 			return err
 		}
 		defer l.Close()
+		// Only read: a refusal is not written to the history.
+		if err := l.Authorize(withToken(ctx, token), actor, ledger.VerbBackup); err != nil {
+			return notPermitted(err)
+		}
 		info, err := l.Backup(ctx, to, force)
 		if errors.Is(err, fs.ErrExist) {
 			return fmt.Errorf("%w; give --force to replace it", err)
@@ -114,11 +118,26 @@ func ledgerBackupCmd(ledgerPath func(string) (string, error)) *cobra.Command {
 	})
 	cmd.Flags().StringVar(&to, "to", "", "the backup file to write (refused if it exists, unless --force)")
 	cmd.Flags().BoolVar(&force, "force", false, "replace an existing backup file")
+	cmd.Flags().StringVar(&actor, "as", "", "who backs up (an admin, on a registered ledger)")
+	cmd.Flags().StringVar(&token, "token", "", "the actor's token (default $"+tokenEnv+")")
 	return cmd
 }
 
+// withToken is ctx carrying the token given, or $GATEHOUSE_TOKEN.
+func withToken(ctx context.Context, token string) context.Context {
+	return ledger.WithToken(ctx, firstNonEmpty(token, os.Getenv(tokenEnv)))
+}
+
+// notPermitted gives a refusal by the permission table its exit code.
+func notPermitted(err error) error {
+	if errors.Is(err, ledger.ErrNotPermitted) {
+		return &exitError{code: exitNotPermitted, err: err}
+	}
+	return err
+}
+
 func ledgerRestoreCmd(ledgerPath func(string) (string, error)) *cobra.Command {
-	var from, actor, reason string
+	var from, actor, reason, token string
 	var discard bool
 	cmd := ledgerVerb("restore", "Replace the ledger with a backup (refused while any process has it open, or over newer history)", func(ctx context.Context, cmd *cobra.Command) error {
 		path, err := ledgerPath("restore")
@@ -127,6 +146,11 @@ func ledgerRestoreCmd(ledgerPath func(string) (string, error)) *cobra.Command {
 		}
 		if from == "" {
 			return usageErr("ledger restore needs --from FILE")
+		}
+		// Whoever may replace the ledger is the ledger's to say: its
+		// admins, not the backup's.
+		if err := authorizeOn(ctx, path, withToken(ctx, token), actor, ledger.VerbRestore); err != nil {
+			return err
 		}
 		info, err := ledger.RestoreWith(ctx, path, from, ledger.RestoreOptions{Actor: actor, Reason: reason, DiscardNewer: discard})
 		if errors.Is(err, ledger.ErrNewerHistory) {
@@ -146,9 +170,38 @@ func ledgerRestoreCmd(ledgerPath func(string) (string, error)) *cobra.Command {
 	})
 	cmd.Flags().StringVar(&from, "from", "", "the backup to restore (a file written by ledger backup)")
 	cmd.Flags().BoolVar(&discard, "discard-newer", false, "replace a ledger that holds history past the backup's point (its sends are then unknown to the gate: see docs/RELIABILITY.md)")
-	cmd.Flags().StringVar(&actor, "as", "", "who restores (recorded in the history)")
+	cmd.Flags().StringVar(&actor, "as", "", "who restores (recorded in the history; an admin, on a registered ledger)")
 	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded in the history)")
+	cmd.Flags().StringVar(&token, "token", "", "the actor's token (default $"+tokenEnv+")")
 	return cmd
+}
+
+// authorizeOn checks, on the ledger at path if there is one, that actor
+// may do verb. It reads, so a permitted restore leaves the ledger's bytes
+// as they were until it runs; only a refusal opens the ledger for writing,
+// to record it. The ledger is closed again before the verb runs (a restore
+// refuses a ledger any process holds open).
+func authorizeOn(ctx context.Context, path string, tokenCtx context.Context, actor string, verb ledger.Verb) error {
+	if !ledger.IsPostgres(path) {
+		if _, err := os.Stat(path); err != nil {
+			return nil // nothing to replace, nobody to ask
+		}
+	}
+	r, err := ledger.OpenReadOnly(path, ledger.WithOlderSchema(), ledger.WithContext(ctx))
+	if err != nil {
+		return nil // the restore itself says what is wrong with it
+	}
+	ok, _, err := r.Permitted(tokenCtx, actor, verb)
+	r.Close()
+	if err != nil || ok {
+		return err
+	}
+	l, err := ledger.Open(path, ledger.RequireExisting(), ledger.WithoutRecovery(), ledger.WithContext(ctx))
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	return notPermitted(l.Authorize(tokenCtx, actor, verb))
 }
 
 func printRestoreMark(out io.Writer, m ledger.RestoreMark) {
@@ -159,7 +212,7 @@ func printRestoreMark(out io.Writer, m ledger.RestoreMark) {
 // ledgerMarkRestoredCmd is for a ledger put back by anything but ledger
 // restore: the gate cannot tell a hand copy from the original.
 func ledgerMarkRestoredCmd(ledgerPath func(string) (string, error)) *cobra.Command {
-	var actor, reason string
+	var actor, reason, token string
 	cmd := ledgerVerb("mark-restored", "Tell a ledger put back by hand, a snapshot or pg_restore that it is a restored copy", func(ctx context.Context, cmd *cobra.Command) error {
 		path, err := ledgerPath("mark-restored")
 		if err != nil {
@@ -181,16 +234,17 @@ func ledgerMarkRestoredCmd(ledgerPath func(string) (string, error)) *cobra.Comma
 			return err
 		}
 		defer l.Close()
-		m, err := l.MarkRestored(ctx, actor, reason)
+		m, err := l.MarkRestored(withToken(ctx, token), actor, reason)
 		if err != nil {
-			return err
+			return notPermitted(err)
 		}
 		fmt.Fprintf(cmd.OutOrStdout(), "marked %s restored: generation %d begins\n", ledger.RedactLocation(path), m.Generation)
 		printRestoreMark(cmd.OutOrStdout(), m)
 		return nil
 	})
-	cmd.Flags().StringVar(&actor, "as", "", "who says so (recorded in the history)")
+	cmd.Flags().StringVar(&actor, "as", "", "who says so (recorded in the history; an admin, on a registered ledger)")
 	cmd.Flags().StringVar(&reason, "reason", "", "what was put back, and from when (recorded in the history)")
+	cmd.Flags().StringVar(&token, "token", "", "the actor's token (default $"+tokenEnv+")")
 	return cmd
 }
 

@@ -6,6 +6,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -31,6 +32,13 @@ func holdLedger(path string) int {
 		return 1
 	}
 	defer l.Close()
+	if m, err := l.Mode(context.Background()); err == nil && m.Registered {
+		// A rehearsal's ledger: its admin registers the holder.
+		if _, err := l.AddActor(context.Background(), "rehearsal", ledger.Actor{ID: "holder", Kind: ledger.KindWorkflow}); err != nil && !errors.Is(err, ledger.ErrInvalid) {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
 	if _, err := l.Claim(context.Background(), ledger.TaskRef{ID: "task-held"}, "holder"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

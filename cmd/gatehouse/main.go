@@ -110,6 +110,12 @@ func commandSecrets(args []string) []string {
 			a = v
 		}
 		out = append(out, redact.Secrets(a)...)
+		if strings.HasPrefix(a, ledger.TokenPrefix) {
+			out = append(out, a) // a token presented (--token) is never echoed
+		}
+	}
+	if tok := os.Getenv(tokenEnv); len(tok) >= 3 {
+		out = append(out, tok)
 	}
 	for _, env := range []string{ledgerEnv, "GATEHOUSE_DESTINATION"} {
 		out = append(out, redact.Secrets(os.Getenv(env))...)
