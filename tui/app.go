@@ -255,7 +255,7 @@ func (a *App) Render() string {
 	body := a.top().View()
 	if a.showHelp {
 		body = a.th.Header.Render("Keys") + a.th.Dim.Render(" — any key closes this") + "\n\n" +
-			strings.Join(fullHelpLines(a.help.Styles, a.fullKeys(), a.width), "\n")
+			strings.Join(fullHelpLines(a.help, a.fullKeys(), a.width), "\n")
 	}
 	lines := []string{
 		fitLine(a.th.Title.Render("gatehouse")+" "+a.th.Header.Render(a.top().Title()), a.width),
@@ -282,13 +282,13 @@ func (a *App) fullKeys() [][]key.Binding {
 func (a *App) shortHelp() string {
 	keys := a.top().KeyMap().ShortHelp()
 	if a.top().Capturing() {
-		return shortHelpLine(a.help.Styles, keys, nil, a.width)
+		return shortHelpLine(a.help, keys, nil, a.width)
 	}
 	tail := []key.Binding{Keys.Help, Keys.Quit}
 	if len(a.stack) > 1 {
 		tail = append([]key.Binding{Keys.Back}, tail...)
 	}
-	return shortHelpLine(a.help.Styles, keys, tail, a.width)
+	return shortHelpLine(a.help, keys, tail, a.width)
 }
 
 func (a *App) statusLine() string {

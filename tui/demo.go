@@ -259,7 +259,7 @@ func (d *Demo) paneLines(who string, w int) []string {
 	lines := []string{d.th.Header.Render(who) + d.th.Dim.Render(" · "+role), owner, "looking: " + yesNo(st.viewers[who])}
 	for _, a := range st.actions {
 		if a.ProposedBy == who {
-			lines = append(lines, d.th.mark(stateMark(a.State)).Render(a.ActionType+": "+stateLabel(a.State)))
+			lines = append(lines, d.th.mark(stateMark(a.State)).Render(a.ActionType+": "+stateWord(a.State, false)))
 		}
 	}
 	if r, ok := d.last[who]; ok {

@@ -79,7 +79,7 @@ func newTaskDetail(th Theme, l *ledger.Ledger, id string) *docScreen {
 func actionDetailLines(th Theme, d ledger.ActionDetail, w int) []string {
 	a := d.Action
 	out := []string{th.Header.Render("Action " + a.Key)}
-	state := stateLabel(a.State)
+	state := stateWord(a.State, false)
 	if a.HoldCause != "" {
 		state += " (" + strings.ReplaceAll(string(a.HoldCause), "_", " ") + ")"
 	}
@@ -88,10 +88,10 @@ func actionDetailLines(th Theme, d ledger.ActionDetail, w int) []string {
 		out = append(out, para("  arrived    ", arrivalWords(th, d), w)...)
 	}
 	out = append(out,
-		fmt.Sprintf("  task       %s (owner %s)", a.TaskID, orNone(d.Task.Owner)),
+		fmt.Sprintf("  task       %s (owner %s)", a.TaskID, orDash(d.Task.Owner)),
 		fmt.Sprintf("  to         %s", recipientLabel(a.Recipient, a.RecipientName)),
-		fmt.Sprintf("  from       %s", orNone(a.Sender)),
-		fmt.Sprintf("  via        %s", orNone(a.Endpoint().String())),
+		fmt.Sprintf("  from       %s", orDash(a.Sender)),
+		fmt.Sprintf("  via        %s", orDash(a.Endpoint().String())),
 		fmt.Sprintf("  subject    %s", a.Subject),
 		fmt.Sprintf("  proposed   by %s at %s, digest %s", a.ProposedBy, a.CreatedAt.Format(clockFormat), short(a.Digest)),
 	)
@@ -115,8 +115,8 @@ func approvalLines(th Theme, aps []ledger.Approval, w int) []string {
 			valid = th.Bad.Render("invalid: " + ap.Invalidated)
 		}
 		out = append(out, para(fmt.Sprintf("  %s by %s for owner %s, digest %s — ", ap.At.Format(clockFormat),
-			ap.Approver, orNone(ap.Owner), short(ap.Digest)), valid, w)...)
-		out = append(out, para("      ", fmt.Sprintf("to %s from %s via %s", ap.Recipient, orNone(ap.Sender), orNone(ap.Destination)), w)...)
+			ap.Approver, orDash(ap.Owner), short(ap.Digest)), valid, w)...)
+		out = append(out, para("      ", fmt.Sprintf("to %s from %s via %s", ap.Recipient, orDash(ap.Sender), orDash(ap.Destination)), w)...)
 		for _, m := range ap.Material {
 			out = append(out, fmt.Sprintf("      approved %s = %q", m.Name(), m.Value))
 		}
@@ -161,8 +161,8 @@ func attemptLines(th Theme, ats []ledger.Attempt, w int) []string {
 		if host, pid := at.ExecutorHost(); host != "" {
 			where = fmt.Sprintf(", executor on %s (pid %d)", host, pid)
 		}
-		out = append(out, para("      ", fmt.Sprintf("to %s via %s, Message-ID %s%s", orNone(at.Recipient),
-			orNone(at.Endpoint().String()), at.MessageID, where), w)...)
+		out = append(out, para("      ", fmt.Sprintf("to %s via %s, Message-ID %s%s", orDash(at.Recipient),
+			orDash(at.Endpoint().String()), at.MessageID, where), w)...)
 		for _, l := range para("      ", at.Response, w) {
 			out = append(out, th.Dim.Render(l))
 		}
@@ -181,7 +181,7 @@ func arrivalWords(th Theme, d ledger.ActionDetail) string {
 	}
 	if d.Action.ArrivedTwice() {
 		return th.Bad.Render("ARRIVED TWICE") + fmt.Sprintf(": %s arrived, the customer has the message %d times; the state stays %s",
-			ledger.AttemptList(arrived), len(arrived), stateLabel(d.Action.State))
+			ledger.AttemptList(arrived), len(arrived), stateWord(d.Action.State, false))
 	}
 	return th.Warn.Render("arrived late") + fmt.Sprintf(": %s arrived after it was settled as not arrived; it will not be sent again",
 		ledger.AttemptList(arrived))
@@ -244,23 +244,16 @@ func taskDetailLines(th Theme, t ledger.Task, pres []ledger.Presence, total int,
 	out := []string{th.Header.Render("Task " + t.ID + " — " + t.Subject),
 		fmt.Sprintf("  customer   %s", t.Customer),
 		fmt.Sprintf("  status     %s", t.Status),
-		fmt.Sprintf("  owner      %s (authoritative)", orNone(t.Owner)),
+		fmt.Sprintf("  owner      %s (authoritative)", orDash(t.Owner)),
 	}
 	var on []string
 	for _, p := range pres {
 		on = append(on, p.Actor+" ("+p.Kind+")")
 	}
-	out = append(out, para("  on it now  ", orNone(strings.Join(on, ", "))+" — advisory only", w)...)
+	out = append(out, para("  on it now  ", orDash(strings.Join(on, ", "))+" — advisory only", w)...)
 	out = append(out, "", th.Header.Render(fmt.Sprintf("Actions (%d)", total)))
 	out = append(out, renderTable(th, actionCols, actionRows(acts, w < wideTable), -1, w)...)
 	return append(out, eventLines(th, "History (newest 50)", evs, w)...)
-}
-
-func orNone(s string) string {
-	if s == "" {
-		return "(none)"
-	}
-	return s
 }
 
 // short abbreviates a digest for display.

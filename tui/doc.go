@@ -9,7 +9,6 @@ import (
 	"charm.land/bubbles/v2/key"
 	"charm.land/bubbles/v2/viewport"
 	tea "charm.land/bubbletea/v2"
-	"github.com/charmbracelet/x/ansi"
 )
 
 // renderFunc lays a loaded document out at a width, so a resize re-wraps it.
@@ -119,32 +118,4 @@ func (d *docScreen) KeyMap() help.KeyMap {
 	k := Keys
 	return helpKeys{short: []key.Binding{k.Up, k.Down, k.PageDown},
 		full: [][]key.Binding{navKeys()}}
-}
-
-// para wraps text at width after prefix, indenting the continuation lines
-// under the text so a long sentence stays readable instead of being cut.
-func para(prefix, text string, width int) []string {
-	pw := ansi.StringWidth(prefix)
-	lines := wrapWords(text, max(width-pw, 10))
-	out := make([]string, len(lines))
-	for i, l := range lines {
-		if i == 0 {
-			out[i] = prefix + l
-			continue
-		}
-		out[i] = strings.Repeat(" ", pw) + l
-	}
-	return out
-}
-
-// nbHyphen stands in for "-" while ansi.Wrap runs: it always breaks after
-// a hyphen, and a key such as T-4711 or gh1:cust-42 must stay whole.
-const nbHyphen = "\u2011"
-
-// wrapWords breaks text at spaces only, runs of white space counting as
-// one (a key such as T-4711 stays whole); a word wider than the line is
-// cut hard. ansi.Wrap does the work, keeping styles and wide characters.
-func wrapWords(text string, width int) []string {
-	flat := strings.ReplaceAll(strings.Join(strings.Fields(text), " "), "-", nbHyphen)
-	return strings.Split(strings.ReplaceAll(ansi.Wrap(flat, width, ""), nbHyphen, "-"), "\n")
 }

@@ -91,7 +91,7 @@ func NewInspector(th Theme, cfg InspectorConfig) *Inspector {
 		cfg.Actor = "operator"
 	}
 	if cfg.Source == "" {
-		cfg.Source = cfg.Ledger.Path()
+		cfg.Source = sourceName(cfg.Ledger)
 	}
 	s := newInput(keyOf(Keys.Filter), "")
 	return &Inspector{base: newBase(th), cfg: cfg, search: s}

@@ -54,7 +54,7 @@ func (in *Inspector) filterLine() string {
 		parts = append(parts, fmt.Sprintf("search %q", li.search))
 	}
 	if s := stateChoices[li.state]; in.tab == tabActions && s != "" {
-		parts = append(parts, "state "+stateLabel(s))
+		parts = append(parts, "state "+stateWord(s, false))
 	}
 	pos := "none"
 	if li.pos.total > 0 {
@@ -216,9 +216,6 @@ func causeWord(c ledger.HoldCause, short bool) string {
 	return strings.ReplaceAll(string(c), "_", " ")
 }
 
-// stateLabel is a state in plain words.
-func stateLabel(s ledger.State) string { return strings.ReplaceAll(string(s), "_", " ") }
-
 func stateMark(s ledger.State) mark {
 	switch s {
 	case ledger.StateSent:
@@ -269,7 +266,7 @@ func metricsLines(th Theme, m ledger.Metrics) []string {
 	out = append(out, "", th.Header.Render("  by state"))
 	for _, s := range ledger.AllStates {
 		if n := m.ByState[s]; n > 0 {
-			out = append(out, fmt.Sprintf("  %-20s %8d", stateLabel(s), n))
+			out = append(out, fmt.Sprintf("  %-20s %8d", stateWord(s, false), n))
 		}
 	}
 	return out

@@ -14,15 +14,6 @@ import (
 // no two states or outcomes share one, so a narrow table is never
 // ambiguous; the detail screen (enter) always has the full words.
 
-// stateWord is a state in plain words; short gives the form for a narrow
-// column (at most 9 columns wide).
-func stateWord(s ledger.State, short bool) string {
-	if short && s == ledger.StateAwaitingApproval {
-		return "awaiting"
-	}
-	return strings.ReplaceAll(string(s), "_", " ")
-}
-
 // outcomeWord is an attempt's outcome in plain words: outcome is the
 // ledger's value ("" while in flight), reconciled says it was established
 // afterwards. The short forms use the mail trade's own words: a temporary

@@ -469,13 +469,6 @@ func audienceFate(row ledger.AudienceRow) string {
 	return row.Status
 }
 
-func orText(s, alt string) string {
-	if s == "" {
-		return alt
-	}
-	return s
-}
-
 // audienceSampleRows is how many sample audience rows fit: none on a short
 // screen, where the table and history need the room.
 func audienceSampleRows(height int) int {

@@ -125,7 +125,7 @@ func NewReview(th Theme, cfg ReviewConfig) *Review {
 		cfg.Actor = "reviewer"
 	}
 	if cfg.Source == "" {
-		cfg.Source = cfg.Ledger.Path()
+		cfg.Source = sourceName(cfg.Ledger)
 	}
 	if cfg.Poll == 0 {
 		cfg.Poll = DefaultPoll

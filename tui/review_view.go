@@ -158,7 +158,7 @@ func (rv *Review) timelineRow(p int, label string, c tlCols) string {
 	if c.to > 0 {
 		to := ""
 		if ev.To != 0 {
-			to = stateShort(h.States[ev.To])
+			to = stateCode(h.States[ev.To])
 		}
 		row += fmt.Sprintf("%-*s ", c.to, ansi.Truncate(to, c.to, ellipsis))
 	}
@@ -205,17 +205,6 @@ func lineMark(h *review.History, ev review.Event, kind ledger.EventKind) mark {
 	return markNone
 }
 
-func stateShort(code string) string {
-	st, cause, _ := strings.Cut(code, ":")
-	switch {
-	case cause != "":
-		return "held(" + strings.ReplaceAll(cause, "_", " ") + ")"
-	case st == string(ledger.StateAwaitingApproval):
-		return "awaiting"
-	}
-	return st
-}
-
 // filterLine says what the timeline selects, or is the prompt.
 func (rv *Review) filterLine() string {
 	if rv.prompt != promptNone {
@@ -259,12 +248,12 @@ func (rv *Review) selectedLines() []string {
 		}
 	}
 	if ev.To != 0 {
-		text = "→ " + stateShort(rv.h.States[ev.To]) + ". " + text
+		text = "→ " + stateCode(rv.h.States[ev.To]) + ". " + text
 	}
 	if ev.Flags&review.FlagInferred != 0 {
 		text += " (* state inferred: written before lines recorded their state)"
 	}
-	wrapped := strings.Split(ansi.Wordwrap(text, rv.width, " "), "\n")
+	wrapped := wrapWords(text, rv.width)
 	if len(wrapped) > 3 {
 		wrapped = wrapped[:3]
 		wrapped[2] = ansi.Truncate(wrapped[2]+" "+ellipsis, rv.width, ellipsis)
@@ -440,11 +429,11 @@ func stopBody(r *review.Report) ([]string, []string, []lineStyle) {
 		out = append(out, fmt.Sprintf("%s: %d", r.Counts[k].Title, len(b.Actions)))
 		keys, styles = append(keys, ""), append(styles, styleHeader)
 		for _, a := range b.Actions {
-			then := stateShort(a.State)
+			then := stateCode(a.State)
 			if a.Inferred {
 				then += "*"
 			}
-			line, style := fmt.Sprintf("  %s  %s → now %s", keyLabel(a.Key, a.Task), then, stateShort(a.Now)), stylePlain
+			line, style := fmt.Sprintf("  %s  %s → now %s", keyLabel(a.Key, a.Task), then, stateCode(a.Now)), stylePlain
 			if a.ArrivedTwice {
 				line, style = line+" · ARRIVED TWICE", styleBad
 			}

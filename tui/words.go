@@ -1,0 +1,81 @@
+package tui
+
+import (
+	"strings"
+
+	"github.com/charmbracelet/x/ansi"
+
+	"gatehouse/ledger"
+)
+
+// The words every screen shares: one wrapper, one stand-in for a missing
+// value, one name for a ledger and for a state, so two screens never say
+// one thing two ways.
+
+// para wraps text at width after prefix, indenting the continuation lines
+// under the text so a long sentence stays readable instead of being cut.
+func para(prefix, text string, width int) []string {
+	pw := ansi.StringWidth(prefix)
+	lines := wrapWords(text, max(width-pw, 10))
+	out := make([]string, len(lines))
+	for i, l := range lines {
+		if i == 0 {
+			out[i] = prefix + l
+			continue
+		}
+		out[i] = strings.Repeat(" ", pw) + l
+	}
+	return out
+}
+
+// nbHyphen stands in for "-" while ansi.Wrap runs: it always breaks after
+// a hyphen, and a key such as T-4711 or gh1:cust-42 must stay whole.
+const nbHyphen = "\u2011"
+
+// wrapWords breaks text at spaces only, runs of white space counting as
+// one (a key such as T-4711 stays whole); a word wider than the line is
+// cut hard. ansi.Wrap does the work, keeping styles and wide characters.
+func wrapWords(text string, width int) []string {
+	flat := strings.ReplaceAll(strings.Join(strings.Fields(text), " "), "-", nbHyphen)
+	return strings.Split(strings.ReplaceAll(ansi.Wrap(flat, width, ""), nbHyphen, "-"), "\n")
+}
+
+// orDash is s, or a dash where nothing was recorded.
+func orDash(s string) string {
+	if strings.TrimSpace(s) == "" {
+		return "—"
+	}
+	return s
+}
+
+// orText is s, or alt where s is empty.
+func orText(s, alt string) string {
+	if s == "" {
+		return alt
+	}
+	return s
+}
+
+// sourceName names a ledger on screen: its location with any password
+// taken out, as every command that prints one does (a PostgreSQL URL
+// carries it).
+func sourceName(l *ledger.Ledger) string { return ledger.RedactLocation(l.Path()) }
+
+// stateWord is a state in plain words; short gives the form for a narrow
+// column (at most 9 columns wide).
+func stateWord(s ledger.State, short bool) string {
+	if short && s == ledger.StateAwaitingApproval {
+		return "awaiting"
+	}
+	return strings.ReplaceAll(string(s), "_", " ")
+}
+
+// stateCode is a state as the review's history codes it, "held:cause" for
+// a hold, in its short words.
+func stateCode(code string) string {
+	st, cause, _ := strings.Cut(code, ":")
+	if cause != "" {
+		return "held(" + strings.ReplaceAll(cause, "_", " ") + ")"
+	}
+	return stateWord(ledger.State(st), true)
+}
