@@ -68,24 +68,6 @@ func (r *Rehearsal) countsBar() []string {
 		fmt.Sprintf("holds %d", c.Holds), fmt.Sprintf("conflicts %d", c.Conflicts), fmt.Sprintf("unknown %d", c.Unknown)}
 }
 
-// packItems joins items with " · " into as few lines of width w as it can
-// without breaking an item, so a figure never sits apart from its name.
-func packItems(items []string, w int) []string {
-	var lines []string
-	cur := ""
-	for _, it := range items {
-		switch {
-		case cur == "":
-			cur = it
-		case ansi.StringWidth(cur+" · "+it) <= w:
-			cur += " · " + it
-		default:
-			lines, cur = append(lines, cur+" ·"), it
-		}
-	}
-	return append(lines, cur)
-}
-
 // The columns of the three-column table, by index into threeCols.
 const (
 	cName = iota

@@ -79,3 +79,22 @@ func stateCode(code string) string {
 	}
 	return stateWord(ledger.State(st), true)
 }
+
+// packItems joins items with " · " into as few lines of width w as it can
+// without breaking an item, so a figure never sits apart from its name; a
+// line that goes on below ends in " ·".
+func packItems(items []string, w int) []string {
+	var lines []string
+	cur := ""
+	for _, it := range items {
+		switch {
+		case cur == "":
+			cur = it
+		case ansi.StringWidth(cur+" · "+it+" ·") <= w:
+			cur += " · " + it
+		default:
+			lines, cur = append(lines, cur+" ·"), it
+		}
+	}
+	return append(lines, cur)
+}
