@@ -252,7 +252,7 @@ func taskDetailLines(th Theme, t ledger.Task, pres []ledger.Presence, total int,
 	}
 	out = append(out, para("  on it now  ", orDash(strings.Join(on, ", "))+" — advisory only", w)...)
 	out = append(out, "", th.Header.Render(fmt.Sprintf("Actions (%d)", total)))
-	out = append(out, renderTable(th, actionCols, actionRows(acts, w < wideTable), -1, w)...)
+	out = append(out, renderTable(th, actionCols, actionRows(acts, w), -1, w)...)
 	return append(out, eventLines(th, "History (newest 50)", evs, w)...)
 }
 

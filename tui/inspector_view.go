@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"gatehouse/internal/keyname"
 	"gatehouse/ledger"
 )
 
@@ -71,14 +72,13 @@ func (in *Inspector) table() []string {
 	if li.pos.total == 0 && li.loaded {
 		return []string{"", in.th.Dim.Render("  " + in.emptyText(li))}
 	}
-	short := in.width < wideTable
 	switch in.tab {
 	case tabTasks:
 		return renderTable(in.th, taskCols, taskRows(li.tasks), sel, in.width)
 	case tabHolds:
-		return renderTable(in.th, holdCols, holdRows(li.actions, short), sel, in.width)
+		return renderTable(in.th, holdCols, holdRows(li.actions, in.width), sel, in.width)
 	}
-	return renderTable(in.th, actionCols, actionRows(li.actions, short), sel, in.width)
+	return renderTable(in.th, actionCols, actionRows(li.actions, in.width), sel, in.width)
 }
 
 // wideTable is the width from which states and causes are shown in their
@@ -125,28 +125,27 @@ func taskRows(ts []ledger.TaskSummary) []row {
 	return out
 }
 
-// On a narrow screen the key column shows what tells keys apart (see
-// keyLabels); enter opens the whole key.
+// The key column shows what tells the page's keys apart, and more of each
+// where there is room (see keyname); enter opens the whole key.
 var actionCols = []column{
 	{"action", 14, 0}, {"state", 9, 0}, {"task", 6, 0}, {"why", 12, 1}, {"updated", 8, 0},
 }
 
-// labels are the page's keys as the key column shows them: whole when
-// there is room (short false), else the part that tells them apart.
-func labels(as []ledger.Action, short bool) []string {
+// labels are the page's keys as the key column shows them in a table w
+// columns wide: the column takes what the other columns leave, up to what a
+// whole key needs.
+func labels(as []ledger.Action, w int) []string {
 	keys, tasks := make([]string, len(as)), make([]string, len(as))
 	for i, a := range as {
 		keys[i], tasks[i] = a.Key, a.TaskID
 	}
-	if !short {
-		return keys
-	}
-	return keyLabels(keys, tasks)
+	return keyname.Names(keys, tasks, min(max(w-48, 14), 60))
 }
 
-func actionRows(as []ledger.Action, short bool) []row {
+func actionRows(as []ledger.Action, w int) []row {
+	short := w < wideTable
 	out := make([]row, len(as))
-	for i, label := range labels(as, short) {
+	for i, label := range labels(as, w) {
 		a := as[i]
 		out[i] = row{cells: []string{label, stateWord(a.State, short), a.TaskID, why(a),
 			a.UpdatedAt.Format(clockFormat)}, mark: actionMark(a)}
@@ -180,9 +179,10 @@ var holdCols = []column{
 	{"action", 14, 0}, {"state", 7, 0}, {"cause", 8, 0}, {"task", 6, 0}, {"why", 12, 1},
 }
 
-func holdRows(as []ledger.Action, short bool) []row {
+func holdRows(as []ledger.Action, w int) []row {
+	short := w < wideTable
 	out := make([]row, len(as))
-	for i, label := range labels(as, short) {
+	for i, label := range labels(as, w) {
 		a := as[i]
 		out[i] = row{cells: []string{label, stateWord(a.State, short), causeWord(a.HoldCause, short),
 			a.TaskID, why(a)}, mark: actionMark(a)}

@@ -38,7 +38,7 @@ type Rehearsal struct {
 	homeID  int // where the verdict is reported (0: nowhere)
 	// layouts are the three columns' layouts chosen so far, by width; they
 	// depend on the scenario only, so a run's columns never change width.
-	layouts map[int]threeLayout
+	layouts map[layoutAt]threeLayout
 }
 
 // Rehearsal messages (delivered through routedMsg).

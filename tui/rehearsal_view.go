@@ -8,6 +8,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"gatehouse/destination"
+	"gatehouse/internal/keyname"
 	"gatehouse/ledger"
 	"gatehouse/scenarios"
 )
@@ -119,25 +120,61 @@ const subjectRoom = 12
 
 // layoutFor chooses the richest tier whose columns fit width w.
 func (r *Rehearsal) layoutFor(w int) threeLayout {
-	if l, ok := r.layouts[w]; ok {
+	// A key the scenario does not name (an action a workflow made up, say)
+	// needs room for the part that tells it apart: its layout is chosen
+	// again when such a key first appears, and only then.
+	keys := make([]string, len(r.snap.Rows))
+	for i, row := range r.snap.Rows {
+		keys[i] = row.Key
+	}
+	need := 0
+	for i, n := range keyname.Telling(keys, nil) {
+		if r.snap.Rows[i].Name == "" {
+			need = max(need, ansi.StringWidth(n))
+		}
+	}
+	at := layoutAt{w, need}
+	if l, ok := r.layouts[at]; ok {
 		return l
 	}
 	var l threeLayout
 	for _, tier := range layoutTiers {
-		l = r.buildLayout(tier.drop, tier.short, w)
+		l = r.buildLayout(tier.drop, tier.short, w, need)
 		if sum(l.widths)+colGap*(len(l.widths)-1) <= w && l.widths[len(l.widths)-2] >= subjectRoom {
 			break
 		}
 	}
 	if r.layouts == nil {
-		r.layouts = map[int]threeLayout{}
+		r.layouts = map[layoutAt]threeLayout{}
 	}
-	r.layouts[w] = l
+	r.layouts[at] = l
 	return l
 }
 
-func (r *Rehearsal) buildLayout(drop []int, short bool, w int) threeLayout {
+// layoutAt is what a layout is chosen for: a width, and the room the
+// widest unnamed key needs.
+type layoutAt struct{ width, need int }
+
+// keyNames names the rows the scenario does not name by their keys (see
+// keyname), in w columns, told apart from every key of the run; a named
+// row's entry is its name.
+func (r *Rehearsal) keyNames(w int) []string {
+	keys := make([]string, len(r.snap.Rows))
+	for i, row := range r.snap.Rows {
+		keys[i] = row.Key
+	}
+	names := keyname.Names(keys, nil, w)
+	for i, row := range r.snap.Rows {
+		if row.Name != "" {
+			names[i] = row.Name
+		}
+	}
+	return names
+}
+
+func (r *Rehearsal) buildLayout(drop []int, short bool, w, need int) threeLayout {
 	seeds := r.seedWidths(short)
+	seeds[cName] = max(seeds[cName], need)
 	l := threeLayout{short: short}
 	for i := range threeCols {
 		if slices.Contains(drop, i) {
@@ -207,6 +244,9 @@ func (r *Rehearsal) seedWidths(short bool) []int {
 	for _, a := range w.Actors {
 		grow(cOwner, a.ID)
 	}
+	for _, st := range r.sc.Steps {
+		grow(cName, st.As) // a correction's name
+	}
 	for _, s := range ledger.AllStates {
 		grow(cState, stateWord(s, short))
 	}
@@ -237,7 +277,7 @@ func localPart(id string) string {
 // carries.
 func (r *Rehearsal) columns(w, h int) []string {
 	l := r.layoutFor(w)
-	rows, owner := threeRows(r.snap.Rows, l.short)
+	rows, owner := threeRows(r.snap.Rows, r.keyNames(l.widths[0]), l.short)
 	if len(rows) == 0 && r.report != nil {
 		return []string{r.th.Dim.Render("No action was proposed in this rehearsal: nothing to send, nothing arrived.")}
 	}
@@ -255,7 +295,9 @@ func (r *Rehearsal) columns(w, h int) []string {
 		}
 	}
 	for i := range rows {
-		rows[i].cells[cName] = abbrev(rows[i].cells[cName], l.widths[0])
+		if k := r.snap.Rows[owner[i]]; k.Name != "" && rows[i].cells[cName] != "" {
+			rows[i].cells[cName] = abbrev(k.Name, l.widths[0]) // a key's name fits already
+		}
 	}
 	cols, rows := project(l.keep, threeCols, rows)
 	// Group line, column header and a footer leave h-3 lines for rows;
@@ -294,7 +336,7 @@ func project(keep []int, cols []column, rows []row) ([]column, []row) {
 
 // threeRows expands each key into its lines aligned by attempt (see
 // scenarios.Row.Lines); owner maps each line back to its key's row.
-func threeRows(keys []scenarios.Row, short bool) (rows []row, owner []int) {
+func threeRows(keys []scenarios.Row, names []string, short bool) (rows []row, owner []int) {
 	for i, k := range keys {
 		m, note := rowMark(k)
 		for j, ln := range k.Lines() {
@@ -304,7 +346,7 @@ func threeRows(keys []scenarios.Row, short bool) (rows []row, owner []int) {
 				if k.State != "" {
 					st = stateWord(ledger.State(k.State), short)
 				}
-				cells[cName], cells[cState], cells[cOwner] = orText(k.Name, keyLabel(k.Key, "")), st, k.Owner
+				cells[cName], cells[cState], cells[cOwner] = names[i], st, k.Owner
 			}
 			if a := ln.Attempt; a != nil {
 				cells[cNum], cells[cTransport] = fmt.Sprint(a.Number), localPart(a.TransportID)

@@ -9,6 +9,7 @@ import (
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 
+	"gatehouse/internal/keyname"
 	"gatehouse/review"
 )
 
@@ -179,7 +180,7 @@ func stopBody(r *review.Report) ([]string, []string, []lineStyle) {
 			if a.Inferred {
 				then += "*"
 			}
-			line, style := fmt.Sprintf("  %s  %s → now %s", keyLabel(a.Key, a.Task), then, stateCode(a.Now)), stylePlain
+			line, style := fmt.Sprintf("  %s  %s → now %s", keyname.Name(a.Key, a.Task, 0), then, stateCode(a.Now)), stylePlain
 			if a.ArrivedTwice {
 				line, style = line+" · ARRIVED TWICE", styleBad
 			}

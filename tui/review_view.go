@@ -6,6 +6,7 @@ import (
 
 	"github.com/charmbracelet/x/ansi"
 
+	"gatehouse/internal/keyname"
 	"gatehouse/ledger"
 	"gatehouse/review"
 )
@@ -85,7 +86,7 @@ func (t *timelineTab) view(rv *Review) []string {
 		return append(lines, rv.th.Dim.Render("No history line matches the filters (c clears them)."))
 	}
 	end := min(t.pos.top+t.pos.rows, len(t.sel))
-	labels := t.pageLabels(rv.h, t.pos.top, end)
+	labels := t.pageLabels(rv.h, t.pos.top, end, c.action)
 	for p := t.pos.top; p < end; p++ {
 		lines = append(lines, t.row(rv, p, labels[p-t.pos.top], c))
 	}
@@ -120,14 +121,14 @@ func (rv *Review) timelineWidths() tlCols {
 
 // pageLabels names the actions of the lines on the page by the parts of
 // their keys that tell them apart.
-func (t *timelineTab) pageLabels(h *review.History, from, to int) []string {
+func (t *timelineTab) pageLabels(h *review.History, from, to, w int) []string {
 	var keys, tasks []string
 	for p := from; p < to; p++ {
 		if ev := h.Events[t.sel[p]]; ev.Action != 0 {
 			keys, tasks = append(keys, h.Key(ev.Action)), append(tasks, h.Tasks[ev.Task])
 		}
 	}
-	short := keyLabels(keys, tasks)
+	short := keyname.Names(keys, tasks, w)
 	out := make([]string, 0, to-from)
 	k := 0
 	for p := from; p < to; p++ {
@@ -137,7 +138,7 @@ func (t *timelineTab) pageLabels(h *review.History, from, to int) []string {
 			out = append(out, short[k])
 			k++
 		case h.Tasks[ev.Task] != "":
-			out = append(out, "task "+h.Tasks[ev.Task])
+			out = append(out, abbrev("task "+h.Tasks[ev.Task], w))
 		default:
 			out = append(out, "")
 		}
@@ -163,7 +164,7 @@ func (t *timelineTab) row(rv *Review, p int, label string, c tlCols) string {
 		}
 		row += fmt.Sprintf("%-*s ", c.to, ansi.Truncate(to, c.to, ellipsis))
 	}
-	row += fmt.Sprintf("%-*s %-*s", c.actor, abbrev(h.Actors[ev.Actor], c.actor), c.action, abbrev(label, c.action))
+	row += fmt.Sprintf("%-*s %-*s", c.actor, abbrev(h.Actors[ev.Actor], c.actor), c.action, label)
 	if c.msg > 0 {
 		row += " " + ansi.Truncate(t.text[ev.ID].Message, c.msg, ellipsis)
 	}
@@ -285,11 +286,11 @@ func (t *timelineTab) spansView(rv *Review) []string {
 		keys = append(keys, h.Key(sp.Action))
 		tasks = append(tasks, h.Facts.Actions[h.Key(sp.Action)].TaskID)
 	}
-	labels := keyLabels(keys, tasks)
+	labels := keyname.Names(keys, tasks, labelW)
 	for p := t.spanPos.top; p < end; p++ {
 		sp := t.spanList[p]
 		from := h.Events[sp.First].Time().Format("01-02 15:04:05")
-		label := abbrev(labels[p-t.spanPos.top], labelW)
+		label := labels[p-t.spanPos.top]
 		var row string
 		if wide {
 			row = fmt.Sprintf("%s %-*s %-*s %5d %-*s %s", spanMark(h, sp.Action), tlTimeW, from, tlTimeW,

@@ -26,6 +26,8 @@ var layers = map[string][]string{
 	"gatehouse/internal/pgtest":      nil,
 	"gatehouse/internal/sourcerules": nil,
 	"gatehouse/internal/redact":      nil,
+	// keyname names keys by the ledger's own parse of them.
+	"gatehouse/internal/keyname": {"gatehouse/ledger"},
 
 	"gatehouse/destination":            {"gatehouse/internal/mailheader", "gatehouse/internal/oswait"},
 	"gatehouse/destination/mailrender": {"gatehouse/destination", "gatehouse/internal/mailheader"},
