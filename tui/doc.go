@@ -9,6 +9,8 @@ import (
 	"charm.land/bubbles/v2/key"
 	"charm.land/bubbles/v2/viewport"
 	tea "charm.land/bubbletea/v2"
+
+	"gatehouse/ledger"
 )
 
 // renderFunc lays a loaded document out at a width, so a resize re-wraps it.
@@ -20,19 +22,20 @@ type renderFunc func(th Theme, width int) []string
 type docScreen struct {
 	base
 	title   string
-	load    func(ctx context.Context) (renderFunc, error)
+	load    func(ctx context.Context) (renderFunc, *ledger.Action, error)
 	render  renderFunc
 	vp      viewport.Model
 	loading bool
 }
 
-// docLoadedMsg is a loaded document.
+// docLoadedMsg is a loaded document, and the action it is about, if any.
 type docLoadedMsg struct {
 	render renderFunc
+	action *ledger.Action
 	err    error
 }
 
-func newDoc(th Theme, title string, load func(context.Context) (renderFunc, error)) *docScreen {
+func newDoc(th Theme, title string, load func(context.Context) (renderFunc, *ledger.Action, error)) *docScreen {
 	return &docScreen{base: newBase(th), title: title, load: load, loading: true, vp: viewport.New()}
 }
 
@@ -46,8 +49,8 @@ func (d *docScreen) Busy() bool { return d.loading }
 func (d *docScreen) Init() tea.Cmd {
 	load := d.load
 	return d.do(func(ctx context.Context) tea.Msg {
-		r, err := load(ctx)
-		return docLoadedMsg{render: r, err: err}
+		r, a, err := load(ctx)
+		return docLoadedMsg{render: r, action: a, err: err}
 	})
 }
 

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"gatehouse/ledger"
+
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 )
@@ -43,14 +45,14 @@ func TestWrapWords(t *testing.T) {
 // lines are below and how to reach them; the movement keys scroll it to
 // its last line, and a narrower screen lays it out again.
 func TestDocumentScrollsAndSaysWhatIsBelow(t *testing.T) {
-	doc := newDoc(NewTheme(true), "doc", func(context.Context) (renderFunc, error) {
+	doc := newDoc(NewTheme(true), "doc", func(context.Context) (renderFunc, *ledger.Action, error) {
 		return func(_ Theme, w int) []string {
 			var out []string
 			for i := 1; i <= 40; i++ {
 				out = append(out, para("", fmt.Sprintf("line %d of the document, wrapped at the width", i), w)...)
 			}
 			return out
-		}, nil
+		}, nil, nil
 	})
 	a := newDriven(doc, 80, 24) // 21 body lines
 	s := screenText(a)

@@ -124,10 +124,6 @@ type (
 		n   int64
 		err error
 	}
-	opMsg struct {
-		what string
-		err  error
-	}
 )
 
 // Update implements Screen.

@@ -139,7 +139,7 @@ func labels(as []ledger.Action, w int) []string {
 	for i, a := range as {
 		keys[i], tasks[i] = a.Key, a.TaskID
 	}
-	return keyname.Names(keys, tasks, min(max(w-48, 14), 60))
+	return keyname.Names(keys, tasks, min(max(w*3/10, 14), 60))
 }
 
 func actionRows(as []ledger.Action, w int) []row {

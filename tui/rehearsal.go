@@ -273,7 +273,7 @@ func (r *Rehearsal) openDetail() tea.Cmd {
 	// The detail speaks the rehearsal screen's names for the mailbox, so
 	// one address does not appear under two names on the way in (the
 	// inspector shows the ledger's records as they are).
-	return push(newNamedActionDetail(r.th, r.run.Ledger(), r.snap.Rows[i].Key, r.run.Stable))
+	return push(newNamedActionDetail(r.th, operator{l: r.run.Ledger(), actor: "trainer"}, r.snap.Rows[i].Key, r.run.Stable))
 }
 
 // KeyMap implements Screen.

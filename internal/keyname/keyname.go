@@ -37,7 +37,7 @@ const Ellipsis = "…"
 func Names(keys, tasks []string, width int) []string {
 	segs, quiet, chosen := split(keys, tasks)
 	fits := func(i int) bool { return width <= 0 || ansi.StringWidth(join(segs[i], chosen[i])) <= width }
-	// The other segments join every name, in the keys' order, where all
+	// The other segments join every name, in the keys' order, while all
 	// the names still fit.
 	for s := range maxLen(segs) {
 		var added []int
@@ -47,14 +47,13 @@ func Names(keys, tasks []string, width int) []string {
 				added = append(added, i)
 			}
 		}
-		for _, i := range added {
-			if !fits(i) {
-				for _, i := range added {
-					chosen[i][s] = false
-				}
-				break
-			}
+		if !slices.ContainsFunc(added, func(i int) bool { return !fits(i) }) {
+			continue
 		}
+		for _, i := range added {
+			chosen[i][s] = false
+		}
+		break // a later segment alone would read as if it followed this one
 	}
 	out := make([]string, len(keys))
 	for i := range keys {

@@ -36,7 +36,7 @@ func TestNames(t *testing.T) {
 		{"TwoCustomersOneEvent", []string{key("cust-ada", "delay-14", "delivery_notice", "t-1", 0), key("cust-cy", "delay-14", "delivery_notice", "t-2", 0)},
 			[]string{"t-1", "t-2"}, 20, []string{"cust-ada:delay-14", "cust-cy:delay-14"}},
 		{"Revision", []string{key("cust-ada", "e-1", "notice", "t-1", 0), key("cust-ada", "e-1", "notice", "t-1", 1)},
-			[]string{"t-1", "t-1"}, 10, []string{"e-1:r0", "e-1:r1"}},
+			[]string{"t-1", "t-1"}, 10, []string{"r0", "r1"}},
 		{"RevisionRoomy", []string{key("cust-ada", "e-1", "notice", "t-1", 0), key("cust-ada", "e-1", "notice", "t-1", 1)},
 			[]string{"t-1", "t-1"}, 40, []string{"cust-ada:e-1:notice:r0", "cust-ada:e-1:notice:r1"}},
 		{"OneKeyAlone", []string{key("cust-ada", "delay-14", "delivery_notice", "t-1", 0)}, []string{"t-1"}, 20,

@@ -40,10 +40,11 @@ var layers = map[string][]string{
 	"gatehouse/ledger/audiencefile":    {"gatehouse/internal/textenc"},
 	"gatehouse/ledger":                 {"gatehouse/destination", "gatehouse/internal/clock", "gatehouse/internal/oswait", "gatehouse/internal/redact", "gatehouse/ledger/audiencefile"},
 	"gatehouse/ledger/crmfile":         {"gatehouse/ledger"},
+	"gatehouse/ledger/answer":          {"gatehouse/ledger"},
 	"gatehouse/review":                 {"gatehouse/ledger"},
 	"gatehouse/review/reviewtest":      {"gatehouse/ledger"},
 	"gatehouse/scenarios":              {"gatehouse/destination", "gatehouse/destination/smtp", "gatehouse/fakes", "gatehouse/internal/...", "gatehouse/ledger", "gatehouse/testmailbox"},
-	"gatehouse/tui":                    {"gatehouse/destination", "gatehouse/internal/...", "gatehouse/ledger", "gatehouse/review", "gatehouse/scenarios", "gatehouse/testmailbox"},
+	"gatehouse/tui":                    {"gatehouse/destination", "gatehouse/internal/...", "gatehouse/ledger", "gatehouse/ledger/answer", "gatehouse/review", "gatehouse/scenarios", "gatehouse/testmailbox"},
 	"gatehouse/proof":                  {"gatehouse/..."},
 	"gatehouse/cmd/gatehouse":          {"gatehouse/..."},
 }
