@@ -109,8 +109,18 @@ func (l *Ledger) Propose(ctx context.Context, p Proposal) (Action, error) {
 	}
 	var out Action
 	err := l.writeRelaxed(ctx, func(t *wtx) (err error) {
-		out, err = t.propose(p)
-		return err
+		// On a ledger that was ever restored a key it has never seen may
+		// be one the lost history sent; a ledger never restored spends no
+		// read on it.
+		first := false
+		if l.everRestored.Load() {
+			_, err := getAction(t, p.Key())
+			first = errors.Is(err, ErrNotFound)
+		}
+		if out, err = t.propose(p); err != nil || !first {
+			return err
+		}
+		return t.unverifiedAtBirth(out.Key)
 	})
 	return out, err
 }

@@ -412,8 +412,12 @@ func takenAt(at time.Time) string {
 
 // newerHistory is what the ledger at path holds that the backup does not:
 // the lines past the backup's point in the same generation of the same
-// ledger; every line of another ledger or generation. A missing or empty
-// file holds nothing. It also returns the replaced ledger's lineage.
+// ledger; every line of another ledger or generation. A generation is
+// told by its number and when it began (restored_at): a copy put back by
+// hand and marked restored counts on from the copy's number, so two copies
+// of one backup put back in turn carry the same number, and only the time
+// tells their histories apart. A missing or empty file holds nothing. It
+// also returns the replaced ledger's lineage.
 func newerHistory(ctx context.Context, path string, backup Lineage) (History, Lineage, error) {
 	var h History
 	var lin Lineage
@@ -435,16 +439,18 @@ func newerHistory(ctx context.Context, path string, backup Lineage) (History, Li
 		return h, lin, nil
 	case 2:
 		if hasLineage(ctx, db) {
-			if err := db.QueryRowContext(ctx, `SELECT id, generation FROM ledger_identity`).Scan(&lin.ID, &lin.Generation); err != nil {
+			var rat int64
+			if err := db.QueryRowContext(ctx, `SELECT id, generation, restored_at FROM ledger_identity`).Scan(&lin.ID, &lin.Generation, &rat); err != nil {
 				return h, lin, err
 			}
+			lin.RestoredAt = fromNS(rat)
 		} else if err := db.QueryRowContext(ctx, `SELECT id FROM ledger_identity`).Scan(&lin.ID); err != nil {
 			return h, lin, err
 		}
 		if lin.Generation == 0 {
 			lin.Generation = 1
 		}
-		if lin.ID == backup.ID && lin.Generation == backup.Generation {
+		if lin.ID == backup.ID && lin.Generation == backup.Generation && lin.RestoredAt.Equal(backup.RestoredAt) {
 			after = backup.BackupPoint
 		}
 	}

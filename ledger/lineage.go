@@ -89,9 +89,11 @@ func readLineage(q queryer) (Lineage, error) {
 // opened before that would not see it.
 func (l *Ledger) loadRestored(ctx context.Context, db *sql.DB) {
 	var n int
-	if err := db.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM unverified_actions) + (SELECT count(*) FROM unverified_releases)`).
-		Scan(&n); err == nil {
+	var at int64
+	if err := db.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM unverified_actions) + (SELECT count(*) FROM unverified_releases),
+		(SELECT restored_at FROM ledger_identity)`).Scan(&n, &at); err == nil {
 		l.restored.Store(n > 0)
+		l.everRestored.Store(at != 0)
 	}
 }
 
@@ -143,6 +145,7 @@ func (l *Ledger) MarkRestored(ctx context.Context, actor, reason string) (Restor
 	})
 	if err == nil {
 		l.restored.Store(m.UnverifiedActions+m.UnverifiedReleases > 0)
+		l.everRestored.Store(true)
 	}
 	return m, err
 }
@@ -175,6 +178,23 @@ func (t *wtx) markRestored(actor, reason string) (RestoreMark, error) {
 		"%s marked the ledger restored: generation %d begins. %d action(s) that had not ended and %d audience release(s) are unverified: "+
 			"what the ledger sent after its copy was taken is unknown to it, so each is looked up at its destination before its first send.",
 		actor, m.Generation, m.UnverifiedActions, m.UnverifiedReleases)
+}
+
+// unverifiedAtBirth marks an action a restored ledger proposes for the
+// first time unverified, as the restore marked those it held: the history
+// the restore discarded may have proposed and sent the very same key (a
+// webhook delivered again, a workflow run again), and nothing in the
+// restored ledger can say it did not. Its first send looks the key up at
+// its destination (see verifyRestored); what the lost history sent may
+// land until the restore's time plus a lease and the settle time, as for
+// the others.
+func (t *wtx) unverifiedAtBirth(key string) error {
+	if _, err := t.Exec(`INSERT INTO unverified_actions (action_key, since, generation)
+		SELECT ?, restored_at, generation FROM ledger_identity`, key); err != nil {
+		return fmt.Errorf("mark %s unverified since the restore: %w", key, err)
+	}
+	t.l.restored.Store(true) // a decision reads the marks from now on
+	return nil
 }
 
 // unverifiedSince reports whether key is unverified since a restore, and
@@ -210,6 +230,16 @@ func (t *wtx) refuseUnverified(a *Action) error {
 	return &StateError{Key: a.Key, State: a.State, Err: ErrNotVerifiedYet,
 		Hint: fmt.Sprintf("the ledger was restored at %s and %s has not been looked up at its destination since; a send through the gate does that first",
 			clockTime(since), a.Key)}
+}
+
+// VerifyRestored is the look Execute takes before it decides, for callers
+// of BeginAttempt, which refuses an action a restore left unverified
+// (ErrNotVerifiedYet) and has no destination to look it up at: the same
+// answers (held found_after_restore or unverified, not verified yet, or
+// verified), with nothing sent. An action that is not unverified, or not
+// approved for dest, is left as it is.
+func (l *Ledger) VerifyRestored(ctx context.Context, req ExecuteRequest, dest destination.Destination) (Action, error) {
+	return l.verifyRestored(ctx, req, dest)
 }
 
 // verifyRestored looks an unverified action's key up at the records of

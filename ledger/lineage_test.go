@@ -295,3 +295,119 @@ func TestRestoredAudienceSendsEachRecipientOnce(t *testing.T) {
 		t.Fatalf("check: %v %v", vs, err)
 	}
 }
+
+// TestRestoreRefusedOverAnotherLifeOfTheSameGeneration: a backup copied back
+// by hand twice and marked restored each time gives two lives with the same
+// generation number. A backup taken in the first, restored over the second,
+// would discard the second's history; its lines are fewer than the
+// backup's point, so only when the generation began tells the two apart.
+func TestRestoreRefusedOverAnotherLifeOfTheSameGeneration(t *testing.T) {
+	sqliteOnly(t)
+	w := newWorld(t)
+	first := w.approved("wf-ack")
+	dir := t.TempDir()
+	monday := filepath.Join(dir, "monday.db")
+	_, err := w.l.Backup(w.ctx, monday, false)
+	w.must(err)
+	handCopy := func() {
+		w.l.Close()
+		copied, err := os.ReadFile(monday)
+		w.must(err)
+		for _, suffix := range []string{"-wal", "-shm"} {
+			os.Remove(w.path + suffix)
+		}
+		w.must(os.WriteFile(w.path, copied, 0o600))
+		w.open()
+		m, err := w.l.MarkRestored(w.ctx, "ops", "put back Monday's copy")
+		w.must(err)
+		if m.Generation != 2 {
+			t.Fatalf("mark %+v, want generation 2", m)
+		}
+	}
+	handCopy()
+	for i := range 3 { // the first life moves on, and is backed up
+		p := ackProposal("wf-ack")
+		p.Event = fmt.Sprintf("enquiry-%d", 2000+i)
+		_, err := w.l.Propose(w.ctx, p)
+		w.must(err)
+	}
+	tuesday := filepath.Join(dir, "tuesday.db")
+	info, err := w.l.Backup(w.ctx, tuesday, false)
+	w.must(err)
+	w.clock.Advance(time.Hour)
+	handCopy() // the second life: fewer lines than tuesday's point
+	_, err = w.l.Execute(w.ctx, ledger.ExecuteRequest{Key: first.Key, Executor: "wf-ack", Reread: consentYes}, w.dest)
+	if !errors.Is(err, ledger.ErrNotVerifiedYet) {
+		t.Fatalf("send right after the restore: %v, want not verified yet", err)
+	}
+	if last, err := w.l.History(w.ctx, ledger.HistoryFilter{Limit: 1, Newest: true}); err != nil || last[0].ID >= info.Point {
+		t.Fatalf("the second life's last line %v (%v) is not below tuesday's point %d: the test shows nothing", last, err, info.Point)
+	}
+	w.l.Close()
+	before, err := os.ReadFile(w.path)
+	w.must(err)
+	_, err = ledger.RestoreWith(w.ctx, w.path, tuesday, ledger.RestoreOptions{Clock: w.clock})
+	if !errors.Is(err, ledger.ErrNewerHistory) {
+		t.Fatalf("restore of another life's backup: %v, want ErrNewerHistory", err)
+	}
+	after, err := os.ReadFile(w.path)
+	w.must(err)
+	if string(before) != string(after) {
+		t.Fatal("a refused restore changed the ledger file")
+	}
+	w.open()
+}
+
+// TestRestoredLedgerLooksUpWhatItNeverSaw: the backup was taken before the
+// action was proposed; the lost history proposed it, sent it, and the
+// message arrived. After the restore the workflow proposes it again (a
+// webhook delivered again): the restored ledger has never seen the key,
+// yet its first send looks it up and holds it; one arrival. An action the
+// lost history never had is looked up too, found nowhere, and sent.
+func TestRestoredLedgerLooksUpWhatItNeverSaw(t *testing.T) {
+	sqliteOnly(t)
+	w := newWorld(t)
+	_, err := w.l.Claim(w.ctx, ledger.TaskRef{ID: "task-7", Customer: "cust-42"}, "wf-ack")
+	w.must(err)
+	backup := filepath.Join(t.TempDir(), "backup.db")
+	_, err = w.l.Backup(w.ctx, backup, false)
+	w.must(err)
+	a := w.approved("wf-ack")
+	_, err = w.execute(a.Key, "wf-ack", consentYes)
+	w.must(err)
+	_, err = w.restoreBackup(backup, true)
+	w.must(err)
+	if _, err := w.l.Action(w.ctx, a.Key); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("the restored ledger knows %s: %v", a.Key, err)
+	}
+	w.clock.Advance(time.Hour) // long past anything the lost history sent could still land
+
+	again := w.approved("wf-ack")
+	res, err := w.execute(again.Key, "wf-ack", consentYes)
+	if !errors.Is(err, ledger.ErrHeld) || res.Action.HoldCause != ledger.HoldFoundAfterRestore {
+		t.Fatalf("send of an action proposed again after the restore: %v, %s/%s; want held found_after_restore",
+			err, res.Action.State, res.Action.HoldCause)
+	}
+	if n := w.dest.Arrivals(a.Key); n != 1 {
+		t.Fatalf("%d arrivals, want 1", n)
+	}
+
+	p := ackProposal("wf-ack")
+	p.Event = "enquiry-1002"
+	fresh, err := w.l.Propose(w.ctx, p)
+	w.must(err)
+	_, err = w.l.Approve(w.ctx, fresh.Key, "lead", consentYes)
+	w.must(err)
+	if _, err := w.execute(fresh.Key, "wf-ack", consentYes); err != nil {
+		t.Fatalf("send of an action the lost history never had: %v", err)
+	}
+	if n := w.dest.Arrivals(fresh.Key); n != 1 {
+		t.Fatalf("%d arrivals of %s, want 1", n, fresh.Key)
+	}
+	if h := w.history(fresh.Key); !strings.Contains(h, "verified and may be sent") {
+		t.Errorf("the new action was sent without a look at the destination:\n%s", h)
+	}
+	if vs, err := w.l.Check(w.ctx); err != nil || len(vs) > 0 {
+		t.Fatalf("check: %v %v", vs, err)
+	}
+}

@@ -91,6 +91,10 @@ type Ledger struct {
 	// restored is set while a restore left anything unverified (see
 	// loadRestored): only then does a decision read the marks.
 	restored atomic.Bool
+	// everRestored is set once the ledger was restored or marked restored:
+	// an action proposed from then on may be one the lost history proposed
+	// and sent (see unverifiedAtBirth).
+	everRestored atomic.Bool
 	// notice, when set, is told who holds the write lock a write waits for.
 	notice func(string)
 }

@@ -2,12 +2,17 @@ package proof_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	"gatehouse/destination"
@@ -183,6 +188,9 @@ func (w *searchWorld) opPause(key string) {
 	}
 	req := ledger.ExecuteRequest{Key: key, Executor: w.owner(a.TaskID), Reread: w.reread(key, false),
 		Endpoint: destination.EndpointAt(w.ctx, w.dest)}
+	if !w.verifiedFirst(req, w.dest) {
+		return
+	}
 	att, msg, err := w.l.BeginAttempt(w.ctx, req)
 	if err != nil {
 		w.count["send"]++
@@ -457,6 +465,9 @@ func (w *searchWorld) opRelayHold(key string) {
 	hold := budget + time.Duration(1+w.rng.IntN(int((searchLease+w.settle-budget)/time.Second)))*time.Second
 	req := ledger.ExecuteRequest{Key: key, Executor: w.owner(a.TaskID), Reread: w.reread(key, false),
 		Endpoint: destination.EndpointAt(w.ctx, w.relay)}
+	if !w.verifiedFirst(req, w.relay) {
+		return
+	}
 	att, msg, err := w.l.BeginAttempt(w.ctx, req)
 	if err != nil {
 		w.count["send"]++
@@ -722,4 +733,352 @@ func droppingLateReports(w *searchWorld) lateRecorder {
 		}
 		return w.l.RecordOutcome(ctx, transportID, o, response)
 	}
+}
+
+// A restore is a time machine: the ledger forgets what it did after the
+// backup, the mailbox keeps it. The restore nemesis takes backups at
+// random points and puts one back, three ways an operator does: `ledger
+// restore` without --discard-newer over a ledger that moved on (refused,
+// nothing changed), with --discard-newer, and a copy put back by hand
+// followed by `ledger mark-restored`. SQLite only: a PostgreSQL ledger is
+// restored with the server's tools, which the search does not drive.
+
+// searchBackup is one backup the search took.
+type searchBackup struct {
+	path string
+	info ledger.BackupInfo
+	life int // the world's restores when it was taken
+}
+
+// keptBackups is how many backups the search keeps to choose from: old
+// enough ones to go back far, few enough that a long run's disk stays
+// small.
+const keptBackups = 4
+
+// open opens the ledger at w.path as the world does.
+func (w *searchWorld) open() (*ledger.Ledger, error) {
+	return ledger.Open(w.path, ledger.WithClock(w.clock), ledger.WithLease(searchLease))
+}
+
+// opBackup takes a backup with the ledger's own online copy, whatever is in
+// flight (an executor standing still holds no lock).
+func (w *searchWorld) opBackup() {
+	if !w.file {
+		return
+	}
+	dst := filepath.Join(w.dir, fmt.Sprintf("backup-%d.db", w.count[nemesisPrefix+"backup"]))
+	info, err := w.l.Backup(w.ctx, dst, false)
+	if err != nil {
+		w.t.Fatalf("backup to %s: %v", dst, err)
+	}
+	w.nemesis("backup")
+	w.backups = append(w.backups, searchBackup{path: dst, info: info, life: w.life})
+	if len(w.backups) > keptBackups {
+		os.Remove(w.backups[0].path)
+		w.backups = w.backups[1:]
+	}
+	w.logf("backup %s: history line %d, generation %d, %d actions", filepath.Base(dst), info.Point, info.Generation, info.Actions)
+}
+
+// lastLine is the ledger's newest history line.
+func (w *searchWorld) lastLine() int64 {
+	evs, err := w.l.History(w.ctx, ledger.HistoryFilter{Limit: 1, Newest: true})
+	if err != nil {
+		w.t.Fatalf("read the history: %v", err)
+	}
+	if len(evs) == 0 {
+		return 0
+	}
+	return evs[0].ID
+}
+
+// remember keeps every attempt recorded in this life of the ledger (since
+// the last restore), before a restore may make the ledger forget them: the
+// checker counts their arrivals too.
+func (w *searchWorld) remember() {
+	evs, err := w.l.History(w.ctx, ledger.HistoryFilter{AfterID: w.scanned})
+	if err != nil {
+		w.t.Fatalf("read the history: %v", err)
+	}
+	seen := map[string]bool{}
+	for _, ev := range evs {
+		w.scanned = max(w.scanned, ev.ID)
+		if ev.Kind != ledger.EvAttemptStarted || seen[ev.ActionKey] {
+			continue
+		}
+		seen[ev.ActionKey] = true
+		atts, err := w.l.Attempts(w.ctx, ev.ActionKey)
+		if err != nil {
+			w.t.Fatalf("attempts of %s: %v", ev.ActionKey, err)
+		}
+		for _, at := range atts {
+			if !w.lostIDs[at.MessageID] {
+				w.lostIDs[at.MessageID] = true
+				w.lost[at.ActionKey] = append(w.lost[at.ActionKey], at)
+			}
+		}
+	}
+}
+
+// opRestore puts a backup back while no executor stands still and nothing
+// is in flight (the search's sends have ended; a relay may still hold a
+// message, which is what the restore's settle time is for). The workflows
+// are stopped first: the ledger is closed, and opened again after.
+func (w *searchWorld) opRestore() {
+	if !w.file || w.paused != nil || len(w.backups) == 0 {
+		return
+	}
+	b := w.backups[w.rng.IntN(len(w.backups))]
+	if w.rng.IntN(2) == 0 {
+		w.sendBeforeRestore()
+	}
+	// The ledger holds history the backup does not: it moved on since, or
+	// it is another life's (a restore since wrote lines the backup lacks).
+	last := w.lastLine()
+	newer := b.life != w.life || last > b.info.Point
+	lin, err := w.l.Lineage(w.ctx)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.remember()
+	// Putting a copy back takes a moment: two restores never begin a
+	// generation at the same instant, which is how the ledger tells two
+	// lives of one generation number apart.
+	w.advance(time.Second)
+	mode := w.rng.IntN(3)
+	if err := w.l.Close(); err != nil {
+		w.t.Fatalf("close the ledger before the restore: %v", err)
+	}
+	name := filepath.Base(b.path)
+	restored := true
+	switch mode {
+	case 0:
+		w.nemesis("restore without --discard-newer")
+		digest := fileDigest(w.t, w.path)
+		info, err := ledger.RestoreWith(w.ctx, w.path, b.path, ledger.RestoreOptions{Actor: "ops", Reason: "the search restores", Clock: w.clock})
+		switch {
+		case newer && !errors.Is(err, ledger.ErrNewerHistory):
+			w.problem("restore from %s over a ledger that moved on (line %d, the backup's %d, life %d, the backup's %d) was not refused as newer history: %v",
+				name, last, b.info.Point, w.life, b.life, err)
+		case newer && fileDigest(w.t, w.path) != digest:
+			w.problem("the refused restore from %s changed the ledger file", name)
+		case !newer && err != nil:
+			w.problem("restore from %s, the ledger as it was, was refused: %v", name, err)
+		}
+		restored = err == nil
+		if restored {
+			w.count["restore without --discard-newer: taken, nothing newer"]++
+		} else {
+			w.count["restore without --discard-newer: refused"]++
+		}
+		w.logf("restore from %s (newer history: %v) → %v (discarded %s)", name, newer, errWord(err), info.Discarded)
+	case 1:
+		w.nemesis("restore --discard-newer")
+		if w.putBack != nil {
+			restored = w.putBackDouble(b.path)
+			break
+		}
+		info, err := ledger.RestoreWith(w.ctx, w.path, b.path, ledger.RestoreOptions{Actor: "ops", Reason: "the search restores",
+			DiscardNewer: true, Clock: w.clock})
+		w.logf("restore --discard-newer from %s (newer history: %v) → %v (discarded %s; %d unverified)",
+			name, newer, errWord(err), info.Discarded, info.Mark.UnverifiedActions)
+		if err != nil {
+			w.problem("restore --discard-newer from %s: %v", name, err)
+			restored = false
+		} else if newer != !info.Discarded.Empty() {
+			w.problem("restore --discard-newer from %s discarded %s, although the ledger held newer history: %v", name, info.Discarded, newer)
+		}
+	default:
+		w.nemesis("hand copy and mark-restored")
+		if w.putBack != nil {
+			restored = w.putBackDouble(b.path)
+			break
+		}
+		if err := copyBackupByHand(b.path, w.path); err != nil {
+			w.t.Fatalf("copy %s over the ledger: %v", name, err)
+		}
+	}
+	if w.l, err = w.open(); err != nil {
+		w.t.Fatalf("open the ledger after the restore: %v", err)
+	}
+	if mode == 2 && w.putBack == nil {
+		m, err := w.l.MarkRestored(w.ctx, "ops", "a copy put back by hand")
+		w.logf("copy %s over the ledger by hand (newer history: %v); mark-restored → generation %d, %d unverified: %v",
+			name, newer, m.Generation, m.UnverifiedActions, errWord(err))
+		if err != nil {
+			w.problem("mark-restored after a hand copy of %s: %v", name, err)
+		}
+	}
+	if !restored {
+		return
+	}
+	after, err := w.l.Lineage(w.ctx)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if mode < 2 && w.putBack == nil && after.Generation <= lin.Generation {
+		w.problem("restore from %s left generation %d, the ledger it replaced had %d: generations repeat", name, after.Generation, lin.Generation)
+	}
+	w.life++
+	w.scanned = w.lastLine()
+	w.restoredAt = w.clock.Now()
+}
+
+// sendBeforeRestore is the send the restore forgets: the disk dies right
+// after the newest approved action was sent, now and then through the relay
+// that holds the final dot, so that its message is still on its way when
+// the backup is put back.
+func (w *searchWorld) sendBeforeRestore() {
+	key := w.approvedKey(w.pick(w.keys))
+	if key == "" {
+		return
+	}
+	w.nemesis("send just before the restore")
+	if w.rng.IntN(3) == 0 {
+		w.opRelayHold(key)
+		return
+	}
+	a := w.action(key)
+	_, err := w.l.Execute(w.ctx, ledger.ExecuteRequest{Key: key, Executor: w.owner(a.TaskID), Reread: w.reread(key, false)}, w.dest)
+	after := w.action(key)
+	w.count["send"]++
+	w.logf("send %s by %s just before the restore %s → %s: %v", key, w.owner(a.TaskID), a.State, after.State, errWord(err))
+	w.checkAgreement("send", key, err, after)
+}
+
+// verifiedFirst is an executor that begins its attempt itself looking the
+// action up first, as Execute does, when a restore left it unverified; it
+// reports whether the attempt may begin.
+func (w *searchWorld) verifiedFirst(req ledger.ExecuteRequest, dest destination.Destination) bool {
+	_, err := w.l.VerifyRestored(w.ctx, req, dest)
+	if err == nil {
+		return true
+	}
+	w.count["send"]++
+	after := w.action(req.Key)
+	w.logf("send %s by %s: looked up after the restore first: %s/%s: %v", req.Key, req.Executor, after.State, after.HoldCause, errWord(err))
+	w.checkAgreement("send", req.Key, err, after)
+	return false
+}
+
+// putBackDouble puts the backup at from back through a double.
+func (w *searchWorld) putBackDouble(from string) bool {
+	err := w.putBack(w, from)
+	w.logf("put %s back (a double) → %v", filepath.Base(from), errWord(err))
+	return err == nil
+}
+
+// copiedUnmarked is the old defect: a backup put back and not marked
+// restored, so the ledger trusts a past the world has moved on from.
+func copiedUnmarked(w *searchWorld, from string) error { return copyBackupByHand(from, w.path) }
+
+// copyBackupByHand is an operator's cp of a backup over a stopped ledger:
+// the copy's pages, and no WAL or index of the ledger it replaced.
+func copyBackupByHand(from, path string) error {
+	data, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	for _, suffix := range []string{"-wal", "-shm"} {
+		if err := os.Remove(path + suffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return os.WriteFile(path, data, 0o600)
+}
+
+func fileDigest(t *testing.T, path string) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("%x", sha256.Sum256(data))
+}
+
+// restoreHold reports whether a is held by a restore's lookup: found at
+// its destination, or not verifiable there.
+func restoreHold(a ledger.Action) bool {
+	return a.State == ledger.StateHeld && (a.HoldCause == ledger.HoldFoundAfterRestore || a.HoldCause == ledger.HoldUnverified)
+}
+
+// decideRestoreHold is a person deciding a restore's hold by looking in the
+// mailbox for the action's own messages, of every attempt it made, those
+// the restored ledger forgot among them (a person sees what arrived, from
+// the gate's sender with its content, whatever the ledger remembers):
+// arrived → cancelled; nothing there once what the forgotten history sent
+// can no longer land → released; before then they come back later.
+func (w *searchWorld) decideRestoreHold(key string, a ledger.Action) {
+	if n := w.ownArrivals(key); n > 0 {
+		after, err := w.l.Cancel(w.ctx, key, "ops", "its message arrived before the restore")
+		w.count["restore hold: cancelled, arrived"]++
+		w.logf("%s held %s: %d of its messages arrived → cancel: %s: %v", key, a.HoldCause, n, after.State, errWord(err))
+		return
+	}
+	if until := w.restoredAt.Add(searchLease + w.settle); w.clock.Now().Before(until) {
+		w.count["restore hold: waits"]++
+		w.logf("%s held %s: nothing of it arrived, but what was sent before the restore may land until %s: not yet",
+			key, a.HoldCause, until.Format(time.TimeOnly))
+		return
+	}
+	after, err := w.l.ReleaseHold(w.ctx, key, "ops", "none of its messages arrived")
+	w.count["restore hold: released"]++
+	w.logf("%s held %s: nothing of it arrived → release-hold: %s: %v", key, a.HoldCause, after.State, errWord(err))
+}
+
+// ownArrivals counts the stored messages that are the own of any attempt
+// of key, the ledger's and those a restore made it forget.
+func (w *searchWorld) ownArrivals(key string) int {
+	cur, forgotten := w.arrivalsOf(key)
+	return cur + forgotten
+}
+
+// arrivalsOf counts key's own arrivals: of the attempts the ledger has,
+// and of those only a discarded history had.
+func (w *searchWorld) arrivalsOf(key string) (current, forgotten int) {
+	atts, err := w.l.Attempts(w.ctx, key)
+	if err != nil && !errors.Is(err, ledger.ErrNotFound) {
+		w.t.Fatalf("attempts of %s: %v", key, err)
+	}
+	known := map[string]bool{}
+	for _, at := range atts {
+		known[at.MessageID] = true
+		n, err := proof.OwnArrivals(w.ctx, w.mb, at)
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		current += n
+	}
+	for _, at := range w.lost[key] {
+		if known[at.MessageID] {
+			continue
+		}
+		n, err := proof.OwnArrivals(w.ctx, w.mb, at)
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		forgotten += n
+	}
+	return current, forgotten
+}
+
+// checkForgotten adds to v what proof.CheckByMessageID cannot see after a
+// restore: the arrivals of attempts the restored ledger forgot, which it
+// counted as foreign. An action whose own messages, remembered or not,
+// arrived more than once was sent twice.
+func (w *searchWorld) checkForgotten(v *proof.EvidenceVerdict) {
+	keys := make([]string, 0, len(w.lost))
+	for k := range w.lost {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, key := range keys {
+		cur, forgotten := w.arrivalsOf(key)
+		w.forgotten += forgotten
+		v.Foreign -= forgotten
+		if cur+forgotten > 1 && cur <= 1 { // more than one among the current alone is a duplicate already
+			v.Duplicates = append(v.Duplicates, fmt.Sprintf("%s: %d arrivals of its messages, %d of them of attempts a restore discarded",
+				key, cur+forgotten, forgotten))
+		}
+	}
+	sort.Strings(v.Duplicates)
 }

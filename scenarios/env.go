@@ -50,11 +50,16 @@ type env struct {
 	renames []string          // the pairs names is built from
 	api     *http.Server      // the fakes' JSON API, when the scenario runs commands
 	apiURL  string
-	scratch string // HOME and TMPDIR of the commands a scenario runs
-	l       *ledger.Ledger
-	path    string
-	tmpDir  string
-	ownsDir bool
+	// The payments provider a refund is handed to, on its own loopback
+	// port so its API sits at the root as a provider's does.
+	payments    *fakes.Payments
+	paymentsSrv *http.Server
+	paymentsURL string
+	scratch     string // HOME and TMPDIR of the commands a scenario runs
+	l           *ledger.Ledger
+	path        string
+	tmpDir      string
+	ownsDir     bool
 }
 
 func newEnv(ctx context.Context, sc *Scenario, opts Options) (*env, error) {
@@ -80,6 +85,10 @@ func newEnv(ctx context.Context, sc *Scenario, opts Options) (*env, error) {
 		return nil, err
 	}
 	if err := e.startMailbox(ctx); err != nil {
+		e.close()
+		return nil, err
+	}
+	if err := e.startPayments(); err != nil {
 		e.close()
 		return nil, err
 	}
@@ -111,6 +120,21 @@ func (e *env) startAPI() error {
 	e.apiURL = "http://" + ln.Addr().String()
 	go e.api.Serve(ln)
 	e.rename(e.apiURL, FakesAPIName)
+	return nil
+}
+
+// startPayments serves the payments fake on loopback, its windows and
+// lags on the rehearsal clock.
+func (e *env) startPayments() error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("serve the payments fake: %w", err)
+	}
+	e.payments = fakes.NewPayments(e.clock, fakes.PaymentsOptions{})
+	e.paymentsSrv = &http.Server{Handler: e.payments.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	e.paymentsURL = "http://" + ln.Addr().String()
+	go e.paymentsSrv.Serve(ln)
+	e.rename(e.paymentsURL, PaymentsName)
 	return nil
 }
 
@@ -177,6 +201,7 @@ const (
 	MailboxName    = "smtp://rehearsal-mailbox"
 	MailboxAPIName = "http://rehearsal-mailbox-api"
 	FakesAPIName   = "http://rehearsal-fakes-api"
+	PaymentsName   = "http://rehearsal-payments"
 )
 
 // goneExecutorRE finds the process a recovery names (host, boot, pid
@@ -281,6 +306,10 @@ func (e *env) close() error {
 	var errs []error
 	if e.api != nil {
 		errs = append(errs, e.api.Close())
+	}
+	if e.paymentsSrv != nil {
+		e.payments.Close() // held responses go out, so nothing waits on them
+		errs = append(errs, e.paymentsSrv.Close())
 	}
 	if e.scratch != "" {
 		errs = append(errs, os.RemoveAll(e.scratch))

@@ -35,8 +35,8 @@ import (
 // Variables the rehearsal sets for every run; a scenario cannot set or
 // inherit them, so a run points at the rehearsal and nothing else.
 var rehearsalEnvNames = []string{"GATEHOUSE_LEDGER", "GATEHOUSE_DESTINATION", "GATEHOUSE_ACTOR",
-	"GATEHOUSE_CRM_URL", "GATEHOUSE_HELPDESK_URL", "GATEHOUSE_MAILBOX_API", "GATEHOUSE_REHEARSAL_CLOCK",
-	"PATH", "HOME", "TMPDIR"}
+	"GATEHOUSE_CRM_URL", "GATEHOUSE_HELPDESK_URL", "GATEHOUSE_MAILBOX_API", "GATEHOUSE_PAYMENTS_URL",
+	"GATEHOUSE_REHEARSAL_CLOCK", "PATH", "HOME", "TMPDIR"}
 
 // OutputCap is how much of a run's output (standard output and error
 // together) a rehearsal keeps: the last OutputCap bytes.
@@ -469,6 +469,7 @@ func (r *Run) workflowEnv(s *Step) ([]string, error) {
 		"GATEHOUSE_ACTOR":           s.Actor,
 		"GATEHOUSE_CRM_URL":         r.env.apiURL + "/crm",
 		"GATEHOUSE_HELPDESK_URL":    r.env.apiURL + "/helpdesk",
+		"GATEHOUSE_PAYMENTS_URL":    r.env.paymentsURL,
 		"GATEHOUSE_REHEARSAL_CLOCK": r.env.apiURL + "/clock",
 		"PATH":                      runPath(),
 		"HOME":                      scratch,

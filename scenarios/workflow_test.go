@@ -283,6 +283,11 @@ steps:
     actor: wf
     shell: 'curl -s -o /dev/null -w "crm answers %{http_code}" "$GATEHOUSE_CRM_URL/customers/cust-ada"'
     output_contains: crm answers 503
+  - do: run_workflow
+    actor: wf
+    shell: 'for i in 1 2; do curl -s -o /dev/null -H "Idempotency-Key: k" -d "{\"payment\": \"pay_1\", \"amount\": 500, \"currency\": \"eur\", \"metadata\": {\"gatehouse_key\": \"k-1\"}}" "$GATEHOUSE_PAYMENTS_URL/v1/refunds"; done; curl -s "$GATEHOUSE_PAYMENTS_URL/_fake/records"; echo; echo "at $GATEHOUSE_PAYMENTS_URL"'
+    expect_exit: 0
+    output_contains: '"per_key":{"k-1":1}'
 expect:
   arrivals: {total: 0}
 `)
@@ -294,7 +299,7 @@ expect:
 	out := strings.Split(rep.Steps[1].Runs[0].text, "\n")
 	names := strings.Fields(out[0])
 	want := []string{"GATEHOUSE_ACTOR", "GATEHOUSE_CRM_URL", "GATEHOUSE_DESTINATION", "GATEHOUSE_HELPDESK_URL",
-		"GATEHOUSE_LEDGER", "GATEHOUSE_MAILBOX_API", "GATEHOUSE_REHEARSAL_CLOCK", "GATEHOUSE_TEST_LISTED", "HOME", "PATH", "TEAM", "TMPDIR"}
+		"GATEHOUSE_LEDGER", "GATEHOUSE_MAILBOX_API", "GATEHOUSE_PAYMENTS_URL", "GATEHOUSE_REHEARSAL_CLOCK", "GATEHOUSE_TEST_LISTED", "HOME", "PATH", "TEAM", "TMPDIR"}
 	var got []string
 	for _, n := range names {
 		if n != "PWD" && n != "SHLVL" && n != "_" { // set by the shell itself
@@ -306,6 +311,9 @@ expect:
 	}
 	if strings.Contains(text, "s3cret") {
 		t.Error("a variable the scenario did not list reached the run")
+	}
+	if pay := rep.Steps[4].Runs[0].text; !strings.Contains(pay, "at "+PaymentsName) || !strings.Contains(pay, `"created":"2026-03-02T09:00:`) {
+		t.Errorf("the payments fake is not the rehearsal's, named and on its clock:\n%s", pay)
 	}
 	for _, w := range []string{`"owner":"wf"`, "smtp://rehearsal-mailbox?api=http://rehearsal-mailbox-api wf support"} {
 		if !strings.Contains(strings.Join(out, "\n"), w) {

@@ -85,7 +85,7 @@ func TestFlagTableMatchesTheBinary(t *testing.T) {
 	for _, fam := range []struct {
 		cmd    *cobra.Command
 		marker string
-	}{{newGateCmd(), "## Flags"}, {newAudienceCmd(), "`gatehouse audience`:"}, {newMailboxCmd(), "`gatehouse mailbox`:"}} {
+	}{{newGateCmd(), "## Flags"}, {newAudienceCmd(), "`gatehouse audience`:"}, {newMailboxCmd(), "`gatehouse mailbox`:"}, {newPaymentsCmd(), "`gatehouse payments`:"}} {
 		documented := flagTable(t, doc, fam.marker)
 		actual := cobraFlags(fam.cmd)
 		for verb, flags := range actual {

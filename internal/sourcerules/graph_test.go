@@ -35,7 +35,7 @@ var layers = map[string][]string{
 	"gatehouse/destination/file":       {"gatehouse/destination", "gatehouse/destination/mailrender", "gatehouse/internal/clock"},
 	"gatehouse/destination/fake":       {"gatehouse/destination", "gatehouse/internal/clock"},
 	"gatehouse/destination/registry":   {"gatehouse/destination", "gatehouse/destination/smtp", "gatehouse/destination/file", "gatehouse/destination/fake"},
-	"gatehouse/fakes":                  {"gatehouse/internal/clock"},
+	"gatehouse/fakes":                  {"gatehouse/internal/clock", "gatehouse/internal/oswait"},
 	"gatehouse/testmailbox":            {"gatehouse/internal/clock", "gatehouse/internal/mailheader", "gatehouse/internal/oswait"},
 	"gatehouse/ledger/audiencefile":    {"gatehouse/internal/textenc"},
 	"gatehouse/ledger":                 {"gatehouse/destination", "gatehouse/internal/clock", "gatehouse/internal/oswait", "gatehouse/internal/redact", "gatehouse/ledger/audiencefile"},
