@@ -24,7 +24,7 @@ type KeyMap struct {
 	// Forms and text being typed (a search, a filter).
 	Confirm, Cancel, Apply key.Binding
 	// Demo and rehearsal.
-	Step, Play, Restart, Faster, Slower, ActView, ActTakeOver key.Binding
+	Step, Play, Restart, Faster, Slower, ActView, ActTakeOver, Export key.Binding
 	// Home.
 	Rehearse, Inspect, Demo key.Binding
 	// Review.
@@ -75,6 +75,7 @@ func DefaultKeyMap() KeyMap {
 		Slower:      bind("-", "slower", "-"),
 		ActView:     bind("v", "staff views", "v"),
 		ActTakeOver: bind("t", "staff takes over", "t"),
+		Export:      bind("e", "export result", "e"),
 		Rehearse:    bind("enter", "rehearse", "enter"),
 		Inspect:     bind("i", "inspector", "i"),
 		Demo:        bind("d", "takeover demo", "d"),

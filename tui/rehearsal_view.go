@@ -19,15 +19,35 @@ func (r *Rehearsal) View() string {
 	top := r.headLines(w)
 	top = append(top, packItems(r.countsBar(), w)...)
 	top = append(top, r.audienceLines(w, audienceSampleRows(r.height))...)
-	exp := r.verdictLines(w, max(r.height/4, 3))
-	rest := r.height - len(top) - len(exp)
-	// The columns come first: they get every line they need but the three
-	// the history keeps (its title and its newest sentence, at least).
-	table := r.columns(w, max(rest-3, 3))
-	hist := r.historyLines(w, max(rest-len(table), 2))
+	rest := r.height - len(top)
+	if r.export != nil {
+		rest-- // the prompt's line
+	}
+	// The columns come first: they get every line they need but what the
+	// expectations and the history keep (their titles and a line or two);
+	// of what is left the history takes what it needs, the expectations
+	// the rest. The pane in focus gets half the room at least, so it can be
+	// read and scrolled.
+	expNeed := len(r.snap.Verdicts) + 2
+	expFloor, histMin := min(expNeed, max(r.height/4, 3)), 3
+	switch r.focus {
+	case paneExpect:
+		expFloor = min(expNeed, max(rest/2, expFloor))
+	case paneHistory:
+		histMin, expFloor = max(rest/2, histMin), min(expFloor, 3)
+	}
+	table := r.columns(w, max(rest-expFloor-histMin, 3))
+	left := rest - len(table)
+	need := r.historyNeed(w)
+	expH := max(min(expNeed, left-need), expFloor)
+	hist := r.historyPane(w, max(min(left-expH, need), 2))
 	lines := append(top, table...)
 	lines = append(lines, hist...)
-	return strings.Join(append(lines, exp...), "\n")
+	lines = append(lines, r.expectLines(w, expH)...)
+	if r.export != nil {
+		lines = append(lines, r.export.View())
+	}
+	return strings.Join(lines, "\n")
 }
 
 // headLines say where the run is: the step that ran, how it went and what
@@ -413,44 +433,6 @@ func groupHeader(th Theme, ws, starts []int, names []string) string {
 		b.WriteString(ansi.Truncate("── "+names[g]+" "+strings.Repeat("─", span), span, ""))
 	}
 	return th.Dim.Render(b.String())
-}
-
-// historyLines shows the newest whole sentences of the history that fit
-// in h lines.
-func (r *Rehearsal) historyLines(w, h int) []string {
-	var lines []string
-	n := 0
-	for i := len(r.snap.History) - 1; i >= 0; i-- {
-		s := para("  ", r.snap.History[i], w)
-		if len(lines)+len(s) > h-1 {
-			break
-		}
-		lines, n = append(s, lines...), n+1
-	}
-	title := fmt.Sprintf("History (newest %d of %d)", n, len(r.snap.History))
-	return append([]string{r.th.Header.Render(title)}, lines...)
-}
-
-// verdictLines show the expectations decided so far in at most h lines,
-// failures first, because those are what a rehearsal is for.
-func (r *Rehearsal) verdictLines(w, h int) []string {
-	passed := 0
-	var fails, passes []string
-	for _, v := range r.snap.Verdicts {
-		if v.Pass {
-			passed++
-			passes = append(passes, r.th.Good.Render(fitLine("  ✓ "+v.Name, w)))
-			continue
-		}
-		fails = append(fails, r.th.Bad.Render(fitLine("  ✗ "+v.Message(), w)))
-	}
-	head := fmt.Sprintf("Expectations: %d passed, %d failed", passed, len(fails))
-	out := append([]string{r.th.Header.Render(head)}, fails...)
-	out = append(out, passes...)
-	if len(out) > h {
-		out = append(out[:h-1], r.th.Dim.Render(fmt.Sprintf("  … %d more", len(out)-h+1)))
-	}
-	return out
 }
 
 // audienceLines summarise each audience release: the counts in the order
