@@ -5,6 +5,7 @@ import (
 
 	"github.com/charmbracelet/x/ansi"
 
+	"gatehouse/internal/wrap"
 	"gatehouse/ledger"
 )
 
@@ -14,31 +15,10 @@ import (
 
 // para wraps text at width after prefix, indenting the continuation lines
 // under the text so a long sentence stays readable instead of being cut.
-func para(prefix, text string, width int) []string {
-	pw := ansi.StringWidth(prefix)
-	lines := wrapWords(text, max(width-pw, 10))
-	out := make([]string, len(lines))
-	for i, l := range lines {
-		if i == 0 {
-			out[i] = prefix + l
-			continue
-		}
-		out[i] = strings.Repeat(" ", pw) + l
-	}
-	return out
-}
+func para(prefix, text string, width int) []string { return wrap.Hanging(prefix, text, width) }
 
-// nbHyphen stands in for "-" while ansi.Wrap runs: it always breaks after
-// a hyphen, and a key such as T-4711 or gh1:cust-42 must stay whole.
-const nbHyphen = "\u2011"
-
-// wrapWords breaks text at spaces only, runs of white space counting as
-// one (a key such as T-4711 stays whole); a word wider than the line is
-// cut hard. ansi.Wrap does the work, keeping styles and wide characters.
-func wrapWords(text string, width int) []string {
-	flat := strings.ReplaceAll(strings.Join(strings.Fields(text), " "), "-", nbHyphen)
-	return strings.Split(strings.ReplaceAll(ansi.Wrap(flat, width, ""), nbHyphen, "-"), "\n")
-}
+// wrapWords breaks text at spaces only (see internal/wrap).
+func wrapWords(text string, width int) []string { return wrap.Words(text, width) }
 
 // orDash is s, or a dash where nothing was recorded.
 func orDash(s string) string {

@@ -26,6 +26,7 @@ var layers = map[string][]string{
 	"gatehouse/internal/pgtest":      nil,
 	"gatehouse/internal/sourcerules": nil,
 	"gatehouse/internal/redact":      nil,
+	"gatehouse/internal/wrap":        nil,
 	// keyname names keys by the ledger's own parse of them.
 	"gatehouse/internal/keyname": {"gatehouse/ledger"},
 
