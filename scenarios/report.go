@@ -243,28 +243,31 @@ func writeStacked(b *strings.Builder, rows []Row, width int) {
 			intended += " · owner " + or(row.Owner, "nobody")
 		}
 		textLine(b, width, "  intended  ", intended)
-		if len(row.Attempts) == 0 {
-			textLine(b, width, "  attempts  ", "none")
+		var atts, arrs []string
+		for _, a := range row.Attempts {
+			atts = append(atts, fmt.Sprintf("#%d %s · %s", a.Number, a.Outcome, localPart(a.TransportID)))
 		}
-		for j, a := range row.Attempts {
-			label := "            "
-			if j == 0 {
-				label = "  attempts  "
-			}
-			textLine(b, width, label, fmt.Sprintf("#%d %s · %s", a.Number, a.Outcome, localPart(a.TransportID)))
+		for _, m := range row.Arrivals {
+			arrs = append(arrs, strings.Join(stackedArrival(m), " · "))
 		}
-		if len(row.Arrivals) == 0 {
-			textLine(b, width, "  arrived   ", "nothing")
-		}
-		for j, m := range row.Arrivals {
-			label := "            "
-			if j == 0 {
-				label = "  arrived   "
-			}
-			textLine(b, width, label, strings.Join(stackedArrival(m), " · "))
-		}
+		labelled(b, width, "  attempts  ", atts, "none")
+		labelled(b, width, "  arrived   ", arrs, "nothing")
 	}
 	b.WriteString(rule + "\n")
+}
+
+// labelled writes items under one label, the label on the first only;
+// none stands for no item.
+func labelled(b *strings.Builder, width int, label string, items []string, none string) {
+	if len(items) == 0 {
+		items = []string{none}
+	}
+	for i, it := range items {
+		if i > 0 {
+			label = strings.Repeat(" ", len(label))
+		}
+		textLine(b, width, label, it)
+	}
 }
 
 // stackedArrival is one arrival on its own lines: which attempt sent it

@@ -84,7 +84,9 @@ func runRehearse(ctx context.Context, stdout io.Writer, args []string, f rehears
 }
 
 func writeReports(stdout io.Writer, reps []scenarios.Report, f rehearseFlags) error {
-	write := func(w io.Writer, reps []scenarios.Report) error { return scenarios.WriteTextWidth(w, reps, reportWidth(f.width)) }
+	write := func(w io.Writer, reps []scenarios.Report) error {
+		return scenarios.WriteTextWidth(w, reps, reportWidth(f.width))
+	}
 	if f.json {
 		write = scenarios.WriteJSON
 	}
