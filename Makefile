@@ -34,6 +34,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz='^FuzzParse$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=1s ./scenarios
 	$(GO) test -run '^$$' -fuzz='^FuzzSMTPData$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=1s ./testmailbox
 	$(GO) test -run '^$$' -fuzz='^FuzzHTTPQuery$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=1s ./testmailbox
+	$(GO) test -run '^$$' -fuzz='^FuzzReadableMessage$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=1s ./testmailbox
 	$(GO) test -run '^$$' -fuzz='^FuzzRead$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=1s ./ledger/audiencefile
 	$(GO) test -run '^$$' -fuzz='^FuzzRead$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=1s ./ledger/crmfile
 	$(GO) test -run '^$$' -fuzz='^FuzzDecode$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=1s ./destination/mailrender

@@ -3,6 +3,7 @@ package scenarios
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"gatehouse/destination"
@@ -43,6 +44,22 @@ func (d crmDirectory) CustomerByEmail(ctx context.Context, email string) (ledger
 }
 
 func (r *Run) directory() ledger.Directory { return crmDirectory{r.env.crm} }
+
+// ConsentReading is what the gate reads the value a set step writes to a
+// customer's consent as, when that is another word: an audience release's
+// sends read consent as a class (ledger.ClassifyConsent), so "withdrawn" is
+// "unsubscribed" in the gate's denial. "" when the gate reads the word as
+// written (single actions compare the raw value).
+func ConsentReading(sc *Scenario, s *Step) string {
+	if s.Do != "set" || s.Customer == "" || s.Field != "consent" ||
+		!slices.ContainsFunc(sc.Steps, func(st Step) bool { return st.Do == "send_audience" }) {
+		return ""
+	}
+	if v := ledger.ClassifyConsent(s.Value).MaterialValue(); v != s.Value {
+		return v
+	}
+	return ""
+}
 
 func (r *Run) doImportAudience(ctx context.Context, s *Step, _ barrier) (outcome, error) {
 	sum, err := r.env.l.ImportAudience(ctx, ledger.AudienceImport{ReleaseID: s.Release, SourceName: s.Release + ".csv",

@@ -193,10 +193,7 @@ func writeColumns(b *strings.Builder, rows []Row, width int) {
 	for i, row := range rows {
 		b.WriteString(rule + "\n")
 		textLine(b, width, names[i]+" ", row.Key)
-		left := []string{"state " + or(row.State, "not in the ledger")}
-		if row.State != "" {
-			left = append(left, "owner "+or(row.Owner, "nobody"))
-		}
+		left := append([]string{"state " + or(row.State, "not in the ledger")}, creditLines(row, colIntended)...)
 		var mid, right []string
 		for _, l := range row.Lines() {
 			m, r := attemptText(l.Attempt), wrapCells(arrivalText(l.Arrival), arrived)
@@ -238,11 +235,8 @@ func writeStacked(b *strings.Builder, rows []Row, width int) {
 	for i, row := range rows {
 		b.WriteString(rule + "\n")
 		textLine(b, width, names[i]+" ", row.Key)
-		intended := "state " + or(row.State, "not in the ledger")
-		if row.State != "" {
-			intended += " · owner " + or(row.Owner, "nobody")
-		}
-		textLine(b, width, "  intended  ", intended)
+		intended := append([]string{"state " + or(row.State, "not in the ledger")}, creditLines(row, math.MaxInt)...)
+		textLine(b, width, "  intended  ", strings.Join(intended, " · "))
 		var atts, arrs []string
 		for _, a := range row.Attempts {
 			atts = append(atts, fmt.Sprintf("#%d %s · %s", a.Number, a.Outcome, localPart(a.TransportID)))
@@ -304,6 +298,30 @@ func arrivalText(m *ArrivalCell) []string {
 	}
 	return []string{localPart(m.MessageID), fmt.Sprintf("   %s %s%s", m.To, m.At.Format("15:04:05"), mark), "   “" + m.Subject + "”"}
 }
+
+// creditLines say, each in its place, whose act put the action in its
+// state, who proposed it when that is someone else, and who owns the task
+// now: the owner beside a state would credit the owner with the act.
+func creditLines(row Row, w int) []string {
+	if row.State == "" {
+		return nil
+	}
+	var out []string
+	if row.By != "" {
+		out = append(out, wrapText(row.By, w)...)
+	}
+	switch {
+	case row.ProposedBy == "":
+		out = append(out, "never proposed")
+	case !strings.HasSuffix(row.By, " by "+row.ProposedBy):
+		out = append(out, wrapText("proposed by "+row.ProposedBy, w)...)
+	}
+	return append(out, wrapText("task owner now "+or(row.Owner, "nobody"), w)...)
+}
+
+// wrapText breaks s at spaces into lines of at most w columns (see
+// internal/wrap).
+func wrapText(s string, w int) []string { return wrap.Words(s, w) }
 
 // pad extends lines with empty ones to n.
 func pad(lines []string, n int) []string {

@@ -151,6 +151,9 @@ func (r *Run) Step(ctx context.Context) (StepResult, error) {
 
 func (r *Run) runOne(ctx context.Context, s *Step, wait barrier) (StepResult, error) {
 	res := StepResult{Label: label(s)}
+	if v := ConsentReading(r.sc, s); v != "" {
+		res.Label += " (the gate reads " + v + ")"
+	}
 	out, err := verbFuncs[s.Do](r, ctx, s, wait)
 	if err != nil {
 		return res, err

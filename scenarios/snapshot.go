@@ -39,13 +39,21 @@ type AudienceView struct {
 // State holds arrivals the ledger has no action for. Each arrival names the
 // attempt whose Message-ID it carries (see Lines), or is Unmatched.
 type Row struct {
-	Key      string        `json:"key"`
-	Name     string        `json:"name"`
-	State    string        `json:"state"`
-	Owner    string        `json:"owner"`
-	Reason   string        `json:"reason"`
-	Attempts []AttemptCell `json:"attempts"`
-	Arrivals []ArrivalCell `json:"arrivals"`
+	Key   string `json:"key"`
+	Name  string `json:"name"`
+	State string `json:"state"`
+	// Owner is the task's owner now, who may have done nothing to the
+	// action: ProposedBy proposed it ("" when nobody did: a recipient
+	// removed before its notice was drafted) and By says whose act put it
+	// in its state ("removed by lead", "cancelled by the gate at wf-ack's
+	// send"). ByShort is By for a column beside the state.
+	Owner      string        `json:"owner"`
+	ProposedBy string        `json:"proposed_by"`
+	By         string        `json:"by"`
+	ByShort    string        `json:"-"`
+	Reason     string        `json:"reason"`
+	Attempts   []AttemptCell `json:"attempts"`
+	Arrivals   []ArrivalCell `json:"arrivals"`
 }
 
 // AttemptCell is one attempt in the attempts column.
@@ -227,7 +235,13 @@ func (r *Run) actionRow(ctx context.Context, a ledger.Action, name string) (*Row
 	if name == "" && strings.HasPrefix(a.TaskID, "release:") {
 		name = a.Customer // one recipient of an audience release
 	}
-	row := &Row{Key: a.Key, Name: name, State: string(a.State), Owner: tk.Owner, Reason: r.env.stable(a.Reason)}
+	evs, err := r.env.l.History(ctx, ledger.HistoryFilter{ActionKey: a.Key})
+	if err != nil {
+		return nil, fmt.Errorf("history of %s: %w", a.Key, err)
+	}
+	credit := ledger.CreditOf(a, evs)
+	row := &Row{Key: a.Key, Name: name, State: string(a.State), Owner: tk.Owner, ProposedBy: credit.ProposedBy,
+		By: credit.Words(), ByShort: credit.Short(), Reason: r.env.stable(a.Reason)}
 	for _, at := range atts {
 		o := string(at.Outcome)
 		if o == "" {

@@ -57,10 +57,13 @@ type ErrorResponse struct {
 //	GET    /api/v1/faults                                                → FaultsResponse
 //	PUT    /api/v1/faults   (FaultsRequest)                              → FaultsResponse
 //	DELETE /api/v1/faults                                                → FaultsResponse
+//	DELETE /api/v1/holds                                                 → {"ended":N}
+//	GET    /api/v1/events?to=&action_key=&message_id=&offset=&epoch=     → text/event-stream of Arrival
+//	GET    /  and  /messages/{id}                                        → the read-only web page (web.go)
 //
 // Bad parameters and bodies get 400, unknown ids and paths 404, a method a
 // path does not take 405 with an Allow header, each with an ErrorResponse
-// body in the API's own words. When the mailbox has an API token, a PUT or
+// body in the API's own words (the web page's are pages). When the mailbox has an API token, a PUT or
 // DELETE without it gets 401 before anything else is looked at. CORS is
 // closed: no reply carries Access-Control-Allow-* headers, so a browser
 // page elsewhere can neither read replies nor pass a preflight, and a
@@ -78,7 +81,12 @@ func (m *Mailbox) Handler() http.Handler {
 	mux.HandleFunc("PUT /api/v1/faults", m.handleSetFaults)
 	mux.HandleFunc("DELETE /api/v1/faults", m.handleClearFaults)
 	mux.HandleFunc("DELETE /api/v1/holds", m.handleEndHolds)
+	mux.HandleFunc("GET /api/v1/events", m.handleEvents)
+	mux.HandleFunc("GET /{$}", m.handlePage)
+	mux.HandleFunc("GET /messages/{id}", m.handleMessagePage)
+	mux.HandleFunc("GET /static/{file}", handleStatic)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		securityHeaders(w.Header())
 		if origin := r.Header.Get("Origin"); origin != "" && !sameOrigin(origin, r.Host) {
 			writeError(w, http.StatusForbidden, fmt.Sprintf("requests from web pages of another origin (%s) are refused", origin))
 			return
@@ -113,7 +121,7 @@ func (m *Mailbox) authorized(r *http.Request) bool {
 }
 
 // sameOrigin reports whether a browser's Origin header names the host the
-// request was sent to (the API's own pages, should it ever serve any).
+// request was sent to (the mailbox's own web page).
 func sameOrigin(origin, host string) bool {
 	u, err := url.Parse(origin)
 	return err == nil && u.Host != "" && strings.EqualFold(u.Host, host)

@@ -153,6 +153,16 @@ func actionDetailLines(th Theme, d ledger.ActionDetail, w int) []string {
 	a := d.Action
 	out := []string{th.Header.Render("Action " + a.Key)}
 	state := stateWord(a.State, false)
+	// Whose act the state is, from the history: "denied by the gate at
+	// wf-ack's send", "cancelled: removed by lead".
+	credit := ledger.CreditOf(a, d.Events)
+	switch by := credit.Words(); {
+	case by == "":
+	case strings.HasPrefix(by, state+" "):
+		state = by + " at " + credit.At.Format(clockFormat)
+	default:
+		state += ": " + by + " at " + credit.At.Format(clockFormat)
+	}
 	if a.HoldCause != "" {
 		state += " (" + strings.ReplaceAll(string(a.HoldCause), "_", " ") + ")"
 	}
@@ -161,12 +171,12 @@ func actionDetailLines(th Theme, d ledger.ActionDetail, w int) []string {
 		out = append(out, para("  arrived    ", arrivalWords(th, d), w)...)
 	}
 	out = append(out,
-		fmt.Sprintf("  task       %s (owner %s)", a.TaskID, orDash(d.Task.Owner)),
+		fmt.Sprintf("  task       %s (owner now %s)", a.TaskID, orDash(d.Task.Owner)),
 		fmt.Sprintf("  to         %s", recipientLabel(a.Recipient, a.RecipientName)),
 		fmt.Sprintf("  from       %s", orDash(a.Sender)),
 		fmt.Sprintf("  via        %s", orDash(a.Endpoint().String())),
 		fmt.Sprintf("  subject    %s", a.Subject),
-		fmt.Sprintf("  proposed   by %s at %s, digest %s", a.ProposedBy, a.CreatedAt.Format(clockFormat), short(a.Digest)),
+		proposedLine(a, credit),
 	)
 	out = append(out, approvalLines(th, d.Approvals, w)...)
 	out = append(out, checkLines(th, d.Checks)...)
@@ -175,6 +185,15 @@ func actionDetailLines(th Theme, d ledger.ActionDetail, w int) []string {
 		out = append(out, "", th.Header.Render("Corrections"), "  "+strings.Join(d.Correction, ", "))
 	}
 	return append(out, eventLines(th, "History", d.Events, w)...)
+}
+
+// proposedLine names who proposed the action, from its history: an action
+// recorded by someone's removal of a recipient was proposed by nobody.
+func proposedLine(a ledger.Action, c ledger.Credit) string {
+	if c.ProposedBy == "" && c.By != "" {
+		return fmt.Sprintf("  proposed   by nobody (recorded at %s), digest %s", a.CreatedAt.Format(clockFormat), short(a.Digest))
+	}
+	return fmt.Sprintf("  proposed   by %s at %s, digest %s", orText(c.ProposedBy, a.ProposedBy), a.CreatedAt.Format(clockFormat), short(a.Digest))
 }
 
 func approvalLines(th Theme, aps []ledger.Approval, w int) []string {

@@ -24,7 +24,7 @@ type KeyMap struct {
 	// Forms and text being typed (a search, a filter).
 	Confirm, Cancel, Apply key.Binding
 	// Demo and rehearsal.
-	Step, Play, Restart, Faster, Slower, ActView, ActTakeOver, Export key.Binding
+	Step, StepBack, Play, Restart, Faster, Slower, ActView, ActTakeOver, Export key.Binding
 	// Home.
 	Rehearse, Inspect, Demo key.Binding
 	// Review.
@@ -69,6 +69,7 @@ func DefaultKeyMap() KeyMap {
 		Cancel:      bind("esc", "cancel", "esc"),
 		Apply:       bind("enter", "apply", "enter"),
 		Step:        bind("space/n", "next step", "space", "n"),
+		StepBack:    bind("b", "step back", "b"),
 		Play:        bind("p", "play/pause", "p"),
 		Restart:     bind("r", "restart", "r"),
 		Faster:      bind("+", "faster", "+", "="),

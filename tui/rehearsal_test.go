@@ -244,7 +244,7 @@ expect:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := describeStep(sc.Steps[0]); got != `run wf's command: sh -c echo first; echo handled enquiry-1; exit 10` {
+	if got := describeStep(sc, sc.Steps[0]); got != `run wf's command: sh -c echo first; echo handled enquiry-1; exit 10` {
 		t.Errorf("step described as %q", got)
 	}
 	r := NewRehearsal(NewTheme(true), sc, nil, 0)

@@ -75,7 +75,7 @@ func (r *Rehearsal) headLines(w int) []string {
 		lines = append(lines, r.runLines(w)...)
 	}
 	if r.snap.Step < len(r.sc.Steps) {
-		lines = append(lines, para(r.th.Dim.Render("next: "), describeStep(r.sc.Steps[r.snap.Step]), w)...)
+		lines = append(lines, para(r.th.Dim.Render("next: "), describeStep(r.sc, r.sc.Steps[r.snap.Step]), w)...)
 	}
 	return lines
 }
@@ -93,6 +93,7 @@ func (r *Rehearsal) countsBar() []string {
 const (
 	cName = iota
 	cState
+	cBy
 	cOwner
 	cNum
 	cTransport
@@ -104,7 +105,7 @@ const (
 )
 
 var threeCols = []column{
-	{"action", 6, 1}, {"state", 9, 0}, {"owner", 6, 1},
+	{"action", 6, 1}, {"state", 9, 0}, {"by", 6, 1}, {"owner now", 6, 1},
 	{"#", 1, 0}, {"transport id", 6, 0}, {"outcome", 9, 0},
 	{"message-id", 6, 0}, {"to", 5, 0}, {"subject", 8, 1}, {"arrived", 8, 0},
 }
@@ -121,8 +122,10 @@ type threeLayout struct {
 
 // layoutTiers drop columns by meaning as the screen narrows: first the
 // message-id (an arrival on an attempt's line carries that attempt's id),
-// then the long words, the transport id (the detail has it), the
-// recipient and, last, the owner.
+// then the long words, the transport id (the detail has it), the task's
+// owner now (the detail has it) and the recipient; whose act put each
+// action in its state stays, since the owner beside a state would read as
+// its author.
 var layoutTiers = []struct {
 	drop  []int
 	short bool
@@ -131,12 +134,13 @@ var layoutTiers = []struct {
 	{[]int{cMessageID}, false},
 	{[]int{cMessageID}, true},
 	{[]int{cMessageID, cTransport}, true},
-	{[]int{cMessageID, cTransport, cTo}, true},
-	{[]int{cMessageID, cTransport, cTo, cOwner}, true},
+	{[]int{cMessageID, cTransport, cOwner}, true},
+	{[]int{cMessageID, cTransport, cOwner, cTo}, true},
 }
 
-// subjectRoom is the least a subject column is worth showing with.
-const subjectRoom = 12
+// subjectRoom is the least a subject column is worth showing with: room
+// for a mark (DUPLICATE, UNMATCHED and its Message-ID) and some words.
+const subjectRoom = 20
 
 // layoutFor chooses the richest tier whose columns fit width w.
 func (r *Rehearsal) layoutFor(w int) threeLayout {
@@ -219,7 +223,7 @@ func (r *Rehearsal) buildLayout(drop []int, short bool, w, need int) threeLayout
 	rest := w - colGap*(len(l.keep)-1) - (sum(l.widths) - l.widths[subj])
 	l.widths[subj] = max(rest, threeCols[cSubject].min)
 	for over := sum(l.widths) + colGap*(len(l.keep)-1) - w; over > 0; over-- {
-		i := widest(l, []int{cName, cOwner})
+		i := widest(l, []int{cName, cBy, cOwner})
 		if i < 0 {
 			break
 		}
@@ -263,10 +267,12 @@ func (r *Rehearsal) seedWidths(short bool) []int {
 	}
 	for _, a := range w.Actors {
 		grow(cOwner, a.ID)
+		grow(cBy, a.ID)
 	}
 	for _, st := range r.sc.Steps {
 		grow(cName, st.As) // a correction's name
 	}
+	grow(cBy, ledger.Credit{ByGate: true}.Short())
 	for _, s := range ledger.AllStates {
 		grow(cState, stateWord(s, short))
 	}
@@ -366,7 +372,7 @@ func threeRows(keys []scenarios.Row, names []string, short bool) (rows []row, ow
 				if k.State != "" {
 					st = stateWord(ledger.State(k.State), short)
 				}
-				cells[cName], cells[cState], cells[cOwner] = names[i], st, k.Owner
+				cells[cName], cells[cState], cells[cBy], cells[cOwner] = names[i], st, k.ByShort, k.Owner
 			}
 			if a := ln.Attempt; a != nil {
 				cells[cNum], cells[cTransport] = fmt.Sprint(a.Number), localPart(a.TransportID)

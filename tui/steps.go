@@ -9,15 +9,18 @@ import (
 
 // describeStep says what a scenario step does, in plain words, before it
 // runs. A step's own note, when the author wrote one, says it best.
-func describeStep(s scenarios.Step) string {
+func describeStep(sc *scenarios.Scenario, s scenarios.Step) string {
 	if len(s.Parallel) > 0 {
 		parts := make([]string, len(s.Parallel))
 		for i, sub := range s.Parallel {
-			parts[i] = describeStep(sub)
+			parts[i] = describeStep(sc, sub)
 		}
 		return "At the same moment: " + strings.Join(parts, "; ")
 	}
 	text := stepSentence(s)
+	if v := scenarios.ConsentReading(sc, &s); v != "" {
+		text += ", which the gate reads as " + v // the word its denial will use
+	}
 	if s.Expect != "" {
 		text += " (expected: " + s.Expect + ")"
 	}

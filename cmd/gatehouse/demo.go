@@ -6,10 +6,12 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	smtpdest "gatehouse/destination/smtp"
+	"gatehouse/fakes"
 	"gatehouse/ledger"
 	"gatehouse/testmailbox"
 	"gatehouse/tui"
@@ -28,8 +30,10 @@ func newDemoCmd() *cobra.Command {
 		Use:   "takeover",
 		Short: "Show an ownership takeover step by step, with a real mailbox",
 		Long: `takeover shows the workflow's pane and two staff panes on one task. Space
-advances the story; v and t act for the focused staff member. The mailbox
-column is a real SMTP mailbox: it proves what arrived.`,
+advances the story, b steps back and r starts again; v and t act for the
+focused staff member, and the story follows what the ledger then shows. The
+mailbox is a real SMTP mailbox: it proves what arrived. Times are on the
+story's clock, a minute a beat.`,
 		Args: cobra.NoArgs,
 		RunE: func(_ *cobra.Command, _ []string) error {
 			var c cleanups
@@ -68,27 +72,55 @@ func (c *cleanups) run() {
 	}
 }
 
-// newDemoScreen starts what the demo needs on this machine: a temporary
-// ledger, an embedded test mailbox and the SMTP destination that sends to it.
-func newDemoScreen(ctx context.Context, th tui.Theme, c *cleanups) (tui.Screen, error) {
+// demoStart is the pretend time the takeover demo's story begins at.
+var demoStart = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+
+// newDemoScreen returns the takeover demo. Each of its worlds (the first, and
+// one per step back or restart) is a temporary ledger, an embedded test
+// mailbox and the SMTP destination that sends to it, on a pretend clock.
+func newDemoScreen(_ context.Context, th tui.Theme, c *cleanups) (tui.Screen, error) {
+	return tui.NewDemo(th, tui.DemoConfig{Open: func(ctx context.Context) (tui.DemoWorld, error) {
+		return openDemoWorld(ctx, c)
+	}}), nil
+}
+
+// openDemoWorld starts one world of the demo. What it starts is released
+// when the demo leaves the world, or when the app quits, whichever is first.
+func openDemoWorld(ctx context.Context, c *cleanups) (w tui.DemoWorld, err error) {
+	var undo []func()
+	var once sync.Once
+	release := func() {
+		once.Do(func() {
+			for i := len(undo) - 1; i >= 0; i-- {
+				undo[i]()
+			}
+		})
+	}
+	defer func() {
+		if err != nil {
+			release()
+		}
+	}()
 	dir, err := os.MkdirTemp("", "gatehouse-demo-")
 	if err != nil {
-		return nil, fmt.Errorf("demo: %w", err)
+		return w, fmt.Errorf("demo: %w", err)
 	}
-	c.add(func() { os.RemoveAll(dir) })
-	l, err := ledger.Open(filepath.Join(dir, "ledger.db"))
+	undo = append(undo, func() { os.RemoveAll(dir) })
+	clk := fakes.NewClock(demoStart)
+	l, err := ledger.Open(filepath.Join(dir, "ledger.db"), ledger.WithClock(clk))
 	if err != nil {
-		return nil, fmt.Errorf("demo: %w", err)
+		return w, fmt.Errorf("demo: %w", err)
 	}
-	c.add(func() { l.Close() })
-	mb, err := testmailbox.Start(ctx, testmailbox.Config{})
+	undo = append(undo, func() { l.Close() })
+	mb, err := testmailbox.Start(ctx, testmailbox.Config{Clock: clk})
 	if err != nil {
-		return nil, fmt.Errorf("demo: start mailbox: %w", err)
+		return w, fmt.Errorf("demo: start mailbox: %w", err)
 	}
-	c.add(func() { mb.Close() })
+	undo = append(undo, func() { mb.Close() })
 	dest, err := smtpdest.New(mb.Target())
 	if err != nil {
-		return nil, fmt.Errorf("demo: %w", err)
+		return w, fmt.Errorf("demo: %w", err)
 	}
-	return tui.NewDemo(th, tui.DemoConfig{Ledger: l, Dest: dest.Gate(), Mailbox: tui.MailboxArrivals{Mailbox: mb}}), nil
+	c.add(release)
+	return tui.DemoWorld{Ledger: l, Dest: dest.Gate(), Mailbox: tui.MailboxArrivals{Mailbox: mb}, Clock: clk, Close: release}, nil
 }

@@ -120,11 +120,11 @@ func newVerbFamily(family, short, long string, specs []func() verbSpec) *cobra.C
 		Short: short,
 		Long:  long,
 		Args:  cobra.ArbitraryArgs,
-		RunE: func(_ *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return usageErr("%s needs a verb: %s", family, strings.Join(names, ", "))
 			}
-			return usageErr("unknown verb %q for %s (want one of %s)", args[0], family, strings.Join(names, ", "))
+			return unknownVerb(cmd, args[0])
 		},
 	}
 	pf := cmd.PersistentFlags()

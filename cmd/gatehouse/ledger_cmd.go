@@ -42,11 +42,11 @@ violation; late evidence is a finding, not a violation), 1 a failure, a
 violation, or records that check --records could not read, 2 usage or a
 restore refused. See docs/RELIABILITY.md before copying a ledger by hand.`,
 		Args: cobra.ArbitraryArgs,
-		RunE: func(_ *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return usageErr("ledger needs a verb: %s", strings.Join(ledgerVerbs, ", "))
 			}
-			return usageErr("unknown verb %q for ledger (want one of %s)", args[0], strings.Join(ledgerVerbs, ", "))
+			return unknownVerb(cmd, args[0])
 		},
 	}
 	cmd.PersistentFlags().StringVar(&path, "ledger", "", "ledger file (default $"+ledgerEnv+")")

@@ -42,11 +42,11 @@ flags a second arrival for one action key as a duplicate, and injects faults
 (see "mailbox fault --help"). The other verbs query a running mailbox through
 its HTTP API, given by --api or $` + mailboxAPIEnv + `.`,
 		Args: cobra.ArbitraryArgs,
-		RunE: func(_ *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return usageErr("mailbox: missing verb (serve, list, count, clear, stats, fault or end-holds)")
 			}
-			return usageErr("mailbox: unknown verb %q (want serve, list, count, clear, stats, fault or end-holds)", args[0])
+			return unknownVerb(cmd, args[0])
 		},
 	}
 	cmd.AddCommand(newMailboxServeCmd(), newMailboxListCmd(), newMailboxCountCmd(),
@@ -66,6 +66,11 @@ func newMailboxServeCmd() *cobra.Command {
 		Long: `serve listens for SMTP and for its HTTP API on loopback, prints both
 addresses and the target to give "gate send", and runs until SIGINT or SIGTERM.
 Without --db, messages are kept in memory.
+
+The HTTP address also serves a read-only web page at /: the messages,
+newest first, with their action key, recipient, subject and time, each
+duplicate arrival of an action key marked; one message's header fields and
+text; new arrivals appear as they are stored.
 
 STARTTLS is offered with a certificate made at start (or --tls-cert and
 --tls-key); the printed target names it (ca=PATH), so a send copied from it
@@ -100,7 +105,7 @@ Fault specs (repeat --fault for several):
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfg.SMTPAddr, "smtp", defaultMailboxSMTP, "SMTP listen `address` (port 0: any free port)")
-	f.StringVar(&cfg.HTTPAddr, "http", defaultMailboxHTTP, "HTTP API listen `address` (port 0: any free port)")
+	f.StringVar(&cfg.HTTPAddr, "http", defaultMailboxHTTP, "HTTP API and web page listen `address` (port 0: any free port)")
 	f.StringVar(&cfg.DBPath, "db", "", "SQLite `file` to keep messages in (default: memory)")
 	f.StringArrayVar(&faults, "fault", nil, "inject a fault, e.g. accept_then_drop:count=1 (repeatable)")
 	f.Int64Var(&cfg.MaxMessageBytes, "max-size", testmailbox.DefaultMaxMessageBytes, "largest message in `bytes` (larger: 552)")
@@ -136,6 +141,7 @@ func serveMailbox(ctx context.Context, out io.Writer, cfg testmailbox.Config) er
 	}
 	fmt.Fprintf(out, "smtp    %s\n", m.SMTPAddr())
 	fmt.Fprintf(out, "http    %s\n", m.APIURL())
+	fmt.Fprintf(out, "web     %s/ (read-only: what arrived, newest first, following new arrivals)\n", m.APIURL())
 	fmt.Fprintf(out, "target  %s\n", m.Target())
 	if m.CAFile() != "" {
 		fmt.Fprintf(out, "tls     %s (certificate %s)\n", m.TLS(), m.CAFile())

@@ -7,10 +7,12 @@ import (
 	"encoding/json"
 	"io"
 	"net"
+	"net/http"
 	"net/smtp"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -111,6 +113,16 @@ func TestMailboxServeQueryAndStopOnSIGTERM(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &page); code != 0 || err != nil || page.Total != 2 || len(page.Messages) != 1 {
 		t.Errorf("list --json: exit %d, %v\n%s", code, err, out)
 	}
+	// The web page at the same address shows them, the second marked.
+	resp, err := http.Get(api + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || strings.Count(string(body), `<span class="duplicate">duplicate</span>`) != 2 {
+		t.Errorf("web page: %d, want the legend and one duplicate mark:\n%s", resp.StatusCode, body)
+	}
 	code, out, _ = runMailboxCLI("mailbox", "fault", "--api", api, "accept_then_drop:count=1", "down=1h")
 	if code != 0 || !strings.Contains(out, "accept_then_drop:count=1  (fired 0, 1 left)") || !strings.Contains(out, "down") {
 		t.Errorf("fault: exit %d\n%s", code, out)
@@ -151,6 +163,9 @@ func TestMailboxServeQueryAndStopOnSIGTERM(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(rest, "\n"), "stopping") {
 		t.Errorf("no shutdown line in %q", rest)
+	}
+	if !slices.ContainsFunc(rest, func(l string) bool { return strings.HasPrefix(l, "web     "+api+"/ ") }) {
+		t.Errorf("no web line naming %s/ in %q", api, rest)
 	}
 }
 

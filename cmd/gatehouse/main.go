@@ -81,7 +81,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	out := &countingWriter{w: stdout}
 	root := newRootCmd(out, stderr)
 	root.SetArgs(args)
-	err := root.Execute()
+	err := unknownCommand(root, args)
+	if err == nil {
+		err = root.Execute()
+	}
 	if err == nil {
 		return exitOK
 	}
