@@ -29,6 +29,9 @@ func (r *Rehearsal) View() string {
 	// the rest. The pane in focus gets half the room at least, so it can be
 	// read and scrolled.
 	expNeed := len(r.snap.Verdicts) + 2
+	if r.focus == paneExpect {
+		expNeed += 2 // the selected expectation, whole
+	}
 	expFloor, histMin := min(expNeed, max(r.height/4, 3)), 3
 	switch r.focus {
 	case paneExpect:
