@@ -128,7 +128,7 @@ func TestInspectorKeys(t *testing.T) {
 		{name: "FormEscCancels", keys: []string{"tab", "h", "esc"}, want: []string{"cancelled: Hold"}},
 		{name: "ArrivedRefusedUnlessUnknown", keys: []string{"tab", "G", "Y", "o", "k", "enter"},
 			want: []string{"✗ record as arrived cust-ada:enquiry-T-1001:reply_ack → nothing to reconcile;", "its outcome is not unknown (it is sent)"}},
-		{name: "StopAndResume", keys: []string{"S", "x", "enter"}, want: []string{"■ STOPPED", "stop all execution: done"},
+		{name: "StopAndResume", keys: []string{"S", "x", "enter"}, want: []string{"■ STOPPED", "stop all execution → stopped: no attempt starts anywhere until resume"},
 			check: func(t *testing.T, a *App, _ *Inspector) {
 				typeKeys(a, "R", "o", "k", "enter")
 				if s := screenText(a); strings.Contains(s, "■ STOPPED") {

@@ -35,6 +35,7 @@ type operation struct {
 	title   string // as the confirmation asks it: "Reconcile", "Hold"
 	explain string
 	reason  bool
+	done    string // what came of it, for an operation on no action
 	target  string // an action key, a task id, or "" for the whole ledger
 	task    string // the action's task, so its name leaves it out
 	run     func(ctx context.Context, o operator, target, reason string) (ledger.Action, error)
@@ -64,17 +65,20 @@ var (
 			return o.l.ReleaseHold(ctx, key, o.actor, reason)
 		}}
 	opTakeOver = operation{verb: "take over task", title: "Take over task", reason: true,
+		done:    "you own it now; the previous owner's pending sends are stopped by the gate",
 		explain: "You become the owner; the previous owner is notified and its pending sends are stopped by the gate.",
 		run: func(ctx context.Context, o operator, task, reason string) (ledger.Action, error) {
 			_, err := o.l.TakeOver(ctx, ledger.TaskRef{ID: task}, o.actor, reason)
 			return ledger.Action{}, err
 		}}
 	opStop = operation{verb: "stop all execution", title: "STOP all execution", reason: true,
+		done:    "stopped: no attempt starts anywhere until resume",
 		explain: "From now on no attempt starts anywhere; attempts in flight finish and record their outcome.",
 		run: func(ctx context.Context, o operator, _, reason string) (ledger.Action, error) {
 			return ledger.Action{}, o.l.Stop(ctx, o.actor, reason)
 		}}
 	opResume = operation{verb: "resume execution", title: "Resume execution", reason: true,
+		done:    "resumed: the holds the stop caused are released",
 		explain: "Turns the stop switch off and releases the holds the stop caused.",
 		run: func(ctx context.Context, o operator, _, reason string) (ledger.Action, error) {
 			return ledger.Action{}, o.l.Resume(ctx, o.actor, reason)
@@ -181,7 +185,7 @@ func (m opMsg) sentence() string {
 	case m.err == nil && m.a.Key != "":
 		return fmt.Sprintf("%s → %s: %s", what, stateWord(m.a.State, false), plainReason(withoutKey(m.a.Reason, m.a.Key)))
 	case m.err == nil:
-		return what + ": done"
+		return what + " → " + orText(m.op.done, "done")
 	}
 	return fmt.Sprintf("%s → %s (exit %d): %s", what, answer.Meaning(code), code, plainReason(withoutKey(refusal(m.err), m.op.target)))
 }
