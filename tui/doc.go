@@ -86,21 +86,28 @@ func (d *docScreen) Update(msg tea.Msg) (Screen, tea.Cmd) {
 }
 
 // scroll moves the viewport by the app's movement keys.
-func (d *docScreen) scroll(msg tea.KeyPressMsg) {
+func (d *docScreen) scroll(msg tea.KeyPressMsg) { scrollViewport(&d.vp, msg) }
+
+// scrollViewport moves a bubbles viewport by the app's movement keys (its
+// own keys are not used); it reports whether msg was one of them.
+func scrollViewport(vp *viewport.Model, msg tea.KeyPressMsg) bool {
 	switch {
 	case key.Matches(msg, Keys.Up):
-		d.vp.ScrollUp(1)
+		vp.ScrollUp(1)
 	case key.Matches(msg, Keys.Down):
-		d.vp.ScrollDown(1)
+		vp.ScrollDown(1)
 	case key.Matches(msg, Keys.PageUp):
-		d.vp.PageUp()
+		vp.PageUp()
 	case key.Matches(msg, Keys.PageDown):
-		d.vp.PageDown()
+		vp.PageDown()
 	case key.Matches(msg, Keys.Top):
-		d.vp.GotoTop()
+		vp.GotoTop()
 	case key.Matches(msg, Keys.Bottom):
-		d.vp.GotoBottom()
+		vp.GotoBottom()
+	default:
+		return false
 	}
+	return true
 }
 
 // View implements Screen.

@@ -148,28 +148,11 @@ func (r *Rehearsal) historyPane(w, h int) []string {
 // paneKey moves the pane in focus; it reports whether the key was one of
 // the movement keys.
 func (r *Rehearsal) paneKey(msg tea.KeyPressMsg) bool {
-	k := Keys
 	switch r.focus {
 	case paneExpect:
 		return r.expPos.onKey(msg)
 	case paneHistory:
-		switch {
-		case key.Matches(msg, k.Up):
-			r.hist.ScrollUp(1)
-		case key.Matches(msg, k.Down):
-			r.hist.ScrollDown(1)
-		case key.Matches(msg, k.PageUp):
-			r.hist.PageUp()
-		case key.Matches(msg, k.PageDown):
-			r.hist.PageDown()
-		case key.Matches(msg, k.Top):
-			r.hist.GotoTop()
-		case key.Matches(msg, k.Bottom):
-			r.hist.GotoBottom()
-		default:
-			return false
-		}
-		return true
+		return scrollViewport(&r.hist, msg)
 	}
 	if r.pos.onKey(msg) {
 		r.selKey = ""
