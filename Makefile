@@ -38,6 +38,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz='^FuzzRead$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=1s ./ledger/audiencefile
 	$(GO) test -run '^$$' -fuzz='^FuzzRead$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=1s ./ledger/crmfile
 	$(GO) test -run '^$$' -fuzz='^FuzzDecode$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=1s ./destination/mailrender
+	$(GO) test -run '^$$' -fuzz='^FuzzCanonicalRequest$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=1s ./destination
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)

@@ -34,6 +34,10 @@ type Message struct {
 	Subject     string
 	Body        string
 	Target      string // the business target the action acts on (part of the key), not the destination's address
+	// HTTP is the write of an action that is an HTTP request, exactly as
+	// its attempt recorded it (nil for a message): an HTTP destination
+	// hands over these bytes and no others.
+	HTTP *HTTPWrite
 }
 
 // MessageID is the Message-ID the message carries, without angle brackets.
@@ -67,6 +71,15 @@ type Receipt struct {
 	TransportID string    // the id the destination knows the message by
 	Response    string    // the destination's own words, e.g. "250 2.0.0 OK: queued"
 	At          time.Time // when the destination answered
+	// Status is the HTTP status an HTTP destination answered (0 for none
+	// and for other destinations); set on a refusal's Receipt too.
+	Status int
+	// DestinationID is the provider's id of the object the write created
+	// (a refund's re_…), "" when it named none.
+	DestinationID string
+	// Replayed says the provider answered a result it had stored under the
+	// write's key (Idempotent-Replayed: true) rather than acting anew.
+	Replayed bool
 }
 
 // Destination delivers one message for one attempt. It knows nothing of the
@@ -150,6 +163,12 @@ type FoundMessage struct {
 	// ContentDigest is ContentDigest of its decoded subject and body (""
 	// when the records could not read them).
 	ContentDigest string
+	// Record is the provider's record as JSON, for an HTTP destination's
+	// records (nil otherwise): the gate counts it as an attempt's only when
+	// it agrees with every field the attempt wrote (RecordAgrees).
+	Record []byte
+	// DestinationID is the provider's id of the record ("" for none).
+	DestinationID string
 }
 
 // ContentDigest is how records and the gate compare what a message says:
@@ -334,6 +353,11 @@ const (
 	// OutcomeUnknown: the message may have been accepted (timeout or
 	// connection loss after it was handed over). Never retried blindly.
 	OutcomeUnknown Outcome = "unknown"
+	// OutcomeContradiction: the destination answered that it holds
+	// something else under the attempt's key (an idempotency key reused
+	// with another body: 422, idempotency_error, …MISMATCH). Something may
+	// have been done under it; a person must look, and nothing is retried.
+	OutcomeContradiction Outcome = "contradiction"
 )
 
 // Retryable reports whether nothing can have been delivered, so a new attempt

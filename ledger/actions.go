@@ -39,13 +39,17 @@ type Proposal struct {
 	Sender  string
 	Subject string
 	Body    string
+	// Request is the HTTP request the action is, in canonical form
+	// (destination.Request.Canonical); "" for a message. A request has no
+	// subject or body, and its recipient is optional.
+	Request string
 	Actor   string // who proposes: a workflow or a person
 }
 
 // content is what the proposal asks an approval to bind.
 func (p Proposal) content() Content {
 	return Content{Recipient: p.Recipient, RecipientName: p.RecipientName, Sender: p.Sender,
-		Destination: p.Destination, Lookup: p.Lookup, Subject: p.Subject, Body: p.Body, Target: p.Target}
+		Destination: p.Destination, Lookup: p.Lookup, Subject: p.Subject, Body: p.Body, Target: p.Target, Request: p.Request}
 }
 
 // Key is the proposal's action key.
@@ -60,9 +64,13 @@ func (p Proposal) Key() string {
 // *FieldError naming the field.
 func (p Proposal) Validate() error {
 	var missing []string
-	for name, v := range map[string]string{"task": p.Task.ID, "customer": p.Customer,
+	required := map[string]string{"task": p.Task.ID, "customer": p.Customer,
 		"event": p.Event, "action type": p.ActionType, "target": p.Target,
-		"recipient": p.Recipient, "destination": p.Destination, "actor": p.Actor} {
+		"recipient": p.Recipient, "destination": p.Destination, "actor": p.Actor}
+	if p.Request != "" {
+		delete(required, "recipient")
+	}
+	for name, v := range required {
 		if strings.TrimSpace(v) == "" {
 			missing = append(missing, name)
 		}
@@ -82,12 +90,54 @@ func (p Proposal) Validate() error {
 	if err := ValidateHeaderText("destination", p.Destination); err != nil {
 		return err
 	}
+	if p.Request != "" || isHTTPDestination(p.Destination) {
+		return p.validateRequest()
+	}
 	return validateContent(p.content())
+}
+
+func isHTTPDestination(d string) bool {
+	return strings.HasPrefix(d, "http://") || strings.HasPrefix(d, "https://")
+}
+
+// validateRequest refuses a request the gate could not hand over as
+// approved: one not in canonical form, one for a destination that takes
+// messages (or a message for one that takes requests), one whose body
+// already fills the fields where the destination's duplicate control
+// records the gate's key.
+func (p Proposal) validateRequest() error {
+	switch {
+	case p.Request == "":
+		return &FieldError{Field: "request", Reason: fmt.Sprintf("%s takes HTTP requests, not messages (--request-file, or --body-file with --method)", p.Destination)}
+	case !isHTTPDestination(p.Destination):
+		return &FieldError{Field: "request", Reason: fmt.Sprintf("an HTTP request needs an http(s):// destination, not %s", p.Destination)}
+	case p.Subject != "" || p.Body != "":
+		return &FieldError{Field: "request", Reason: "an HTTP request has no subject or message body; its body is the request's"}
+	}
+	r, err := destination.ParseCanonical(p.Request)
+	if err != nil {
+		return &FieldError{Field: "request", Reason: err.Error()}
+	}
+	canon, err := r.Canonical()
+	if err != nil || canon != p.Request {
+		return &FieldError{Field: "request", Reason: fmt.Sprintf("not in canonical form (%v)", err)}
+	}
+	prof, err := destination.ParseProfileString(p.Lookup)
+	if err != nil {
+		return &FieldError{Field: "destination", Reason: err.Error()}
+	}
+	if _, err := r.Write(prof, p.Key(), "probe"); err != nil {
+		return &FieldError{Field: "request", Reason: err.Error()}
+	}
+	if p.Recipient != "" {
+		return ValidateAddress("recipient", p.Recipient)
+	}
+	return nil
 }
 
 // withDefaults fills the sender.
 func (p Proposal) withDefaults() Proposal {
-	if p.Sender == "" {
+	if p.Sender == "" && p.Request == "" {
 		p.Sender = destination.DefaultSender
 	}
 	// Space around an address is formatting; inside it, it is an error
@@ -146,6 +196,10 @@ func (t *wtx) propose(p Proposal) (Action, error) {
 		if err != nil {
 			return out, err
 		}
+		if p.Request != "" {
+			return out, t.event(p.Actor, tk.ID, key, EvProposed, "",
+				"%s proposed %s, the request %s, via %s on task %s (draft).", p.Actor, p.ActionType, describeRequest(p.Request), p.Destination, tk.ID)
+		}
 		return out, t.event(p.Actor, tk.ID, key, EvProposed, "",
 			"%s proposed %s to %s from %s via %s on task %s (draft).", p.Actor, p.ActionType, p.Recipient, p.Sender, p.Destination, tk.ID)
 	}
@@ -203,10 +257,11 @@ func (t *wtx) repropose(a *Action, p Proposal, digest string) error {
 	}
 	changed := describeChange(*a, p)
 	if _, err := t.Exec(`UPDATE actions SET recipient = ?, recipient_name = ?, destination = ?, lookup = ?, destination_settings = ?, sender = ?, subject = ?, body = ?, digest = ?,
-		version = version + 1, updated_at = ? WHERE key = ?`,
-		p.Recipient, p.RecipientName, p.Destination, p.Lookup, p.DestinationSettings, p.Sender, p.Subject, p.Body, digest, ns(t.now()), a.Key); err != nil {
+		request = ?, version = version + 1, updated_at = ? WHERE key = ?`,
+		p.Recipient, p.RecipientName, p.Destination, p.Lookup, p.DestinationSettings, p.Sender, p.Subject, p.Body, digest, p.Request, ns(t.now()), a.Key); err != nil {
 		return err
 	}
+	a.Request = p.Request
 	a.Recipient, a.RecipientName, a.Subject, a.Body, a.Digest = p.Recipient, p.RecipientName, p.Subject, p.Body, digest
 	a.Destination, a.Lookup, a.DestinationSettings, a.Sender = p.Destination, p.Lookup, p.DestinationSettings, p.Sender
 	a.Version++
@@ -247,6 +302,9 @@ func describeChange(a Action, p Proposal) string {
 	if destination.NormalizeText(a.Body) != destination.NormalizeText(p.Body) {
 		parts = append(parts, "body changed")
 	}
+	if a.Request != p.Request {
+		parts = append(parts, requestChange(a.Request, p.Request))
+	}
 	if len(parts) == 0 {
 		parts = append(parts, "content changed")
 	}
@@ -285,7 +343,7 @@ func (t *wtx) insertAction(p Proposal, key, digest, taskID, corrects string, st 
 	at := fromNS(ns(t.now()))
 	a := Action{Key: key, TaskID: taskID, Customer: p.Customer, Event: p.Event, ActionType: p.ActionType, Target: p.Target,
 		Revision: p.Revision, Recipient: p.Recipient, RecipientName: p.RecipientName, Destination: p.Destination,
-		Lookup: p.Lookup, DestinationSettings: p.DestinationSettings, Sender: p.Sender, Subject: p.Subject, Body: p.Body, Digest: digest, State: st,
+		Lookup: p.Lookup, DestinationSettings: p.DestinationSettings, Sender: p.Sender, Subject: p.Subject, Body: p.Body, Request: p.Request, Digest: digest, State: st,
 		ProposedBy: p.Actor, Corrects: corrects, Version: 1, CreatedAt: at, UpdatedAt: at}
 	if t.holdInsert(a) {
 		// In a batch on SQLite the row waits for the request's next
@@ -295,10 +353,10 @@ func (t *wtx) insertAction(p Proposal, key, digest, taskID, corrects string, st 
 		return a, nil
 	}
 	if err := t.later("record action "+key, `INSERT INTO actions (key, task_id, customer, event, action_type, target, revision,
-		recipient, recipient_name, destination, lookup, destination_settings, sender, subject, body, digest, state, proposed_by, corrects, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		recipient, recipient_name, destination, lookup, destination_settings, sender, subject, body, digest, state, proposed_by, corrects, created_at, updated_at, request)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		key, taskID, p.Customer, p.Event, p.ActionType, p.Target, p.Revision,
-		p.Recipient, p.RecipientName, p.Destination, p.Lookup, p.DestinationSettings, p.Sender, p.Subject, p.Body, digest, string(st), p.Actor, corr, ns(a.CreatedAt), ns(a.UpdatedAt)); err != nil {
+		p.Recipient, p.RecipientName, p.Destination, p.Lookup, p.DestinationSettings, p.Sender, p.Subject, p.Body, digest, string(st), p.Actor, corr, ns(a.CreatedAt), ns(a.UpdatedAt), p.Request); err != nil {
 		return Action{}, err
 	}
 	t.movedKey, t.movedTo = key, string(st)
@@ -427,6 +485,11 @@ func (t *wtx) approve(a *Action, approver string, material []MaterialRead) error
 	}
 	t.note(map[string]any{"material": materialMap(material), "recipient": a.Recipient, "sender": a.Sender,
 		"destination": a.Destination, "digest": a.Digest, "owner": tk.Owner}, "")
+	if a.Request != "" {
+		return t.event(approver, a.TaskID, key, EvApproved, "",
+			"%s approved %s, the request %s, via %s (owner %s, %s).", approver, key, describeRequest(a.Request),
+			orDash(a.Destination), ownerName(tk.Owner), describeMaterial(material))
+	}
 	return t.event(approver, a.TaskID, key, EvApproved, "",
 		"%s approved %s to %s from %s via %s (owner %s, %s).", approver, key, a.Recipient, orDash(a.Sender),
 		orDash(a.Destination), ownerName(tk.Owner), describeMaterial(material))
@@ -573,4 +636,59 @@ func firstNonEmpty(a ...string) string {
 		}
 	}
 	return ""
+}
+
+// requestChange says what changed between two canonical requests, in the
+// words a person approving the new one needs: which of method, path,
+// headers and which body fields.
+func requestChange(was, now string) string {
+	if was == "" || now == "" {
+		return "request changed"
+	}
+	a, err1 := destination.ParseCanonical(was)
+	b, err2 := destination.ParseCanonical(now)
+	if err1 != nil || err2 != nil {
+		return "request changed"
+	}
+	var parts []string
+	if a.Method != b.Method || a.Path != b.Path {
+		parts = append(parts, fmt.Sprintf("request %s %s → %s %s", a.Method, a.Path, b.Method, b.Path))
+	}
+	if fmt.Sprint(a.Headers) != fmt.Sprint(b.Headers) {
+		parts = append(parts, "request headers changed")
+	}
+	var ab, bb map[string]json.RawMessage
+	if json.Unmarshal(a.Body, &ab) == nil && json.Unmarshal(b.Body, &bb) == nil {
+		var fields []string
+		for k, v := range bb {
+			if string(ab[k]) != string(v) {
+				fields = append(fields, fmt.Sprintf("%s %s → %s", k, orDash(string(ab[k])), string(v)))
+			}
+		}
+		for k := range ab {
+			if _, ok := bb[k]; !ok {
+				fields = append(fields, k+" removed")
+			}
+		}
+		if len(fields) > 0 {
+			parts = append(parts, "request body "+strings.Join(sortStrings(fields), ", "))
+		}
+	} else if string(a.Body) != string(b.Body) {
+		parts = append(parts, "request body changed")
+	}
+	if len(parts) == 0 {
+		return "request changed"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// describeRequest is a canonical request in one line for the history:
+// method, path and body, as the provider will receive them (less the
+// gate's own fields).
+func describeRequest(canonical string) string {
+	r, err := destination.ParseCanonical(canonical)
+	if err != nil {
+		return truncate(canonical, 300)
+	}
+	return truncate(fmt.Sprintf("%s %s %s", r.Method, r.Path, r.Body), 500)
 }

@@ -97,7 +97,10 @@ func TestActionCountsSurviveBulkUpdatesDriftAndMigration(t *testing.T) {
 		`DROP TABLE unverified_actions`, `DROP TABLE unverified_releases`, `DROP TABLE ledger_identity`, `ALTER TABLE attempts DROP COLUMN content_digest`, `ALTER TABLE attempts DROP COLUMN settles_at`,
 		`DROP INDEX actions_late_arrivals`, `ALTER TABLE actions DROP COLUMN late_arrivals`, `ALTER TABLE attempts DROP COLUMN arrived_late`,
 		`ALTER TABLE audience_releases DROP COLUMN case_sensitive_local_part`, `DROP INDEX audience_rows_address`,
-		`ALTER TABLE audience_rows DROP COLUMN address`, `ALTER TABLE audience_rows DROP COLUMN carrier_line`, `PRAGMA user_version = 9`,
+		`ALTER TABLE audience_rows DROP COLUMN address`, `ALTER TABLE audience_rows DROP COLUMN carrier_line`,
+		`ALTER TABLE actions DROP COLUMN request`, `ALTER TABLE attempts DROP COLUMN wire`, `ALTER TABLE attempts DROP COLUMN provider_key`,
+		`ALTER TABLE attempts DROP COLUMN key_generation`, `ALTER TABLE attempts DROP COLUMN http_status`,
+		`ALTER TABLE attempts DROP COLUMN destination_action_id`, `PRAGMA user_version = 9`,
 	}
 	if onPostgres() {
 		downgrade = []string{
@@ -109,7 +112,10 @@ func TestActionCountsSurviveBulkUpdatesDriftAndMigration(t *testing.T) {
 			`ALTER TABLE attempts DROP COLUMN content_digest`, `ALTER TABLE attempts DROP COLUMN settles_at`,
 			`DROP INDEX actions_late_arrivals`, `ALTER TABLE actions DROP COLUMN late_arrivals`, `ALTER TABLE attempts DROP COLUMN arrived_late`,
 			`ALTER TABLE audience_releases DROP COLUMN case_sensitive_local_part`,
-			`ALTER TABLE audience_rows DROP COLUMN address`, `ALTER TABLE audience_rows DROP COLUMN carrier_line`, `UPDATE gatehouse_schema SET version = 9`,
+			`ALTER TABLE audience_rows DROP COLUMN address`, `ALTER TABLE audience_rows DROP COLUMN carrier_line`,
+			`ALTER TABLE actions DROP COLUMN request`, `ALTER TABLE attempts DROP COLUMN wire`, `ALTER TABLE attempts DROP COLUMN provider_key`,
+			`ALTER TABLE attempts DROP COLUMN key_generation`, `ALTER TABLE attempts DROP COLUMN http_status`,
+			`ALTER TABLE attempts DROP COLUMN destination_action_id`, `UPDATE gatehouse_schema SET version = 9`,
 		}
 	}
 	for _, q := range downgrade {

@@ -33,6 +33,9 @@ type Content struct {
 	Subject string
 	Body    string
 	Target  string
+	// Request is the canonical request of an action that is an HTTP
+	// request ("" for a message).
+	Request string
 }
 
 // Digest is the approval digest of the content: recipient (and its display
@@ -40,6 +43,15 @@ type Content struct {
 // tolerance as the package-level Digest. Content without a destination is
 // a row recorded before destinations were bound and keeps that digest.
 func (c Content) Digest() string {
+	if c.Request != "" {
+		// A request is bound as the provider will receive it: its
+		// canonical JSON, where JSON formatting and key order are already
+		// gone and every value counts, with where it goes and how that
+		// destination's duplicate control reconciles it.
+		d := digestOf("v3", destination.NormalizeAddress(c.Recipient, destination.FoldLocalPart), strings.TrimSpace(c.Destination),
+			strings.TrimSpace(c.Lookup), c.Request, strings.TrimSpace(c.Target))
+		return "sha256:v3:" + strings.TrimPrefix(d, "sha256:")
+	}
 	if c.Destination == "" && c.Sender == "" && c.RecipientName == "" {
 		return Digest(c.Recipient, c.Subject, c.Body, c.Target)
 	}

@@ -68,6 +68,8 @@ func outcomeState(o destination.Outcome) State {
 		return StateUnknown
 	case destination.OutcomeRejectedPermanent:
 		return StateFailed
+	case destination.OutcomeContradiction:
+		return StateHeld
 	default:
 		return StateApproved
 	}
@@ -152,7 +154,11 @@ func (d Delivery) response() string {
 // own state is what a retry would be judged on.
 func (l *Ledger) RecordDelivery(ctx context.Context, att Attempt, d Delivery) (Result, error) {
 	// The outcome must be recorded even if the caller's context is done.
-	a, recErr := l.RecordOutcome(context.WithoutCancel(ctx), att.TransportID, d.Outcome, d.response())
+	var a Action
+	recErr := l.writeRelaxed(context.WithoutCancel(ctx), func(t *wtx) (err error) {
+		a, err = t.recordOutcomeOf(att.TransportID, d.Outcome, d.response(), d.Receipt)
+		return err
+	})
 	return deliveryResult(att, d, a, recErr)
 }
 
@@ -184,6 +190,8 @@ func outcomeError(a Action, o destination.Outcome, sendErr error) error {
 			Hint: fmt.Sprintf("the destination may have accepted it (%v); reconcile, do not resend", sendErr)}
 	case destination.OutcomeRejectedPermanent:
 		return &StateError{Key: a.Key, State: a.State, Err: ErrFailed, Hint: sendErr.Error()}
+	case destination.OutcomeContradiction:
+		return &StateError{Key: a.Key, State: a.State, Err: ErrHeld, Hint: a.Reason}
 	default:
 		return &StateError{Key: a.Key, State: a.State, Err: ErrNotDelivered,
 			Hint: fmt.Sprintf("nothing was delivered (%v); the action is approved again and may be retried", sendErr)}
@@ -271,8 +279,23 @@ func (t *wtx) beginAttempt(req ExecuteRequest) (Attempt, destination.Message, Ac
 }
 
 // decide is beginAttempt's body; a holds the action as it stands after
-// each step, refusals included.
+// each step, refusals included. A probe that is refused (stopped, denied,
+// cancelled, not approved) leaves the earlier attempt's outcome open: the
+// action stays held for its probe, never approved or denied over it.
 func (t *wtx) decide(req ExecuteRequest, a *Action) (Attempt, destination.Message, error) {
+	var probe bool
+	att, msg, err := t.decideChecks(req, a, &probe)
+	if err != nil && probe && isDecision(err) {
+		if kerr := t.keepProbeOpen(a, req.Executor, err); kerr != nil {
+			return att, msg, kerr
+		}
+	}
+	return att, msg, err
+}
+
+// decideChecks is decide's every check; probe is set once the action is
+// read, when it is held for a probe.
+func (t *wtx) decideChecks(req ExecuteRequest, a *Action, probe *bool) (Attempt, destination.Message, error) {
 	// Every read of the decision, sent with the action's (on PostgreSQL);
 	// a batch that read the stop switch once has no use for it again.
 	if t.batch == nil || t.batch.sw == nil {
@@ -290,6 +313,7 @@ func (t *wtx) decide(req ExecuteRequest, a *Action) (Attempt, destination.Messag
 			return Attempt{}, destination.Message{}, err
 		}
 	}
+	*probe = a.State == StateHeld && a.HoldCause == HoldProbeDue
 	if err := t.refuseUnlessExecutable(a, req.Executor); err != nil {
 		return Attempt{}, destination.Message{}, err
 	}
@@ -328,7 +352,7 @@ func (t *wtx) decide(req ExecuteRequest, a *Action) (Attempt, destination.Messag
 		return Attempt{}, destination.Message{}, err
 	}
 	msg := destination.Message{ActionKey: a.Key, Attempt: att.Number, TransportID: att.TransportID,
-		From: att.Sender, To: att.Recipient, ToName: a.RecipientName, Subject: a.Subject, Body: a.Body, Target: a.Target}
+		From: att.Sender, To: att.Recipient, ToName: a.RecipientName, Subject: a.Subject, Body: a.Body, Target: a.Target, HTTP: att.write}
 	return att, msg, nil
 }
 
@@ -380,6 +404,14 @@ func (t *wtx) refuseUnlessExecutable(a *Action, executor string) error {
 	case StateSent, StateExecuting, StateUnknown:
 		return t.blockDuplicate(a, executor, "execution")
 	case StateHeld:
+		if a.HoldCause == HoldProbeDue {
+			// The probe goes through every check of a send: should the
+			// first request never have arrived, it is the first execution.
+			if err := t.refuseStaleProbe(a, executor); err != nil {
+				return err
+			}
+			break
+		}
 		if a.HoldCause.outcomeOpen() {
 			return t.blockDuplicate(a, executor, "execution")
 		}
@@ -612,12 +644,17 @@ func (t *wtx) startAttempt(a *Action, ap Approval, req ExecuteRequest, checks []
 		Sender: firstNonEmpty(ap.Sender, destination.DefaultSender), ContentDigest: destination.ContentDigest(a.Subject, a.Body)}
 	att.SettlesAt = att.LeaseUntil.Add(settle)
 	att.MessageID = att.TransportID
+	if a.Request != "" {
+		if err := t.writeOf(a, &att, n); err != nil {
+			return Attempt{}, err
+		}
+	}
 	const insert = `INSERT INTO attempts (action_key, number, transport_id, executor, holder, started_at, lease_until,
-		destination, lookup, message_id, recipient, sender, epoch, content_digest, settles_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`
+		destination, lookup, message_id, recipient, sender, epoch, content_digest, settles_at, wire, provider_key, key_generation)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`
 	args := []any{att.ActionKey, att.Number, att.TransportID, att.Executor, att.Holder,
 		ns(att.StartedAt), ns(att.LeaseUntil), att.Destination, att.Lookup, att.MessageID, att.Recipient, att.Sender, att.Epoch,
-		att.ContentDigest, ns(att.SettlesAt)}
+		att.ContentDigest, ns(att.SettlesAt), att.Wire, att.ProviderKey, att.KeyGeneration}
 	what := fmt.Sprintf("record attempt %d of %s", att.Number, a.Key)
 	moving := fmt.Sprintf("attempt %d in flight", att.Number)
 	moved := fresh && t.pg == nil
@@ -648,6 +685,17 @@ func (t *wtx) startAttempt(a *Action, ap Approval, req ExecuteRequest, checks []
 	}
 	// The epoch stays out of this line: it is in the attempt's record, and a
 	// hold it causes names it; here it would only be noise in every history.
+	if a.Request != "" {
+		t.note(map[string]any{"attempt": att.Number, "destination": att.Destination, "lookup": att.Lookup,
+			"message_id": att.MessageID, "key_generation": att.KeyGeneration, "wire": att.Wire}, "")
+		what := "request"
+		if att.probe {
+			what = "probe (the same bytes under the same key as attempt " + fmt.Sprint(att.Number-1) + ")"
+		}
+		return att, t.event(req.Executor, a.TaskID, a.Key, EvAttemptStarted, "",
+			"%s started attempt %d of %s, a %s %s, to %s with key generation %d; the intent and the bytes are recorded before anything is sent.",
+			req.Executor, att.Number, a.Key, what, requestLine(att.Wire), att.Endpoint(), att.KeyGeneration)
+	}
 	t.note(map[string]any{"attempt": att.Number, "destination": att.Destination, "lookup": att.Lookup,
 		"message_id": att.MessageID, "recipient": att.Recipient, "sender": att.Sender}, "")
 	return att, t.event(req.Executor, a.TaskID, a.Key, EvAttemptStarted, "",
@@ -678,6 +726,12 @@ func (l *Ledger) RecordOutcome(ctx context.Context, transportID string, o destin
 
 // recordOutcome is RecordOutcome inside t.
 func (t *wtx) recordOutcome(transportID string, o destination.Outcome, response string) (Action, error) {
+	return t.recordOutcomeOf(transportID, o, response, destination.Receipt{})
+}
+
+// recordOutcomeOf is recordOutcome with what the destination's receipt
+// says besides (an HTTP status, the provider's id of what it created).
+func (t *wtx) recordOutcomeOf(transportID string, o destination.Outcome, response string, rcpt destination.Receipt) (Action, error) {
 	t.readAhead(actionOfTransportID, []any{transportID}, actionByKey)
 	att, err := getAttemptByTransport(t, transportID)
 	if err != nil {
@@ -727,9 +781,17 @@ func (t *wtx) recordOutcome(transportID string, o destination.Outcome, response 
 			"Attempt %d of %s reported %s (%s) after it had been settled as %s; recorded, it changes nothing.",
 			att.Number, out.Key, o, truncate(response, 300), att.Outcome)
 	}
-	if err := t.later("record outcome of "+transportID, `UPDATE attempts SET outcome = ?, outcome_at = ?, response = ? WHERE id = ?`,
-		string(o), ns(t.now()), truncate(response, 2000), att.ID); err != nil {
+	if err := t.later("record outcome of "+transportID, `UPDATE attempts SET outcome = ?, outcome_at = ?, response = ?, http_status = ?, destination_action_id = ? WHERE id = ?`,
+		string(o), ns(t.now()), truncate(response, 2000), rcpt.Status, truncate(rcpt.DestinationID, 200), att.ID); err != nil {
 		return out, err
+	}
+	att.HTTPStatus, att.DestinationID = rcpt.Status, rcpt.DestinationID
+	if att.ProviderKey != "" {
+		if probed, err := t.probedAttempt(att); err != nil {
+			return out, err
+		} else if probed != nil {
+			return out, t.applyProbe(&out, att, *probed, o, response, rcpt)
+		}
 	}
 	return out, t.applyOutcome(&out, att, o, response, false)
 }
@@ -761,6 +823,15 @@ func (t *wtx) applyOutcome(a *Action, att Attempt, o destination.Outcome, respon
 		return t.event(actor, a.TaskID, a.Key, EvUnknown, "",
 			"Attempt %d of %s to %s has an unknown outcome (%s): the message may have arrived, so it will not be re-sent; reconcile it.",
 			att.Number, a.Key, orDash(att.Destination), truncate(response, 200))
+	case destination.OutcomeContradiction:
+		reason := truncate(fmt.Sprintf("contradiction at %s for attempt %d: the provider holds another request under its key (%s). Something may have been done under it; a person must check the destination (gate resolve)",
+			orDash(att.Destination), att.Number, truncate(response, 300)), 1000)
+		if err := t.transition(a, StateHeld, reason, HoldContradiction); err != nil {
+			return err
+		}
+		return t.event(actor, a.TaskID, a.Key, EvContradiction, "",
+			"Attempt %d of %s was answered by %s with a key reused for another request (%s): it is held for a person and will not be re-sent.",
+			att.Number, a.Key, orDash(att.Destination), truncate(response, 200))
 	case destination.OutcomeRejectedPermanent:
 		if err := t.transition(a, StateFailed, "rejected permanently: "+truncate(response, 200), ""); err != nil {
 			return err
@@ -776,7 +847,8 @@ func (t *wtx) applyOutcome(a *Action, att Attempt, o destination.Outcome, respon
 }
 
 const attemptCols = `id, action_key, number, transport_id, executor, holder, started_at, lease_until, outcome, outcome_at, response, reconciled,
-	destination, lookup, message_id, recipient, sender, epoch, content_digest, settles_at, arrived_late`
+	destination, lookup, message_id, recipient, sender, epoch, content_digest, settles_at, arrived_late,
+	wire, provider_key, key_generation, http_status, destination_action_id`
 
 func scanAttempt(s interface{ Scan(...any) error }) (Attempt, error) {
 	var at Attempt
@@ -784,7 +856,8 @@ func scanAttempt(s interface{ Scan(...any) error }) (Attempt, error) {
 	var o string
 	var rec int
 	err := s.Scan(&at.ID, &at.ActionKey, &at.Number, &at.TransportID, &at.Executor, &at.Holder, &st, &lu, &o, &oa, &at.Response, &rec,
-		&at.Destination, &at.Lookup, &at.MessageID, &at.Recipient, &at.Sender, &at.Epoch, &at.ContentDigest, &sa, &al)
+		&at.Destination, &at.Lookup, &at.MessageID, &at.Recipient, &at.Sender, &at.Epoch, &at.ContentDigest, &sa, &al,
+		&at.Wire, &at.ProviderKey, &at.KeyGeneration, &at.HTTPStatus, &at.DestinationID)
 	at.StartedAt, at.LeaseUntil, at.OutcomeAt, at.ArrivedLate = fromNS(st), fromNS(lu), fromNS(oa), fromNS(al)
 	if at.SettlesAt = fromNS(sa); sa == 0 {
 		// Recorded before attempts kept their settle time.

@@ -46,6 +46,9 @@ func recheckable(atts []Attempt) []Attempt {
 // Message-ID, recipient, sender and content digest all match the intent
 // (see judge).
 func isOwn(att Attempt, m destination.FoundMessage) bool {
+	if att.Wire != "" {
+		return isOwnRecord(att, m)
+	}
 	return m.MessageID == att.MessageID && containsFold(m.Recipients, att.Recipient) && sameSender(m.Sender, att.Sender) &&
 		(att.ContentDigest == "" || m.ContentDigest == att.ContentDigest)
 }

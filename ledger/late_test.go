@@ -351,7 +351,10 @@ func TestMigrationMarksTheLateAcceptancesOfOlderLedgers(t *testing.T) {
 		`ALTER TABLE ledger_identity DROP COLUMN generation`, `ALTER TABLE ledger_identity DROP COLUMN backup_point`,
 		`ALTER TABLE ledger_identity DROP COLUMN backup_at`, `ALTER TABLE ledger_identity DROP COLUMN restored_at`,
 		`ALTER TABLE audience_releases DROP COLUMN case_sensitive_local_part`, `DROP INDEX IF EXISTS audience_rows_address`,
-		`ALTER TABLE audience_rows DROP COLUMN address`, `ALTER TABLE audience_rows DROP COLUMN carrier_line`, `PRAGMA user_version = 12`}
+		`ALTER TABLE audience_rows DROP COLUMN address`, `ALTER TABLE audience_rows DROP COLUMN carrier_line`,
+		`ALTER TABLE actions DROP COLUMN request`, `ALTER TABLE attempts DROP COLUMN wire`, `ALTER TABLE attempts DROP COLUMN provider_key`,
+		`ALTER TABLE attempts DROP COLUMN key_generation`, `ALTER TABLE attempts DROP COLUMN http_status`,
+		`ALTER TABLE attempts DROP COLUMN destination_action_id`, `ALTER TABLE ledger_identity DROP COLUMN key_secret`, `PRAGMA user_version = 12`}
 	if onPostgres() {
 		downgrade[len(downgrade)-1] = `UPDATE gatehouse_schema SET version = 12`
 	}
@@ -360,7 +363,7 @@ func TestMigrationMarksTheLateAcceptancesOfOlderLedgers(t *testing.T) {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
-	if from, to, err := ledger.Migrate(w.ctx, w.path); err != nil || from != 12 || to != 15 {
+	if from, to, err := ledger.Migrate(w.ctx, w.path); err != nil || from != 12 || to < 15 {
 		t.Fatalf("migrate: %d -> %d, %v", from, to, err)
 	}
 	w.open()

@@ -73,8 +73,33 @@ func (l *Ledger) Reconcile(ctx context.Context, req ReconcileRequest) (Action, e
 		return a, fmt.Errorf("last attempt of %s: %w", key, ErrNotFound)
 	}
 	asked, earlier := atts[len(atts)-1], atts[:len(atts)-1] // asked: the attempt the destination is asked about
-	if asked.Recipient == "" {
+	if asked.Recipient == "" && asked.Wire == "" {
 		asked.Recipient = a.Recipient // recorded before attempts stored it
+	}
+	earlier = sameKeyAs(earlier, asked)
+	if asked.ProviderKey != "" && !req.Moved {
+		// Within the provider's key window, the probe is the evidence:
+		// the same bytes under the same key answer what the provider
+		// stored, and are the first execution if nothing arrived.
+		var probed bool
+		out, err := l.onAction(ctx, key, false, func(t *wtx, cur *Action) error {
+			if !needsReconcile(*cur) || cur.Version != a.Version {
+				return nil
+			}
+			att, err := lastAttempt(t, key)
+			if err != nil || att.ID != asked.ID {
+				return err
+			}
+			ok, end, _, err := t.probeDue(att)
+			if err != nil || !ok {
+				return err
+			}
+			probed = true
+			return t.holdProbeDue(cur, att, actor, end)
+		})
+		if probed || err != nil {
+			return out, err
+		}
 	}
 	ep, note, refusal := reconcileEndpoint(asked, req)
 	if refusal != nil {
@@ -130,7 +155,10 @@ func (l *Ledger) Reconcile(ctx context.Context, req ReconcileRequest) (Action, e
 		}
 		if lookErr != nil {
 			reason := fmt.Sprintf("outcome of attempt %d unknown and could not be checked (%v); a person must look at the destination", att.Number, lookErr)
-			if cur.State != StateHeld || cur.HoldCause != HoldUnknownOutcome {
+			// A provider's contradiction stays one: records that cannot be
+			// read add nothing to it.
+			keep := cur.HoldCause == HoldUnknownOutcome || att.Wire != "" && cur.HoldCause == HoldContradiction
+			if cur.State != StateHeld || !keep {
 				if err := t.transition(&out, StateHeld, reason, HoldUnknownOutcome); err != nil {
 					return err
 				}
@@ -144,8 +172,14 @@ func (l *Ledger) Reconcile(ctx context.Context, req ReconcileRequest) (Action, e
 			return t.holdContradiction(&out, att, actor, ep, v)
 		case v.own > 0:
 			// Its own Message-ID is proof of delivery whatever the epoch.
-			if err := t.settleReconciled(&out, att, actor, destination.OutcomeAccepted, "",
-				fmt.Sprintf("reconciliation found its message %s for %s at %s", att.MessageID, asked.Recipient, ep.Destination)); err != nil {
+			found := fmt.Sprintf("reconciliation found its message %s for %s at %s", att.MessageID, asked.Recipient, ep.Destination)
+			if att.Wire != "" {
+				found = fmt.Sprintf("reconciliation found its record %s under key %s at %s", strings.Join(v.ids, ", "), att.MessageID, ep.Destination)
+				if _, err := t.Exec(`UPDATE attempts SET destination_action_id = ? WHERE id = ?`, truncate(strings.Join(v.ids, ", "), 200), att.ID); err != nil {
+					return err
+				}
+			}
+			if err := t.settleReconciled(&out, att, actor, destination.OutcomeAccepted, "", found); err != nil {
 				return err
 			}
 			return recordLate()
@@ -226,6 +260,7 @@ func lookUp(ctx context.Context, open destination.RecordsOpener, ep destination.
 type verdict struct {
 	own            int      // stored copies of the attempt's message for its recipient
 	contradictions []string // everything else found, in plain words
+	ids            []string // the provider's ids of an HTTP attempt's own records
 }
 
 // judge counts the attempt's own message and names everything else as a
@@ -235,6 +270,9 @@ type verdict struct {
 // so a copy that says something else, or comes from someone else, is
 // evidence for a person, never proof of delivery.
 func judge(att Attempt, res destination.LookupResult) verdict {
+	if att.Wire != "" {
+		return judgeRecords(att, res)
+	}
 	var v verdict
 	for _, m := range res.Messages {
 		switch {

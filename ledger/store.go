@@ -88,6 +88,9 @@ type Ledger struct {
 	// identity is the ledger's name (ledger_identity), read once by the
 	// first attempt this handle starts: it never changes.
 	identity atomic.Pointer[string]
+	// keySecret is the ledger's secret for provider-facing keys
+	// (ledger_identity.key_secret), read by the first HTTP attempt.
+	keySecret atomic.Pointer[[]byte]
 	// restored is set while a restore left anything unverified (see
 	// loadRestored): only then does a decision read the marks.
 	restored atomic.Bool

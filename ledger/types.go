@@ -52,13 +52,17 @@ const (
 	HoldContradiction     HoldCause = "contradiction"      // the destination's records contradict the attempt
 	HoldNotFoundYet       HoldCause = "not_found_yet"      // nothing found, but the message may still land
 	HoldArrivedLate       HoldCause = "arrived_late"       // nothing more to retry: an earlier attempt arrived after all
+	// HoldProbeDue: an HTTP request's outcome is unknown at a provider that
+	// keeps its key, within the key's window: the next send repeats the
+	// same bytes with the same key (a probe), through every check of a send.
+	HoldProbeDue HoldCause = "probe_due"
 )
 
 // outcomeOpen reports whether the hold sits on an attempt whose outcome is
 // not established: the message may have arrived, so nothing may start again
 // until reconciliation or a person settles it.
 func (c HoldCause) outcomeOpen() bool {
-	return c == HoldUnknownOutcome || c == HoldContradiction || c == HoldNotFoundYet
+	return c == HoldUnknownOutcome || c == HoldContradiction || c == HoldNotFoundYet || c == HoldProbeDue
 }
 
 // OutcomeOpen reports whether a hold of this cause sits on an attempt
@@ -113,16 +117,20 @@ type Action struct {
 	Sender              string // the From address the approval binds
 	Subject             string
 	Body                string
-	Digest              string
-	State               State
-	Reason              string    // why it is in its state, in plain words
-	HoldCause           HoldCause // set while held
-	ProposedBy          string
-	Corrects            string // key of the action this one corrects
-	LateArrivals        int    // attempts settled as not arrived whose message arrived after all
-	Version             int64
-	CreatedAt           time.Time
-	UpdatedAt           time.Time
+	// Request is the canonical JSON of the HTTP request the action is
+	// (destination.Request.Canonical), "" for a message: what the approval
+	// digest binds in place of subject and body.
+	Request      string
+	Digest       string
+	State        State
+	Reason       string    // why it is in its state, in plain words
+	HoldCause    HoldCause // set while held
+	ProposedBy   string
+	Corrects     string // key of the action this one corrects
+	LateArrivals int    // attempts settled as not arrived whose message arrived after all
+	Version      int64
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
 }
 
 // MaterialRead is one material field value as read from its source.
@@ -171,8 +179,18 @@ type Attempt struct {
 	Recipient   string
 	Sender      string
 	// ContentDigest is destination.ContentDigest of what was handed over
-	// ("" on attempts recorded before intents kept it).
+	// ("" on attempts recorded before intents kept it); for a request,
+	// destination.RequestDigest of the approved request.
 	ContentDigest string
+	// An attempt of an HTTP request records the exact bytes it hands over
+	// (Wire), the provider-facing key they carry and that key's
+	// generation, the HTTP status answered (0 for none) and the provider's
+	// id of what the write created. MessageID is the provider-facing key.
+	Wire          string
+	ProviderKey   string
+	KeyGeneration int
+	HTTPStatus    int
+	DestinationID string
 	// SettlesAt is when the attempt's message can no longer land: its
 	// lease's end plus the destination's settle time. Before it, records
 	// that hold nothing prove nothing.
@@ -188,6 +206,10 @@ type Attempt struct {
 	// or its message found in the records); zero while it has not. The
 	// outcome stays as it was settled: this is evidence beside it.
 	ArrivedLate time.Time
+	// write is what an HTTP attempt hands over (nil for a message); probe
+	// says it repeats the attempt before it under the same key.
+	write *destination.HTTPWrite
+	probe bool
 	// begun is when BeginAttempt(s) returned the attempt to this process, on
 	// the ledger's clock in this process (not the server's, which can
 	// disagree): Deliver bounds the send from here.

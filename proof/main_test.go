@@ -18,7 +18,10 @@ import (
 	"testing"
 	"time"
 
+	"gatehouse/destination"
+	"gatehouse/destination/httpdest"
 	smtpdest "gatehouse/destination/smtp"
+	"gatehouse/internal/clock"
 	"gatehouse/internal/pgtest"
 	"gatehouse/ledger"
 	"gatehouse/testmailbox"
@@ -81,18 +84,25 @@ func playRole(role string) int {
 		}
 		opts = append(opts, ledger.WithLease(lease))
 	}
+	if raw := os.Getenv("PROOF_CLOCK_OFFSET"); raw != "" {
+		off, err := time.ParseDuration(raw)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "PROOF_CLOCK_OFFSET:", err)
+			return 2
+		}
+		opts = append(opts, ledger.WithClock(laterClock{off}))
+	}
 	l, err := ledger.Open(os.Getenv("PROOF_LEDGER"), opts...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "open ledger:", err)
 		return 1
 	}
 	defer l.Close()
-	sd, err := smtpdest.New(os.Getenv("PROOF_TARGET"))
+	dest, err := roleDestination(os.Getenv("PROOF_TARGET"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	dest := sd.Gate()
 	actor := os.Getenv("PROOF_ACTOR")
 	keys := strings.Split(os.Getenv("PROOF_KEYS"), ",")
 	switch role {
@@ -124,6 +134,35 @@ func playRole(role string) int {
 		return 1
 	}
 	return 0
+}
+
+// roleDestination opens the destination a role's process sends to: the
+// test mailbox's SMTP relay, or a payments fake's HTTP API (an http://
+// target declaring its duplicate control).
+func roleDestination(target string) (destination.Destination, error) {
+	if strings.HasPrefix(target, "http://") {
+		return httpdest.New(target)
+	}
+	sd, err := smtpdest.New(target)
+	if err != nil {
+		return nil, err
+	}
+	return sd.Gate(), nil
+}
+
+// laterClock is the wall clock moved on by a fixed offset: the process
+// that finishes an HTTP world's run "a day later", when the provider's key
+// window has ended, without anyone waiting a day.
+type laterClock struct{ off time.Duration }
+
+func (c laterClock) Now() time.Time { return clock.System{}.Now().Add(c.off) }
+
+func (laterClock) NewTimer(d time.Duration) (clock.Timer, <-chan time.Time) {
+	return clock.System{}.NewTimer(d)
+}
+
+func (laterClock) AfterFunc(d time.Duration, f func()) clock.Timer {
+	return clock.System{}.AfterFunc(d, f)
 }
 
 // profileCPU writes a CPU profile of this process to path (with the

@@ -119,11 +119,20 @@ func playFinish(ctx context.Context, l *ledger.Ledger, dest destination.Destinat
 }
 
 func finishOne(ctx context.Context, l *ledger.Ledger, dest destination.Destination, actor, key string) error {
+	var prev ledger.Action
 	for range 8 {
 		a, err := l.Action(ctx, key)
 		if err != nil {
 			return err
 		}
+		if a.State == ledger.StateHeld && a.State == prev.State && a.HoldCause == prev.HoldCause && a.Reason == prev.Reason {
+			// Reconciling again changed nothing: the outcome is a
+			// person's to establish (an HTTP destination without a
+			// duplicate control, or past its key window without a
+			// reference).
+			return nil
+		}
+		prev = a
 		switch {
 		case a.State == ledger.StateHeld && a.HoldCause == ledger.HoldNotFoundYet:
 			if err = awaitSettled(ctx, l, key); err == nil {
@@ -133,7 +142,9 @@ func finishOne(ctx context.Context, l *ledger.Ledger, dest destination.Destinati
 			_, err = l.Reconcile(ctx, ledger.ReconcileRequest{Key: key, Actor: actor, Open: registry.Records()})
 		case a.State == ledger.StateHeld && a.HoldCause == ledger.HoldSafeToRetry:
 			_, err = l.ReleaseHold(ctx, key, actor, "reconciliation proved nothing arrived")
-		case a.State == ledger.StateApproved:
+		case a.State == ledger.StateApproved, a.State == ledger.StateHeld && a.HoldCause == ledger.HoldProbeDue:
+			// A probe due is a send: the same bytes under the same key,
+			// through every check of a send.
 			_, err = l.Execute(ctx, ledger.ExecuteRequest{Key: key, Executor: actor, Reread: consentYes}, dest)
 			if expectedRefusal(err) {
 				err = nil

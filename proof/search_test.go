@@ -17,6 +17,7 @@ import (
 
 	"gatehouse/destination"
 	filedest "gatehouse/destination/file"
+	"gatehouse/destination/httpdest"
 	"gatehouse/destination/registry"
 	smtpdest "gatehouse/destination/smtp"
 	"gatehouse/fakes"
@@ -962,6 +963,14 @@ func TestOperationSearch(t *testing.T) {
 		len(seeds), ops, time.Since(start).Round(time.Second), n, ordinary, nem, sum, forgotten)
 }
 
+// TestOperationSearch's refunds: the same seeds and steps, with HTTP
+// refunds to payments fakes under each duplicate control
+// (search_refund_test.go).
+func TestOperationSearchRefunds(t *testing.T) {
+	seeds, ops := searchSize()
+	testRefundSearch(t, seeds, ops)
+}
+
 // buildGatehouse builds the command once for the search's binary share.
 func buildGatehouse(t *testing.T) string {
 	t.Helper()
@@ -1039,6 +1048,28 @@ func TestSearchCatchesTheOldDefects(t *testing.T) {
 			func(w *searchWorld, v proof.EvidenceVerdict) bool { return w.foundProblem("left no trace") }},
 		{"RestoreNotMarked", searchDoubles{PutBack: copiedUnmarked},
 			func(w *searchWorld, v proof.EvidenceVerdict) bool { return len(v.Duplicates) > 0 }},
+	}
+	// The refund search's (search_refund_test.go): a destination that
+	// hands over its request's last byte whatever the budget, and a key
+	// generation moved on without absence proven.
+	for _, tc := range []struct {
+		Name    string
+		Doubles refundDoubles
+	}{
+		{"RefundLastByteIgnoresTheBudget", refundDoubles{Dest: func(d *httpdest.Destination) destination.Destination { return budgetIgnoredHTTP{d} }}},
+		{"RefundNewKeyBeforeAbsenceIsProven", refundDoubles{Records: blindOpener}},
+	} {
+		t.Run(tc.Name, func(t *testing.T) {
+			caught := false
+			for seed := uint64(1); seed <= 6 && !caught; seed++ {
+				w, v := runRefundSearch(t, seed, 1000, tc.Doubles)
+				caught = len(v.Duplicates) > 0 || len(w.bad) > 0
+				t.Logf("seed %d: %s; %d problems while running", seed, v, len(w.bad))
+			}
+			if !caught {
+				t.Fatal("the refund search did not catch the old defect")
+			}
+		})
 	}
 	for _, tc := range tests {
 		t.Run(tc.Name, func(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"gatehouse/destination"
+	"gatehouse/destination/httpdest"
 	smtpdest "gatehouse/destination/smtp"
 	"gatehouse/fakes"
 	"gatehouse/ledger"
@@ -55,11 +56,14 @@ type env struct {
 	payments    *fakes.Payments
 	paymentsSrv *http.Server
 	paymentsURL string
-	scratch     string // HOME and TMPDIR of the commands a scenario runs
-	l           *ledger.Ledger
-	path        string
-	tmpDir      string
-	ownsDir     bool
+	// httpDests are the HTTP destinations at the fake, one per duplicate
+	// control a refund action declares.
+	httpDests map[string]*httpdest.Destination
+	scratch   string // HOME and TMPDIR of the commands a scenario runs
+	l         *ledger.Ledger
+	path      string
+	tmpDir    string
+	ownsDir   bool
 }
 
 func newEnv(ctx context.Context, sc *Scenario, opts Options) (*env, error) {
@@ -91,6 +95,10 @@ func newEnv(ctx context.Context, sc *Scenario, opts Options) (*env, error) {
 	if err := e.startPayments(); err != nil {
 		e.close()
 		return nil, err
+	}
+	if err := e.setPayments(sc.World.Payments); err != nil {
+		e.close()
+		return nil, fmt.Errorf("rehearse %s: %w", sc.Name, err)
 	}
 	e.seed(sc.World)
 	if sc.RunsCommands() {
@@ -218,14 +226,17 @@ func (e *env) stable(s string) string {
 	return e.names.Replace(s)
 }
 
-// records reaches the rehearsal mailbox's records, and nothing else: the
-// only destination a rehearsal sends to.
+// records reaches the rehearsal mailbox's records and the payments
+// fake's, and nothing else: the only destinations a rehearsal sends to.
 func (e *env) records() destination.RecordsOpener {
 	return destination.RecordsOpenerFunc(func(ep destination.Endpoint) (destination.Records, error) {
-		if ep.Destination != e.dest.Identity() {
-			return nil, nil
+		switch ep.Destination {
+		case e.dest.Identity():
+			return e.looker, nil
+		case e.paymentsURL:
+			return e.paymentsRecords(ep)
 		}
-		return e.looker, nil
+		return nil, nil
 	})
 }
 

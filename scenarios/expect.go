@@ -23,6 +23,9 @@ func (r *Run) checkFinal(ctx context.Context, snap Snapshot) ([]Verdict, error) 
 		}
 		out = append(out, vs...)
 	}
+	if f.Records != nil {
+		out = append(out, r.checkRecords(f.Records)...)
+	}
 	for _, name := range sortedKeys(f.States) {
 		got := "absent"
 		a, err := r.env.l.Action(ctx, r.action(name).key)

@@ -30,7 +30,33 @@ type World struct {
 	Tasks     []Task      `yaml:"tasks"`
 	Actors    []Actor     `yaml:"actors"`
 	Actions   []ActionDef `yaml:"actions"`
-	Pos       Pos         `yaml:"-"`
+	// Payments sets the payments fake's options at the start; steps
+	// change them later (payments_set).
+	Payments *PaymentsWorld `yaml:"payments"`
+	Pos      Pos            `yaml:"-"`
+}
+
+// PaymentsWorld is the payments fake's starting options (docs/payments.md):
+// keys mode, key window and search lag on the rehearsal clock, and whether
+// an injected 500 is stored under the key ("yes"/"no").
+type PaymentsWorld struct {
+	Keys      string         `yaml:"keys"`
+	Window    string         `yaml:"window"`
+	SearchLag string         `yaml:"search_lag"`
+	Store5xx  string         `yaml:"store_5xx"`
+	Pos       Pos            `yaml:"-"`
+	KeyPos    map[string]Pos `yaml:"-"`
+}
+
+// RefundDef is the body of a refund the action writes to the payments
+// fake (POST /v1/refunds). Amount is in minor units.
+type RefundDef struct {
+	Payment  string         `yaml:"payment"`
+	Amount   int            `yaml:"amount"`
+	Currency string         `yaml:"currency"`
+	Reason   string         `yaml:"reason"`
+	Pos      Pos            `yaml:"-"`
+	KeyPos   map[string]Pos `yaml:"-"`
 }
 
 // Customer is a CRM record. Fields holds material fields such as consent
@@ -72,17 +98,22 @@ type Actor struct {
 // ActionDef is a business action a workflow or person may propose. Its key
 // is built from the task's customer, Event, Type and Target.
 type ActionDef struct {
-	Name     string         `yaml:"name"`
-	Task     string         `yaml:"task"`
-	Event    string         `yaml:"event"`
-	Type     string         `yaml:"type"`
-	Target   string         `yaml:"target"` // default: the task id
-	To       string         `yaml:"to"`     // default: the customer's email in the CRM
-	Subject  string         `yaml:"subject"`
-	Body     string         `yaml:"body"`
-	Material []string       `yaml:"material"` // source.field, re-read before each send
-	Pos      Pos            `yaml:"-"`
-	KeyPos   map[string]Pos `yaml:"-"`
+	Name     string   `yaml:"name"`
+	Task     string   `yaml:"task"`
+	Event    string   `yaml:"event"`
+	Type     string   `yaml:"type"`
+	Target   string   `yaml:"target"` // default: the task id
+	To       string   `yaml:"to"`     // default: the customer's email in the CRM
+	Subject  string   `yaml:"subject"`
+	Body     string   `yaml:"body"`
+	Material []string `yaml:"material"` // source.field, re-read before each send
+	// Refund makes the action an HTTP request to the payments fake
+	// instead of an e-mail; Profile is the duplicate control its
+	// destination declares (a name in Profiles, or a dup=… query).
+	Refund  *RefundDef     `yaml:"refund"`
+	Profile string         `yaml:"profile"`
+	Pos     Pos            `yaml:"-"`
+	KeyPos  map[string]Pos `yaml:"-"`
 }
 
 // Step is one thing that happens. Do names the verb; the other fields are
@@ -113,6 +144,7 @@ type Step struct {
 	Release  string `yaml:"release"` // an audience release id
 	CSV      string `yaml:"csv"`     // an audience file, inline
 	Note     string `yaml:"note"`
+	Amount   int    `yaml:"amount"` // revise: a refund's new amount
 
 	// The keys of run_workflow, start_workflow and await_workflow: a
 	// team's own command, run against the rehearsal (see workflow.go).
@@ -147,6 +179,7 @@ type Step struct {
 // Final holds the expectations checked after the last step.
 type Final struct {
 	Arrivals *ArrivalExpect    `yaml:"arrivals"`
+	Records  *RecordExpect     `yaml:"records"`
 	States   map[string]string `yaml:"states"`
 	Counts   *CountExpect      `yaml:"counts"`
 	History  []string          `yaml:"history"`
@@ -183,6 +216,16 @@ type ArrivalExpect struct {
 	PerAction    map[string]int `yaml:"per_action"`
 	Pos          Pos            `yaml:"-"`
 	KeyPos       map[string]Pos `yaml:"-"`
+}
+
+// RecordExpect asserts what the payments fake holds, as counted by the
+// fake itself: refunds in all and per action (by the action key each
+// carries in metadata.gatehouse_key).
+type RecordExpect struct {
+	Total     *int           `yaml:"total"`
+	PerAction map[string]int `yaml:"per_action"`
+	Pos       Pos            `yaml:"-"`
+	KeyPos    map[string]Pos `yaml:"-"`
 }
 
 // CountExpect asserts the ledger's counts, each kept apart.

@@ -172,9 +172,10 @@ func rowNames(rows []Row) []string {
 	return names
 }
 
-// writeColumns lays out intended actions | attempts | arrived messages,
-// one block per action key, each arrival on the line of the attempt whose
-// Message-ID it carries.
+// writeColumns lays out intended actions | attempts | at the destination
+// (the messages that arrived, the records the provider created), one block
+// per action key, each arrival on the line of the attempt whose mark it
+// carries.
 func writeColumns(b *strings.Builder, rows []Row, width int) {
 	arrived := width - colIntended - colAttempts - 6
 	if width <= 0 {
@@ -185,7 +186,7 @@ func writeColumns(b *strings.Builder, rows []Row, width int) {
 		b.WriteString(strings.TrimRight(row, " ") + "\n")
 	}
 	rule := strings.Repeat("─", width)
-	line("INTENDED ACTIONS", "ATTEMPTS", "ARRIVED MESSAGES")
+	line("INTENDED ACTIONS", "ATTEMPTS", "AT THE DESTINATION")
 	if len(rows) == 0 {
 		line("(none)", "", "")
 	}
@@ -295,6 +296,12 @@ func arrivalText(m *ArrivalCell) []string {
 	}
 	if m.Unmatched {
 		mark += "  UNMATCHED: no attempt has this Message-ID"
+		if m.Record {
+			mark = strings.Replace(mark, "this Message-ID", "this record's key or id", 1)
+		}
+	}
+	if m.Record {
+		return []string{m.DestinationID, fmt.Sprintf("   %s %s%s", m.To, m.At.Format("15:04:05"), mark), "   “" + m.Subject + "”"}
 	}
 	return []string{localPart(m.MessageID), fmt.Sprintf("   %s %s%s", m.To, m.At.Format("15:04:05"), mark), "   “" + m.Subject + "”"}
 }

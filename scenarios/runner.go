@@ -96,7 +96,10 @@ func (r *Run) newActionState(d ActionDef) *actionState {
 	t := r.tasks[d.Task]
 	a := &actionState{name: d.Name, taskID: d.Task, customer: t.Customer, event: d.Event, typ: d.Type,
 		target: or(d.Target, d.Task), material: d.Material, to: d.To, subject: d.Subject, body: d.Body}
-	if a.to == "" {
+	if d.Refund != nil {
+		a.refund = &refund{profile: d.Profile, payment: d.Refund.Payment, amount: d.Refund.Amount,
+			currency: d.Refund.Currency, reason: d.Refund.Reason}
+	} else if a.to == "" {
 		c, _ := r.env.crm.Customer(t.Customer)
 		a.to = c["email"]
 	}

@@ -35,7 +35,8 @@ type AudienceView struct {
 }
 
 // Row is one action key across the three columns: the intended action,
-// its attempts and the messages that arrived for it. A row with an empty
+// its attempts and what is at the destination for it (the messages that
+// arrived, the refunds the payments fake created). A row with an empty
 // State holds arrivals the ledger has no action for. Each arrival names the
 // attempt whose Message-ID it carries (see Lines), or is Unmatched.
 type Row struct {
@@ -64,9 +65,15 @@ type AttemptCell struct {
 	// Reconciled says the outcome was established afterwards, from the
 	// destination's records or by a person, not by the destination's reply.
 	Reconciled bool `json:"reconciled,omitempty"`
+	// ProviderKey and DestinationID are an HTTP attempt's key at the
+	// provider and the provider's id of what it created.
+	ProviderKey   string `json:"provider_key,omitempty"`
+	DestinationID string `json:"destination_id,omitempty"`
 }
 
-// ArrivalCell is one message the mailbox stored. At is the fake-clock time
+// ArrivalCell is one message the mailbox stored, or one record the
+// payments fake created (Record: To is the payment, Subject the refund's
+// amount, MessageID the key it came with). At is the fake-clock time
 // of the step after which it was first seen. Attempt is the number of the
 // attempt of the same action whose Message-ID (<transport id>) the message
 // carries; 0 with Unmatched set when it carries none of them, which is a
@@ -79,6 +86,9 @@ type ArrivalCell struct {
 	Duplicate bool      `json:"duplicate"`
 	Attempt   int       `json:"attempt"`
 	Unmatched bool      `json:"unmatched,omitempty"`
+	// DestinationID is a record's id at the provider ("" for a message).
+	DestinationID string `json:"destination_id,omitempty"`
+	Record        bool   `json:"record,omitempty"`
 }
 
 // Line is one line of a row aligned by attempt: an attempt with one
@@ -130,7 +140,7 @@ func matchAttempts(row *Row) {
 		m := &row.Arrivals[i]
 		m.Attempt, m.Unmatched = 0, true
 		for _, at := range row.Attempts {
-			if at.TransportID != "" && bareMessageID(m.MessageID) == bareMessageID(at.TransportID) {
+			if attemptMade(at, *m) {
 				m.Attempt, m.Unmatched = at.Number, false
 				break
 			}
@@ -138,13 +148,26 @@ func matchAttempts(row *Row) {
 	}
 }
 
+// attemptMade reports whether what is at the destination carries the
+// attempt's mark: a message its Message-ID, a record the provider's id the
+// attempt recorded or the key the attempt carried (a probe carries the key
+// of the attempt it probes: the first of them is named).
+func attemptMade(at AttemptCell, m ArrivalCell) bool {
+	if m.Record {
+		return m.DestinationID != "" && m.DestinationID == at.DestinationID ||
+			m.MessageID != "" && m.MessageID == at.ProviderKey
+	}
+	return at.TransportID != "" && bareMessageID(m.MessageID) == bareMessageID(at.TransportID)
+}
+
 func bareMessageID(s string) string {
 	s = strings.TrimSpace(s)
 	return strings.TrimSuffix(strings.TrimPrefix(s, "<"), ">")
 }
 
-// Counts are the figures the design keeps apart. Arrived comes from the
-// mailbox's own store, never from what the workflow believes.
+// Counts are the figures the design keeps apart. Arrived is what is at the
+// destination, from its own store, never from what the workflow believes:
+// the messages the mailbox holds and the refunds the payments fake holds.
 type Counts struct {
 	Intended        int `json:"intended"`
 	Attempts        int `json:"attempts"`
@@ -215,6 +238,18 @@ func (r *Run) rows(ctx context.Context) ([]Row, error) {
 		row.Arrivals = append(row.Arrivals, ArrivalCell{MessageID: m.MessageID, To: strings.Join(m.To, ","),
 			Subject: m.Subject, At: m.ReceivedAt, Duplicate: m.Duplicate})
 	}
+	recs := r.refundRecords()
+	for _, k := range sortedRecordKeys(recs) {
+		row := byKey[k]
+		if row == nil {
+			row = &Row{Key: k, Name: names[k]}
+			rows = append(rows, row)
+			byKey[k] = row
+		}
+		for i, rec := range recs[k] {
+			row.Arrivals = append(row.Arrivals, recordCell(rec, i))
+		}
+	}
 	out := make([]Row, len(rows))
 	for i, row := range rows {
 		matchAttempts(row)
@@ -251,7 +286,7 @@ func (r *Run) actionRow(ctx context.Context, a ledger.Action, name string) (*Row
 			o += " (reconciled)"
 		}
 		row.Attempts = append(row.Attempts, AttemptCell{Number: at.Number, TransportID: at.TransportID, Outcome: o,
-			Reconciled: at.Reconciled})
+			Reconciled: at.Reconciled, ProviderKey: at.ProviderKey, DestinationID: at.DestinationID})
 	}
 	return row, nil
 }
@@ -265,6 +300,7 @@ func (r *Run) counts(ctx context.Context) (Counts, error) {
 	if err != nil {
 		return Counts{}, fmt.Errorf("mailbox count: %w", err)
 	}
+	arrived += len(r.env.payments.Records().Records)
 	return Counts{Intended: m.Intended, Attempts: m.Attempts, Confirmed: m.Confirmed, Arrived: arrived,
 		Denials: m.Denials, DuplicateBlocks: m.DuplicateBlocks, Holds: m.Holds,
 		Conflicts: m.OwnershipConflicts, Unknown: m.Unknown}, nil

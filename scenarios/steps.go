@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"gatehouse/destination"
+	"gatehouse/destination/httpdest"
 	"gatehouse/fakes"
 	"gatehouse/ledger"
 	"gatehouse/testmailbox"
@@ -28,6 +29,17 @@ type actionState struct {
 	to       string
 	subject  string
 	body     string
+	// refund is set for a refund action: the write to the payments fake.
+	refund *refund
+}
+
+// destination is where the action goes: the mailbox, or the payments
+// fake under the refund's duplicate control.
+func (r *Run) destination(a *actionState) (destination.Destination, error) {
+	if a.refund == nil {
+		return r.env.dest, nil
+	}
+	return r.env.paymentsDest(a.refund.profile)
 }
 
 func (a *actionState) proposal(task Task, actor string, ep destination.Endpoint) ledger.Proposal {
@@ -66,16 +78,31 @@ func init() {
 		"run_workflow": (*Run).doRunWorkflow, "start_workflow": (*Run).doStartWorkflow, "await_workflow": (*Run).doAwaitWorkflow,
 		"await_state":    (*Run).doAwaitState,
 		"pause_executor": (*Run).doPauseExecutor, "resume_executor": (*Run).doResumeExecutor,
+		"payments_fault": (*Run).doPaymentsFault, "payments_set": (*Run).doPaymentsSet,
 	}
 }
 
 func (r *Run) doPropose(ctx context.Context, s *Step, _ barrier) (outcome, error) {
 	a := r.action(s.Action)
+	dest, err := r.destination(a)
+	if err != nil {
+		return outcome{}, err
+	}
 	r.mu.Lock()
 	a.to, a.subject, a.body = or(s.To, a.to), or(s.Subject, a.subject), or(s.Body, a.body)
-	p := a.proposal(r.tasks[a.taskID], s.Actor, destination.EndpointOf(r.env.dest))
+	if a.refund != nil && s.Amount > 0 {
+		a.refund.amount = s.Amount
+	}
+	p := a.proposal(r.tasks[a.taskID], s.Actor, destination.EndpointOf(dest))
+	if a.refund != nil {
+		p.Recipient, p.Subject, p.Body, p.Sender = "", "", "", ""
+		if p.Request, err = a.request(dest.(*httpdest.Destination).Profile); err != nil {
+			r.mu.Unlock()
+			return outcome{}, fmt.Errorf("refund %s: %w", a.name, err)
+		}
+	}
 	r.mu.Unlock()
-	_, err := r.env.l.Propose(ctx, p)
+	_, err = r.env.l.Propose(ctx, p)
 	return fromErr(err, ClassOK)
 }
 
@@ -90,18 +117,28 @@ func (r *Run) doApprove(ctx context.Context, s *Step, _ barrier) (outcome, error
 // between deciding and delivering.
 func (r *Run) doSend(ctx context.Context, s *Step, wait barrier) (outcome, error) {
 	a := r.action(s.Action)
+	dest, err := r.destination(a)
+	if err != nil {
+		return outcome{}, err
+	}
 	req := ledger.ExecuteRequest{Key: a.key, Executor: s.Actor, Reread: r.readMaterial(a),
-		Endpoint: destination.EndpointAt(ctx, r.env.dest)}
+		Endpoint: destination.EndpointAt(ctx, dest)}
 	att, msg, err := r.env.l.BeginAttempt(ctx, req)
 	wait()
 	if err != nil {
 		return fromErr(err, ClassOK)
 	}
-	d := r.env.l.Deliver(ctx, att, msg, r.env.dest)
-	if _, err := r.env.l.RecordDelivery(ctx, att, d); errors.Is(err, ledger.ErrNotRecorded) {
+	d := r.env.l.Deliver(ctx, att, msg, dest)
+	res, err := r.env.l.RecordDelivery(ctx, att, d)
+	if errors.Is(err, ledger.ErrNotRecorded) {
 		return outcome{}, fmt.Errorf("record outcome of %s: %w", a.key, err)
 	}
 	out := outcome{class: outcomeClass(d.Outcome)}
+	if a.refund != nil && d.Outcome != destination.OutcomeAccepted && res.Action.State == ledger.StateHeld {
+		// A contradiction, or a probe that did not reach the provider:
+		// the state says more than the reply.
+		out.class = ClassHeld
+	}
 	if d.Err != nil {
 		out.detail = fmt.Sprintf("attempt %d: %s", msg.Attempt, d.Outcome)
 	}
@@ -203,8 +240,12 @@ func (r *Run) doFault(_ context.Context, s *Step, _ barrier) (outcome, error) {
 // ledger is left with an attempt in flight.
 func (r *Run) doCrash(ctx context.Context, s *Step, wait barrier) (outcome, error) {
 	a := r.action(s.Action)
+	dest, err := r.destination(a)
+	if err != nil {
+		return outcome{}, err
+	}
 	req := ledger.ExecuteRequest{Key: a.key, Executor: s.Actor, Reread: r.readMaterial(a),
-		Endpoint: destination.EndpointAt(ctx, r.env.dest)}
+		Endpoint: destination.EndpointAt(ctx, dest)}
 	att, msg, err := r.env.l.BeginAttempt(ctx, req)
 	wait()
 	if err != nil {
@@ -214,6 +255,15 @@ func (r *Run) doCrash(ctx context.Context, s *Step, wait barrier) (outcome, erro
 	// and never records.
 	switch s.Point {
 	case "after_accept":
+		if a.refund != nil {
+			// The provider creates the refund and the connection drops
+			// before its answer.
+			if err := r.env.payments.QueueFault(fakes.PaymentsFault{Kind: fakes.PayCommitThenDrop}); err != nil {
+				return outcome{}, fmt.Errorf("crash after accept: %w", err)
+			}
+			r.env.l.Deliver(ctx, att, msg, dest)
+			break
+		}
 		// The mailbox stores the message and drops the connection before
 		// its reply: the executor dies without learning the outcome.
 		f := testmailbox.Fault{Kind: testmailbox.FaultAcceptThenDrop, Count: 1, To: strings.ToLower(msg.To)}
@@ -222,7 +272,7 @@ func (r *Run) doCrash(ctx context.Context, s *Step, wait barrier) (outcome, erro
 		}
 		r.env.l.Deliver(ctx, att, msg, r.env.dest) // the executor is dead; nobody reads the reply
 	case "before_record":
-		if d := r.env.l.Deliver(ctx, att, msg, r.env.dest); d.Err != nil {
+		if d := r.env.l.Deliver(ctx, att, msg, dest); d.Err != nil {
 			return outcome{}, fmt.Errorf("crash before record: the send itself failed: %w", d.Err)
 		}
 	}

@@ -27,8 +27,8 @@ type verbSpec struct {
 // Verbs maps every step verb to its keys. The documentation in
 // docs/scenarios.md follows this table.
 var verbs = map[string]verbSpec{
-	"propose":       {required: []string{"action", "actor"}, optional: []string{"subject", "body", "to"}},
-	"revise":        {required: []string{"action", "actor"}, optional: []string{"subject", "body", "to"}},
+	"propose":       {required: []string{"action", "actor"}, optional: []string{"subject", "body", "to", "amount"}},
+	"revise":        {required: []string{"action", "actor"}, optional: []string{"subject", "body", "to", "amount"}},
 	"approve":       {required: []string{"action", "actor"}},
 	"send":          {required: []string{"action", "actor"}},
 	"deliver_event": {required: []string{"action", "actor"}, optional: []string{"approver", "subject", "body", "to"}},
@@ -65,6 +65,9 @@ var verbs = map[string]verbSpec{
 
 	"pause_executor":  {required: []string{"action", "actor", "at"}, noParallel: true},
 	"resume_executor": {required: []string{"action"}, noParallel: true},
+
+	"payments_fault": {required: []string{"fault"}, optional: []string{"count", "delay"}},
+	"payments_set":   {required: []string{"field", "value"}},
 }
 
 // stepCommon are keys every verb step may carry.
@@ -222,7 +225,11 @@ func (v *validator) world() {
 		v.ref(t.KeyPos, "owner", t.Owner, v.actors)
 	}
 	for _, a := range w.Actions {
-		v.require(a.Pos, "action", map[string]string{"name": a.Name, "task": a.Task, "event": a.Event, "type": a.Type, "subject": a.Subject})
+		req := map[string]string{"name": a.Name, "task": a.Task, "event": a.Event, "type": a.Type, "subject": a.Subject}
+		if a.Refund != nil {
+			delete(req, "subject") // a refund's content is its refund
+		}
+		v.require(a.Pos, "action", req)
 		v.define(v.actions, "action", a.Name, a.Pos)
 		v.ref(a.KeyPos, "task", a.Task, v.tasks)
 		for _, m := range a.Material {
@@ -232,6 +239,7 @@ func (v *validator) world() {
 			}
 		}
 	}
+	v.refundWorld()
 }
 
 func (v *validator) define(set map[string]bool, what, id string, pos Pos) {
@@ -311,6 +319,7 @@ func (v *validator) step(name string, s *Step, inParallel bool) {
 	v.stepKeys(name, s, spec)
 	v.stepRefs(s)
 	v.stepWords(name, s)
+	v.refundStep(name, s)
 	if isWorkflowVerb(s.Do) {
 		v.workflowStep(name, s)
 	}
@@ -388,8 +397,8 @@ func (v *validator) stepKeys(name string, s *Step, spec verbSpec) {
 	if s.Do == "set" && (s.Customer == "") == (s.Task == "") {
 		v.problem(s.Pos, "set a CRM field with customer: or a helpdesk field with task:", "%s: set needs exactly one of customer or task", name)
 	}
-	if s.Do == "revise" && s.Subject == "" && s.Body == "" && s.To == "" {
-		v.problem(s.Pos, "give the new subject, body or to", "%s: revise changes nothing", name)
+	if s.Do == "revise" && s.Subject == "" && s.Body == "" && s.To == "" && s.Amount == 0 {
+		v.problem(s.Pos, "give the new subject, body or to (a refund's amount)", "%s: revise changes nothing", name)
 	}
 }
 
@@ -411,7 +420,9 @@ func (v *validator) stepRefs(s *Step) {
 
 func (v *validator) stepWords(name string, s *Step) {
 	v.oneOf(s.KeyPos, "source", s.Source, SourceNames)
-	v.oneOf(s.KeyPos, "fault", s.Fault, FaultNames)
+	if s.Do != "payments_fault" {
+		v.oneOf(s.KeyPos, "fault", s.Fault, FaultNames)
+	}
 	if s.Do == "pause_executor" {
 		v.oneOf(s.KeyPos, "at", s.Point, PausePoints)
 	} else {
@@ -455,6 +466,13 @@ func (v *validator) final() {
 		for _, k := range sortedKeys(a.PerAction) {
 			if !v.actions[k] {
 				v.problem(a.KeyPos["per_action"], suggest(k, sortedKeys(v.actions)), "per_action: action %q is not defined", k)
+			}
+		}
+	}
+	if a := f.Records; a != nil {
+		for _, k := range sortedKeys(a.PerAction) {
+			if !v.actions[k] {
+				v.problem(a.KeyPos["per_action"], suggest(k, sortedKeys(v.actions)), "records.per_action: action %q is not defined", k)
 			}
 		}
 	}

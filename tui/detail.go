@@ -170,6 +170,24 @@ func actionDetailLines(th Theme, d ledger.ActionDetail, w int) []string {
 	if a.LateArrivals > 0 {
 		out = append(out, para("  arrived    ", arrivalWords(th, d), w)...)
 	}
+	if req := a.RequestText(); req != "" {
+		// The approval surface shows the write the provider will receive.
+		out = append(out,
+			fmt.Sprintf("  task       %s (owner %s)", a.TaskID, orDash(d.Task.Owner)),
+			fmt.Sprintf("  via        %s", orDash(a.Endpoint().String())))
+		for i, line := range strings.Split(req, "\n") {
+			label := "  request    "
+			if i > 0 {
+				label = "             "
+			}
+			out = append(out, label+line)
+		}
+		out = append(out, fmt.Sprintf("  proposed   by %s at %s, digest %s", a.ProposedBy, a.CreatedAt.Format(clockFormat), short(a.Digest)))
+		out = append(out, approvalLines(th, d.Approvals, w)...)
+		out = append(out, checkLines(th, d.Checks)...)
+		out = append(out, attemptLines(th, d.Attempts, w)...)
+		return append(out, eventLines(th, "History", d.Events, w)...)
+	}
 	out = append(out,
 		fmt.Sprintf("  task       %s (owner now %s)", a.TaskID, orDash(d.Task.Owner)),
 		fmt.Sprintf("  to         %s", recipientLabel(a.Recipient, a.RecipientName)),

@@ -209,6 +209,8 @@ func causeWord(c ledger.HoldCause, short bool) string {
 			return "unknown"
 		case ledger.HoldNotFoundYet:
 			return "not yet"
+		case ledger.HoldProbeDue:
+			return "probe"
 		case ledger.HoldArrivedLate:
 			return "arrived"
 		}

@@ -21,7 +21,7 @@ var speeds = []time.Duration{2 * time.Second, time.Second, 500 * time.Millisecon
 type NewRunFunc func(ctx context.Context, sc *scenarios.Scenario) (*scenarios.Run, error)
 
 // Rehearsal runs one scenario step by step and shows the three columns
-// (intended actions | attempts | arrived messages), the counts, the history
+// (intended actions | attempts | at the destination), the counts, the history
 // and the expectations as they are decided.
 type Rehearsal struct {
 	base

@@ -301,7 +301,8 @@ func localPart(id string) string {
 	return id
 }
 
-// columns draws intended actions | attempts | arrived messages joined by
+// columns draws intended actions | attempts | at the destination (the
+// messages that arrived, the records a provider created) joined by
 // action key, each arrival on the line of the attempt whose Message-ID it
 // carries.
 func (r *Rehearsal) columns(w, h int) []string {
@@ -339,7 +340,7 @@ func (r *Rehearsal) columns(w, h int) []string {
 		rows, sel = rows[start:start+avail], sel-start
 	}
 	table := renderLipglossTable(r.th, cols, rows, sel, l.widths)
-	group := groupHeader(r.th, l.widths, l.groups, []string{"intended actions", "attempts", "arrived messages"})
+	group := groupHeader(r.th, l.widths, l.groups, []string{"intended actions", "attempts", "at the destination"})
 	out := append([]string{group}, table...)
 	if footer != "" {
 		out = append(out, footer)
@@ -382,7 +383,7 @@ func threeRows(keys []scenarios.Row, names []string, short bool) (rows []row, ow
 				cells[cOutcome] = outcomeWord(scenarioOutcome(a.Outcome), a.Reconciled, short)
 			}
 			if a := ln.Arrival; a != nil {
-				cells[cMessageID], cells[cTo], cells[cAt] = localPart(a.MessageID), a.To, a.At.Format(clockFormat)
+				cells[cMessageID], cells[cTo], cells[cAt] = arrivalID(*a), a.To, a.At.Format(clockFormat)
 				cells[cSubject] = arrivalSubject(*a)
 			} else if j == 0 && note != "" {
 				cells[cSubject] = note
@@ -403,9 +404,18 @@ func arrivalSubject(a scenarios.ArrivalCell) string {
 		s = "DUPLICATE · " + s
 	}
 	if a.Unmatched {
-		s = "UNMATCHED " + localPart(a.MessageID) + " · " + s
+		s = "UNMATCHED " + arrivalID(a) + " · " + s
 	}
 	return s
+}
+
+// arrivalID names what is at the destination: a message by its
+// Message-ID, a provider's record by the provider's id.
+func arrivalID(a scenarios.ArrivalCell) string {
+	if a.Record {
+		return a.DestinationID
+	}
+	return localPart(a.MessageID)
 }
 
 // rowMark highlights a duplicate (two arrivals for one action), a missing

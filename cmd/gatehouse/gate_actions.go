@@ -29,6 +29,7 @@ func proposeVerb() verbSpec {
 		destURL, from     string
 		k                 keyFlags
 		c                 contentFlags
+		r                 requestFlags
 	)
 	return verbSpec{name: "propose", short: "Record or revise a draft (prints the action key)", actor: true,
 		flags: func(fs *pflag.FlagSet) {
@@ -36,6 +37,7 @@ func proposeVerb() verbSpec {
 			fs.StringVar(&taskSubject, "task-subject", "", "the task's subject, when the ledger sees the task first")
 			k.registerFacts(fs)
 			c.register(fs)
+			r.register(fs)
 			fs.StringVar(&destURL, "destination", "", destinationUsage+" (approved with the content)")
 			fs.StringVar(&from, "from", "", "sender: one bare address (default "+destination.DefaultSender+"; approved with the content)")
 		},
@@ -56,13 +58,21 @@ func proposeVerb() verbSpec {
 					Customer: f.Customer, Event: f.Event, ActionType: f.ActionType, Target: f.Target, Revision: f.Revision,
 					Recipient: c.to, RecipientName: c.toName, Destination: ep.Destination, Lookup: ep.Lookup, DestinationSettings: ep.Settings, Sender: from,
 					Subject: c.subject, Body: body, Actor: g.actor}
+				if r.given() {
+					// The body read is the request's; the write is the
+					// request, and nothing of a message is left.
+					if p.Request, err = r.canonical(g.in, c, body); err != nil {
+						return err
+					}
+					p.Body = ""
+				}
 				// Refused at the door: nothing is opened or written.
 				if err := p.Validate(); err != nil {
 					return usageErr("gate propose: %v", err)
 				}
 				return nil
 			}
-			l, err := g.open(facts, required("propose", "task", task), required("propose", "to", c.to),
+			l, err := g.open(facts, required("propose", "task", task), requiredIf(!r.given(), "propose", "to", c.to),
 				required("propose", "destination", destURL), c.readInto("propose", g.in, &body), build)
 			if err != nil {
 				return nil, err

@@ -31,26 +31,29 @@ func orDash(s string) string {
 
 // actionView is one business action.
 type actionView struct {
-	Key           string    `json:"key"`
-	Task          string    `json:"task"`
-	State         string    `json:"state"`
-	Reason        string    `json:"reason"`
-	HoldCause     string    `json:"hold_cause,omitempty"`
-	Customer      string    `json:"customer"`
-	Event         string    `json:"event"`
-	ActionType    string    `json:"action_type"`
-	Target        string    `json:"target"`
-	Revision      int       `json:"revision"`
-	Recipient     string    `json:"recipient"`
-	RecipientName string    `json:"recipient_name,omitempty"`
-	Sender        string    `json:"sender"`
-	Destination   string    `json:"destination"`
-	Lookup        string    `json:"lookup,omitempty"`
-	Subject       string    `json:"subject"`
-	Digest        string    `json:"digest"`
-	ProposedBy    string    `json:"proposed_by"`
-	Corrects      string    `json:"corrects,omitempty"`
-	UpdatedAt     time.Time `json:"updated_at"`
+	Key           string `json:"key"`
+	Task          string `json:"task"`
+	State         string `json:"state"`
+	Reason        string `json:"reason"`
+	HoldCause     string `json:"hold_cause,omitempty"`
+	Customer      string `json:"customer"`
+	Event         string `json:"event"`
+	ActionType    string `json:"action_type"`
+	Target        string `json:"target"`
+	Revision      int    `json:"revision"`
+	Recipient     string `json:"recipient"`
+	RecipientName string `json:"recipient_name,omitempty"`
+	Sender        string `json:"sender"`
+	Destination   string `json:"destination"`
+	Lookup        string `json:"lookup,omitempty"`
+	Subject       string `json:"subject"`
+	// Request is the HTTP request the action is, as the provider will
+	// receive it (absent for a message).
+	Request    *requestView `json:"request,omitempty"`
+	Digest     string       `json:"digest"`
+	ProposedBy string       `json:"proposed_by"`
+	Corrects   string       `json:"corrects,omitempty"`
+	UpdatedAt  time.Time    `json:"updated_at"`
 	// LateArrivals counts the attempts settled as not arrived that
 	// arrived after all; ArrivedTwice says the customer has the message
 	// more than once. The state stays what it is.
@@ -63,7 +66,7 @@ func newActionView(a ledger.Action) actionView {
 		HoldCause: string(a.HoldCause), Customer: a.Customer, Event: a.Event, ActionType: a.ActionType,
 		Target: a.Target, Revision: a.Revision, Recipient: a.Recipient, RecipientName: a.RecipientName,
 		Sender: a.Sender, Destination: a.Destination, Lookup: a.Lookup, Subject: a.Subject,
-		Digest: a.Digest, ProposedBy: a.ProposedBy, Corrects: a.Corrects, UpdatedAt: a.UpdatedAt,
+		Request: newRequestView(a.Request), Digest: a.Digest, ProposedBy: a.ProposedBy, Corrects: a.Corrects, UpdatedAt: a.UpdatedAt,
 		LateArrivals: a.LateArrivals, ArrivedTwice: a.ArrivedTwice()}
 }
 
@@ -76,9 +79,15 @@ func (a actionView) text(w io.Writer) {
 	if a.RecipientName != "" {
 		recipient = fmt.Sprintf("%s (%s)", a.Recipient, a.RecipientName)
 	}
-	rows = append(rows, [][2]string{{"recipient", recipient}, {"sender", orDash(a.Sender)},
-		{"destination", orDash(a.Destination)}, {"subject", orDash(a.Subject)},
-		{"proposed by", a.ProposedBy}, {"updated", fmtTime(a.UpdatedAt)}}...)
+	if a.Request != nil {
+		// The approval surface shows the write itself, below these rows.
+		rows = append(rows, [][2]string{{"recipient", orDash(recipient)}, {"destination", orDash(a.Destination)},
+			{"duplicate control", orDash(a.Lookup)}, {"proposed by", a.ProposedBy}, {"updated", fmtTime(a.UpdatedAt)}}...)
+	} else {
+		rows = append(rows, [][2]string{{"recipient", recipient}, {"sender", orDash(a.Sender)},
+			{"destination", orDash(a.Destination)}, {"subject", orDash(a.Subject)},
+			{"proposed by", a.ProposedBy}, {"updated", fmtTime(a.UpdatedAt)}}...)
+	}
 	if a.Corrects != "" {
 		rows = append(rows, [2]string{"corrects", a.Corrects})
 	}
@@ -90,6 +99,9 @@ func (a actionView) text(w io.Writer) {
 	}
 	for _, r := range rows {
 		fmt.Fprintf(w, "%s:\t%s\n", r[0], r[1])
+	}
+	if a.Request != nil {
+		a.Request.text(w)
 	}
 }
 
@@ -170,6 +182,14 @@ type attemptView struct {
 	Outcome     string    `json:"outcome"`
 	Response    string    `json:"response"`
 	Reconciled  bool      `json:"reconciled"`
+	// An HTTP attempt's provider-facing key and its generation, the
+	// status answered, the provider's id of what it created and the exact
+	// bytes it handed over.
+	ProviderKey   string `json:"provider_key,omitempty"`
+	KeyGeneration int    `json:"key_generation,omitempty"`
+	HTTPStatus    int    `json:"http_status,omitempty"`
+	DestinationID string `json:"destination_action_id,omitempty"`
+	Wire          string `json:"wire,omitempty"`
 	// ArrivedLate is when the gate learned that the attempt's message
 	// arrived although it was settled as not arrived.
 	ArrivedLate *time.Time `json:"arrived_late,omitempty"`

@@ -40,7 +40,8 @@ func newShowView(d ledger.ActionDetail) showView {
 	for _, at := range d.Attempts {
 		av := attemptView{Number: at.Number, TransportID: at.TransportID, MessageID: at.MessageID,
 			Destination: at.Destination, Lookup: at.Lookup, Epoch: at.Epoch, Recipient: at.Recipient, Sender: at.Sender, Executor: at.Executor,
-			StartedAt: at.StartedAt, Outcome: string(at.Outcome), Response: at.Response, Reconciled: at.Reconciled}
+			StartedAt: at.StartedAt, Outcome: string(at.Outcome), Response: at.Response, Reconciled: at.Reconciled,
+			ProviderKey: at.ProviderKey, KeyGeneration: at.KeyGeneration, HTTPStatus: at.HTTPStatus, DestinationID: at.DestinationID, Wire: at.Wire}
 		if !at.ArrivedLate.IsZero() {
 			av.ArrivedLate = &at.ArrivedLate
 		}
@@ -69,7 +70,7 @@ func (s showView) text(w io.Writer) {
 		for _, m := range ap.Material {
 			mat = append(mat, m.Name+"="+m.Value)
 		}
-		fmt.Fprintf(w, "  %s\t%s\tto %s from %s via %s\towner %s\t%s\t%s\n", fmtTime(ap.At), ap.Approver, ap.Recipient,
+		fmt.Fprintf(w, "  %s\t%s\tto %s from %s via %s\towner %s\t%s\t%s\n", fmtTime(ap.At), ap.Approver, orDash(ap.Recipient),
 			orDash(ap.Sender), orDash(ap.Destination), orDash(ap.Owner), joinOrDash(mat), status)
 	}
 	fmt.Fprintf(w, "\nattempts (%d):\n", len(s.Attempts))
@@ -80,6 +81,12 @@ func (s showView) text(w io.Writer) {
 		}
 		if at.ArrivedLate != nil {
 			outcome += ", but ARRIVED LATE (learned " + fmtTime(*at.ArrivedLate) + ")"
+		}
+		if at.Wire != "" {
+			fmt.Fprintf(w, "  #%d\tkey %s (generation %d)\tvia %s\t%s\t%s\tid %s\t%s\n", at.Number, at.ProviderKey, at.KeyGeneration,
+				orDash(at.Destination), at.Executor, outcome, orDash(at.DestinationID), at.Response)
+			writeWire(w, at.Wire)
+			continue
 		}
 		fmt.Fprintf(w, "  #%d\t%s\tvia %s\t%s\t%s\t%s\n", at.Number, at.MessageID, orDash(at.Destination), at.Executor, outcome, at.Response)
 	}

@@ -7,6 +7,8 @@
 //	                                 $GATEHOUSE_SMTP_USER / $GATEHOUSE_SMTP_PASSWORD
 //	smtp://host:port?api=http://…    the same, whose records a test mailbox API holds
 //	fake://OUTCOME                   keeps nothing, answers OUTCOME (accept when empty)
+//	http(s)://host:port?dup=CONTROL  an HTTP API taking actions that are requests,
+//	                                 under its duplicate control (destination.ParseProfile)
 //
 // Credentials are never part of an identity or an endpoint.
 package registry
@@ -21,11 +23,12 @@ import (
 	"gatehouse/destination"
 	"gatehouse/destination/fake"
 	filedest "gatehouse/destination/file"
+	"gatehouse/destination/httpdest"
 	smtpdest "gatehouse/destination/smtp"
 )
 
 // Usage is the one-line description of the accepted URLs.
-const Usage = "file://DIR, smtp://host:port[?api=http://host:port] or fake://OUTCOME"
+const Usage = "file://DIR, smtp://host:port[?api=http://host:port], http(s)://host:port?dup=idempotency-key|reference|none[&…] or fake://OUTCOME"
 
 // FakeOutcomes are the answers a fake:// destination can be told to give,
 // so a workflow can rehearse every result of a send without a server.
@@ -94,11 +97,30 @@ var schemes = map[string]scheme{
 			return d.Gate(), nil
 		},
 	},
+	"http":  httpScheme,
+	"https": httpScheme,
 	"fake": {
 		open: openFake,
 		reopen: func(ep destination.Endpoint, rest string) (destination.Destination, error) {
 			return openFake(ep.Destination, rest)
 		},
+	},
+}
+
+var httpScheme = scheme{
+	open: func(raw, _ string) (destination.Destination, error) {
+		d, err := httpdest.New(raw)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrBadURL, err)
+		}
+		return d, nil
+	},
+	reopen: func(ep destination.Endpoint, _ string) (destination.Destination, error) {
+		d, err := httpdest.Open(ep)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrBadURL, err)
+		}
+		return d, nil
 	},
 }
 
@@ -110,7 +132,7 @@ func schemeOf(raw string) (scheme, string, error) {
 	}
 	sc, ok := schemes[name]
 	if !ok {
-		return scheme{}, "", bad(raw, "unknown scheme %q (want file, smtp or fake)", name)
+		return scheme{}, "", bad(raw, "unknown scheme %q (want file, smtp, http, https or fake)", name)
 	}
 	return sc, rest, nil
 }
@@ -167,6 +189,14 @@ func Records() destination.RecordsOpener {
 			// Searching must not create the directory: a mistyped path
 			// would then look like a destination that provably holds nothing.
 			return &filedest.Destination{Dir: rest}, nil
+		case "http", "https":
+			// Only a provider that keeps our reference can be searched;
+			// an idempotency key without one, or none, leaves a person.
+			d, err := httpdest.Open(ep)
+			if err != nil || !d.Profile.HasReference() {
+				return nil, err
+			}
+			return d, nil
 		case "smtp":
 			if ep.Lookup == "" {
 				return nil, nil

@@ -1,0 +1,415 @@
+// Package httpdest is the HTTP destination: an action that is an HTTP
+// request is handed to a provider's API at http(s)://host:port, under the
+// duplicate control the destination declares (destination.Profile), and
+// the provider's records are searched by reference where it keeps one.
+//
+// It writes the request itself on a connection of its own, so that it knows
+// the phase a failure came in: before the request's last byte nothing can
+// have been done (not delivered); after it, without a complete response,
+// anything may have been (unknown). The last byte is the commit point: it
+// is handed over only while the attempt's budget lasts, and the socket's
+// deadline is the budget's end, so a paused executor cannot land it later.
+// Like every backend it knows nothing of the ledger.
+package httpdest
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"gatehouse/destination"
+	"gatehouse/internal/clock"
+	"gatehouse/internal/oswait"
+)
+
+// Destination hands HTTP writes to one provider.
+type Destination struct {
+	scheme, host string // host is host:port
+	identity     string
+	// Profile is the duplicate control the destination declared.
+	Profile destination.Profile
+	// Clock stamps receipts; the system clock when nil.
+	Clock clock.Clock
+	// TLS is the client configuration for https (nil: the system's roots).
+	TLS *tls.Config
+	// Pause, when set, is called at each phase of a send (a test's hook to
+	// hold the executor still there, as a SIGSTOP or a stalled VM would).
+	Pause func(ctx context.Context, p Phase)
+	// DialTimeout bounds connecting (10 s when zero); the budget bounds it
+	// too.
+	DialTimeout time.Duration
+}
+
+// Phase is a point of a send where Pause is called.
+type Phase string
+
+// Phases of a send.
+const (
+	// PhaseConnected: connected, nothing written yet.
+	PhaseConnected Phase = "connected"
+	// PhaseCommit: everything but the request's last byte written; the
+	// budget is checked next, then the last byte is handed over.
+	PhaseCommit Phase = "commit"
+)
+
+func (d *Destination) pause(ctx context.Context, p Phase) {
+	if d.Pause != nil {
+		d.Pause(ctx, p)
+	}
+}
+
+var (
+	_ destination.Destination = (*Destination)(nil)
+	_ destination.Records     = (*Destination)(nil)
+	_ destination.Settler     = (*Destination)(nil)
+)
+
+// MaxResponseBytes is how much of a response is read: a provider's answer
+// is a small JSON object, and one that is not is no answer the gate can use.
+const MaxResponseBytes = 1 << 20
+
+// New opens an http(s):// destination URL: scheme, host and port, and the
+// duplicate control in its query (see destination.ParseProfile), e.g.
+//
+//	http://127.0.0.1:8080?dup=idempotency-key&window=24h&ref=metadata.gatehouse_key&search=/v1/refunds
+func New(raw string) (*Destination, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", raw, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("%s: want http:// or https://", raw)
+	}
+	if u.User != nil {
+		return nil, fmt.Errorf("%s://%s: credentials do not belong in a destination URL", u.Scheme, u.Host)
+	}
+	if u.Host == "" || u.Fragment != "" || (u.Path != "" && u.Path != "/") {
+		return nil, fmt.Errorf("%s://%s%s: want scheme://host:port?dup=… (the request names its path)", u.Scheme, u.Host, u.Path)
+	}
+	p, err := destination.ParseProfile(u.Query())
+	if err != nil {
+		return nil, fmt.Errorf("%s://%s: %w", u.Scheme, u.Host, err)
+	}
+	return newDest(u.Scheme, u.Host, p), nil
+}
+
+// Open opens a recorded endpoint again: its identity, and its profile as
+// the endpoint's Lookup recorded it.
+func Open(ep destination.Endpoint) (*Destination, error) {
+	scheme, host, ok := strings.Cut(ep.Destination, "://")
+	if !ok || (scheme != "http" && scheme != "https") || host == "" {
+		return nil, fmt.Errorf("%s is no HTTP destination", ep.Destination)
+	}
+	p, err := destination.ParseProfileString(ep.Lookup)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", ep.Destination, err)
+	}
+	return newDest(scheme, host, p), nil
+}
+
+func newDest(scheme, host string, p destination.Profile) *Destination {
+	if !strings.Contains(host, ":") {
+		host += map[string]string{"http": ":80", "https": ":443"}[scheme]
+	}
+	return &Destination{scheme: scheme, host: host, identity: scheme + "://" + host, Profile: p}
+}
+
+// Identity implements destination.Destination: scheme://host:port.
+func (d *Destination) Identity() string { return d.identity }
+
+// Host is the host:port the write's Host field names.
+func (d *Destination) Host() string { return d.host }
+
+// LookupEndpoint implements destination.Records: the duplicate control,
+// which the approval binds with the identity.
+func (d *Destination) LookupEndpoint() string { return d.Profile.String() }
+
+// SettleTime implements destination.Settler: the provider's search lag and
+// a margin, unless the URL declared otherwise.
+func (d *Destination) SettleTime() time.Duration { return d.Profile.Settle }
+
+func (d *Destination) now() time.Time {
+	if d.Clock == nil {
+		return clock.System{}.Now()
+	}
+	return d.Clock.Now()
+}
+
+func notDelivered(format string, a ...any) error {
+	return &destination.DeliveryError{Outcome: destination.OutcomeNotDelivered, Err: fmt.Errorf(format, a...)}
+}
+
+// Send implements destination.Destination: it writes msg.HTTP's bytes and
+// classifies the answer by phase (see Classify).
+func (d *Destination) Send(ctx context.Context, msg destination.Message) (destination.Receipt, error) {
+	if msg.HTTP == nil {
+		return destination.Receipt{}, notDelivered("%s takes HTTP requests, and attempt %d of %s is a message; nothing was sent", d.identity, msg.Attempt, msg.ActionKey)
+	}
+	wire := msg.HTTP.Wire(d.host)
+	conn, err := d.dial(ctx)
+	if err != nil {
+		return destination.Receipt{}, notDelivered("connect to %s: %v; nothing was written", d.identity, err)
+	}
+	defer conn.Close()
+	// The socket's deadline is the budget's end: the kernel refuses the
+	// last byte after it, whatever this goroutine was doing meanwhile.
+	if end, ok := ctx.Deadline(); ok {
+		conn.SetDeadline(end)
+	}
+	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	d.pause(ctx, PhaseConnected)
+	if _, err := conn.Write(wire[:len(wire)-1]); err != nil {
+		return destination.Receipt{}, notDelivered("write the request to %s: %v; its last byte was not handed over, so the provider cannot act on it", d.identity, err)
+	}
+	d.pause(ctx, PhaseCommit)
+	if err := destination.MayCommit(ctx); err != nil {
+		return destination.Receipt{}, &destination.DeliveryError{Outcome: destination.OutcomeNotDelivered, Err: err}
+	}
+	if n, err := conn.Write(wire[len(wire)-1:]); n == 0 {
+		return destination.Receipt{}, notDelivered("write the request's last byte to %s: %v; nothing was committed", d.identity, err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), &http.Request{Method: msg.HTTP.Method})
+	if err != nil {
+		return destination.Receipt{}, unknown("the request was handed over to %s but no response came (%v)", d.identity, err)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBytes+1))
+	resp.Body.Close()
+	if err != nil || len(body) > MaxResponseBytes {
+		return destination.Receipt{Status: resp.StatusCode}, unknown("the request was handed over to %s, which answered %s but not completely (%v)", d.identity, resp.Status, err)
+	}
+	rcpt, err := Classify(d.Profile, msg.HTTP.Key != "", resp.StatusCode, resp.Header, body)
+	rcpt.At = d.now()
+	return rcpt, err
+}
+
+func unknown(format string, a ...any) error {
+	return &destination.DeliveryError{Outcome: destination.OutcomeUnknown, Err: fmt.Errorf(format, a...)}
+}
+
+func (d *Destination) dial(ctx context.Context) (net.Conn, error) {
+	timeout := d.DialTimeout
+	if timeout == 0 {
+		timeout = 10 * time.Second
+	}
+	dialer := net.Dialer{Deadline: oswait.Deadline(timeout)}
+	conn, err := dialer.DialContext(ctx, "tcp", d.host)
+	if err != nil || d.scheme != "https" {
+		return conn, err
+	}
+	cfg := d.TLS.Clone()
+	if cfg == nil {
+		cfg = &tls.Config{}
+	}
+	if cfg.ServerName == "" {
+		cfg.ServerName, _, _ = net.SplitHostPort(d.host)
+	}
+	tc := tls.Client(conn, cfg)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return tc, nil
+}
+
+// Classify is what a complete response means under a profile (keyed: the
+// request carried a provider-facing key):
+//   - 2xx → accepted, with the provider's object id;
+//   - 409, or an error naming a concurrent request → unknown: the provider
+//     is still working on a request under the key;
+//   - keyed, and 422 or an error naming a key reused with another body
+//     (idempotency_error, …MISMATCH, DUPLICATE_REQUEST_ID) → contradiction;
+//   - 429 → temporary;
+//   - 5xx → temporary, unless keyed at a provider that stores 5xx under
+//     the key: then unknown (the endpoint had started; a retry with the key
+//     answers that 5xx again, and only the records can say what happened);
+//   - other 4xx → permanent;
+//   - anything else (1xx, 3xx) → unknown: the gate follows no redirect, and
+//     a 303 after a POST means the provider acted.
+func Classify(p destination.Profile, keyed bool, status int, h http.Header, body []byte) (destination.Receipt, error) {
+	rcpt := destination.Receipt{Status: status, Response: response(status, body)}
+	codes := errorCodes(body)
+	has := func(sub string) bool {
+		for _, c := range codes {
+			if strings.Contains(strings.ToUpper(c), sub) {
+				return true
+			}
+		}
+		return false
+	}
+	keyed = keyed && p.HasKey()
+	fail := func(o destination.Outcome, why string) (destination.Receipt, error) {
+		return rcpt, &destination.DeliveryError{Outcome: o, Err: fmt.Errorf("%s: %s", rcpt.Response, why)}
+	}
+	switch {
+	case status >= 200 && status < 300:
+		var obj map[string]any
+		if json.Unmarshal(body, &obj) == nil {
+			rcpt.DestinationID = destination.Lookup(body, p.IDField)
+		}
+		// Stripe's header, and the spelling of providers that follow the
+		// IETF draft's vocabulary.
+		rcpt.Replayed = strings.EqualFold(h.Get("Idempotent-Replayed"), "true") || strings.EqualFold(h.Get("Idempotency-Replayed"), "true")
+		return rcpt, nil
+	case status == http.StatusConflict || has("CONCURRENT"):
+		return fail(destination.OutcomeUnknown, "a request under this key is still being processed at the provider; reconcile later")
+	case keyed && (status == http.StatusUnprocessableEntity || has("IDEMPOTENCY_ERROR") || has("MISMATCH") || has("DUPLICATE_REQUEST_ID")):
+		return fail(destination.OutcomeContradiction, "the provider holds another request under this key")
+	case status == http.StatusTooManyRequests:
+		return fail(destination.OutcomeRejectedTemporary, "rate limited; nothing was done")
+	case status >= 500 && keyed && p.Stores5xx:
+		return fail(destination.OutcomeUnknown, "the provider stored this answer under the key once its endpoint started; the records must say what it did")
+	case status >= 500 && status < 600:
+		return fail(destination.OutcomeRejectedTemporary, "the provider failed before acting; may be retried")
+	case status >= 400 && status < 500:
+		return fail(destination.OutcomeRejectedPermanent, "refused")
+	default:
+		return fail(destination.OutcomeUnknown, "an answer the gate does not follow; the provider may have acted")
+	}
+}
+
+// response is the provider's answer in one line for the history.
+func response(status int, body []byte) string {
+	s := strings.Join(strings.Fields(string(body)), " ")
+	if len(s) > 300 {
+		s = s[:300] + "…"
+	}
+	line := fmt.Sprintf("HTTP %d %s", status, http.StatusText(status))
+	if s != "" {
+		line += ": " + s
+	}
+	return line
+}
+
+// errorCodes collects the words providers put in their error bodies:
+// Stripe's and the payments fake's error.type and error.code, PayPal's
+// name, Shopify's errors[].code and userErrors[].code.
+func errorCodes(body []byte) []string {
+	var v map[string]any
+	if json.Unmarshal(body, &v) != nil {
+		return nil
+	}
+	var out []string
+	str := func(m map[string]any, keys ...string) {
+		for _, k := range keys {
+			if s, ok := m[k].(string); ok {
+				out = append(out, s)
+			}
+		}
+	}
+	str(v, "name", "code", "type")
+	if e, ok := v["error"].(map[string]any); ok {
+		str(e, "type", "code")
+	}
+	for _, k := range []string{"errors", "userErrors"} {
+		if list, ok := v[k].([]any); ok {
+			for _, x := range list {
+				if m, ok := x.(map[string]any); ok {
+					str(m, "code", "type")
+				}
+			}
+		}
+	}
+	return out
+}
+
+// Lookup implements destination.Records by the profile's reference: it
+// asks the provider's search for records holding the action key at Ref
+// (or, when Ref and RefID are one field, the attempt's key), and reports
+// each with the key at RefID as its Message-ID. A search the provider
+// pages (has_more) is unavailable: a count from one page proves nothing.
+func (d *Destination) Lookup(ctx context.Context, q destination.LookupQuery) (destination.LookupResult, error) {
+	p := d.Profile
+	if !p.HasReference() {
+		return destination.LookupResult{}, fmt.Errorf("%w: %s keeps no reference the gate can search", destination.ErrLookupUnavailable, d.identity)
+	}
+	value := q.ActionKey
+	if p.Ref == p.RefID {
+		// One field holds the attempt's key: only that key can be asked
+		// for, and another generation's write is not found by it.
+		if value = q.MessageID; value == "" {
+			return destination.LookupResult{}, fmt.Errorf("%w: %s is searched by the attempt's key, and none was given", destination.ErrLookupUnavailable, d.identity)
+		}
+	}
+	u := d.identity + p.Search + "?" + url.QueryEscape(queryName(p.Ref)) + "=" + url.QueryEscape(value)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return destination.LookupResult{}, fmt.Errorf("%w: %v", destination.ErrLookupUnavailable, err)
+	}
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: d.TLS},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := client.Do(req)
+	if err != nil {
+		return destination.LookupResult{}, fmt.Errorf("%w: search %s: %v", destination.ErrLookupUnavailable, d.identity, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16*MaxResponseBytes))
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return destination.LookupResult{}, fmt.Errorf("%w: search %s answered %s (%v)", destination.ErrLookupUnavailable, d.identity, resp.Status, err)
+	}
+	records, err := listOf(body)
+	if err != nil {
+		return destination.LookupResult{}, fmt.Errorf("%w: search %s: %v", destination.ErrLookupUnavailable, d.identity, err)
+	}
+	var res destination.LookupResult
+	for _, rec := range records {
+		res.Messages = append(res.Messages, destination.FoundMessage{
+			MessageID: destination.Lookup(rec, p.RefID), ActionKey: destination.Lookup(rec, p.Ref),
+			Record: rec, DestinationID: destination.Lookup(rec, p.IDField)})
+	}
+	return res, nil
+}
+
+// listOf reads a search answer: {"data": [...]} (Stripe's list, the
+// payments fake's), an object whose one list is the answer ({"refunds":
+// [...]}), or a bare array.
+func listOf(body []byte) ([]json.RawMessage, error) {
+	var list []json.RawMessage
+	if json.Unmarshal(body, &list) == nil {
+		return list, nil
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(body, &obj); err != nil {
+		return nil, errors.New("the answer is neither a list nor an object holding one")
+	}
+	if more, ok := obj["has_more"]; ok && string(more) != "false" {
+		return nil, errors.New("the answer is paged (has_more); one page proves nothing")
+	}
+	var lists []string
+	for k, v := range obj {
+		if json.Unmarshal(v, &list) == nil && list != nil {
+			lists = append(lists, k)
+		}
+	}
+	switch {
+	case obj["data"] != nil:
+		if err := json.Unmarshal(obj["data"], &list); err != nil || list == nil {
+			return nil, errors.New("its data is not a list")
+		}
+		return list, nil
+	case len(lists) == 1:
+		err := json.Unmarshal(obj[lists[0]], &list)
+		return list, err
+	}
+	return nil, fmt.Errorf("the answer holds %d lists, not one", len(lists))
+}
+
+// queryName is a dotted field as a search parameter: metadata.gatehouse_key
+// → metadata[gatehouse_key].
+func queryName(field string) string {
+	parts := strings.Split(field, ".")
+	out := parts[0]
+	for _, p := range parts[1:] {
+		out += "[" + p + "]"
+	}
+	return out
+}
