@@ -45,7 +45,7 @@ var layers = map[string][]string{
 	"gatehouse/ledger/answer":          {"gatehouse/ledger"},
 	"gatehouse/review":                 {"gatehouse/ledger"},
 	"gatehouse/review/reviewtest":      {"gatehouse/ledger"},
-	"gatehouse/scenarios":              {"gatehouse/destination", "gatehouse/destination/smtp", "gatehouse/fakes", "gatehouse/internal/...", "gatehouse/ledger", "gatehouse/testmailbox"},
+	"gatehouse/scenarios":              {"gatehouse/destination", "gatehouse/destination/httpdest", "gatehouse/destination/smtp", "gatehouse/fakes", "gatehouse/internal/...", "gatehouse/ledger", "gatehouse/testmailbox"},
 	"gatehouse/tui":                    {"gatehouse/destination", "gatehouse/internal/...", "gatehouse/ledger", "gatehouse/ledger/answer", "gatehouse/review", "gatehouse/scenarios", "gatehouse/testmailbox"},
 	"gatehouse/proof":                  {"gatehouse/..."},
 	"gatehouse/cmd/gatehouse":          {"gatehouse/..."},
