@@ -49,7 +49,7 @@ func (r Report) WriteMarkdown(w io.Writer) error {
 				now += " (arrived twice)"
 			}
 			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %d | %s |\n", cell(a.Key), cell(a.Task), then, now,
-				cell(orDash(strings.Join(a.After, ", "))), a.SendsTried, cell(a.Material.words()))
+				cell(orDash(strings.Join(a.After, ", "))), a.SendsTried, cell(a.Material.Words(false)))
 		}
 		b.WriteString("\n")
 	}
@@ -172,26 +172,39 @@ func (r Report) mdTotals(b *strings.Builder) {
 	}
 }
 
-// words says in a table cell what Material found.
-func (m *Material) words() string {
+// materialWords are the statuses of Material in words: for a report's
+// table cell, and short, for a line on a screen.
+var materialWords = map[string][2]string{
+	"same":        {"same as the latest read", "same as latest read"},
+	"not_reread":  {"not re-read since", "not re-read since"},
+	"no_approval": {"no approval", "no approval"},
+	"no_fields":   {"no material fields", "no fields"},
+	"unreadable":  {"the approval's snapshot is unreadable", "snapshot unreadable"},
+}
+
+// Words says what Material found, in a report's table cell or, short, on
+// a screen's line (the fields changed without when each was read).
+func (m *Material) Words(short bool) string {
 	if m == nil {
 		return "—"
 	}
-	switch m.Status {
-	case "same":
-		return "same as the latest read"
-	case "not_reread":
-		return "not re-read since"
-	case "no_approval":
-		return "no approval"
-	case "no_fields":
-		return "no material fields"
-	case "unreadable":
-		return "the approval's snapshot is unreadable"
+	form := 0
+	if short {
+		form = 1
+	}
+	if w, ok := materialWords[m.Status]; ok {
+		return w[form]
 	}
 	var parts []string
 	for _, c := range m.Changed {
-		parts = append(parts, fmt.Sprintf("%s %s → %s (read %s)", c.Field, c.Approved, c.Latest, c.ReadAt))
+		if short {
+			parts = append(parts, fmt.Sprintf("%s %s→%s", c.Field, c.Approved, c.Latest))
+		} else {
+			parts = append(parts, fmt.Sprintf("%s %s → %s (read %s)", c.Field, c.Approved, c.Latest, c.ReadAt))
+		}
+	}
+	if short {
+		return "CHANGED " + strings.Join(parts, ", ")
 	}
 	return "changed: " + strings.Join(parts, "; ")
 }

@@ -28,7 +28,7 @@ func TestArrivalSitsOnItsAttempt(t *testing.T) {
 		t.Fatalf("arrival = %+v, want it matched to attempt 2", got)
 	}
 	var b strings.Builder
-	writeColumns(&b, rep.Rows)
+	writeColumns(&b, rep.Rows, SideBySide)
 	checkGolden(t, filepath.Join("testdata", "columns", "interrupted-before-accept.golden"), b.String())
 }
 

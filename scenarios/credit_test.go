@@ -50,7 +50,7 @@ func TestRowsCreditWhoDidWhat(t *testing.T) {
 					row.State, row.ProposedBy, row.By, row.Owner, tc.state, tc.proposedBy, tc.by, tc.owner)
 			}
 			var b strings.Builder
-			writeColumns(&b, []Row{*row})
+			writeColumns(&b, []Row{*row}, SideBySide)
 			var left []string
 			for _, l := range strings.Split(b.String(), "\n") {
 				if c, _, ok := strings.Cut(l, "│"); ok {

@@ -5,8 +5,13 @@ import (
 	"encoding/xml"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 
+	"github.com/charmbracelet/x/ansi"
+
+	"gatehouse/internal/keyname"
+	"gatehouse/internal/wrap"
 	"gatehouse/ledger"
 )
 
@@ -57,19 +62,34 @@ func (r *Run) report(snap Snapshot) Report {
 	return rep
 }
 
-// Column widths of the side-by-side view.
+// Column widths of the side-by-side view; the arrived messages take the
+// rest of the width.
 const (
 	colIntended = 30
 	colAttempts = 30
 	colArrived  = 44
 )
 
-// WriteText renders reports for a terminal: per scenario the steps, the
-// three columns side by side, the counts and every expectation.
-func WriteText(w io.Writer, reps []Report) error {
+// SideBySide is the least width at which the three columns stand side by
+// side; below it each action's intended, attempted and arrived lines stand
+// one below the other.
+const SideBySide = colIntended + colAttempts + colArrived + 6
+
+// WriteText renders reports with the three columns side by side and no
+// line wrapped, for a reader that has the room (a file, a wide terminal).
+func WriteText(w io.Writer, reps []Report) error { return WriteTextWidth(w, reps, 0) }
+
+// WriteTextWidth renders reports for a terminal width columns wide (0: as
+// wide as they need): per scenario the steps, the three columns (side by
+// side from SideBySide columns, else stacked per action), the counts and
+// every expectation, each line wrapped to the width.
+func WriteTextWidth(w io.Writer, reps []Report, width int) error {
+	if width > 0 {
+		width = max(width, 40)
+	}
 	var b strings.Builder
 	for _, rep := range reps {
-		writeReport(&b, rep)
+		writeReport(&b, rep, width)
 	}
 	passed := 0
 	for _, rep := range reps {
@@ -82,31 +102,48 @@ func WriteText(w io.Writer, reps []Report) error {
 	return err
 }
 
-func writeReport(b *strings.Builder, rep Report) {
-	fmt.Fprintf(b, "== %s — %s: %s\n", rep.Name, rep.Title, passWord(rep.Passed))
+// textLine writes text after prefix, as it is when it fits the width,
+// else wrapped under itself.
+func textLine(b *strings.Builder, width int, prefix, text string) {
+	if width <= 0 || ansi.StringWidth(prefix+text) <= width {
+		b.WriteString(strings.TrimRight(prefix+text, " ") + "\n")
+		return
+	}
+	for _, l := range wrap.Hanging(prefix, text, width) {
+		b.WriteString(strings.TrimRight(l, " ") + "\n")
+	}
+}
+
+func writeReport(b *strings.Builder, rep Report, width int) {
+	textLine(b, width, "== ", fmt.Sprintf("%s — %s: %s", rep.Name, rep.Title, passWord(rep.Passed)))
 	if rep.Error != "" {
-		fmt.Fprintf(b, "   the rehearsal broke: %s\n\n", rep.Error)
+		textLine(b, width, "   ", "the rehearsal broke: "+rep.Error)
+		b.WriteString("\n")
 		return
 	}
 	b.WriteString("steps\n")
 	for _, s := range rep.Steps {
-		fmt.Fprintf(b, "  %2d. %s  %s → %s\n", s.Index, s.Clock.Format("15:04:05"), s.Label, s.Class)
+		textLine(b, width, fmt.Sprintf("  %2d. %s  ", s.Index, s.Clock.Format("15:04:05")), s.Label+" → "+s.Class)
 		for _, p := range s.Parallel {
-			fmt.Fprintf(b, "        ‖ %s\n", p.Label)
+			textLine(b, width, "        ‖ ", p.Label)
 		}
 	}
 	b.WriteString("\n")
-	writeColumns(b, rep.Rows)
-	writeRuns(b, rep.Steps)
+	if width <= 0 || width >= SideBySide {
+		writeColumns(b, rep.Rows, width)
+	} else {
+		writeStacked(b, rep.Rows, width)
+	}
+	writeRuns(b, rep.Steps, width)
 	c := rep.Counts
-	fmt.Fprintf(b, "counts  intended %d · attempts %d · confirmed %d · arrived %d · denials %d · duplicate blocks %d · holds %d · conflicts %d · unknown %d\n",
-		c.Intended, c.Attempts, c.Confirmed, c.Arrived, c.Denials, c.DuplicateBlocks, c.Holds, c.Conflicts, c.Unknown)
+	textLine(b, width, "counts  ", fmt.Sprintf("intended %d · attempts %d · confirmed %d · arrived %d · denials %d · duplicate blocks %d · holds %d · conflicts %d · unknown %d",
+		c.Intended, c.Attempts, c.Confirmed, c.Arrived, c.Denials, c.DuplicateBlocks, c.Holds, c.Conflicts, c.Unknown))
 	for _, a := range rep.Audiences {
-		writeAudience(b, a)
+		writeAudience(b, a, width)
 	}
 	b.WriteString("expectations\n")
 	for _, v := range rep.Verdicts {
-		fmt.Fprintf(b, "  %s  %s  (%s:%d:%d)\n", passWord(v.Pass), v.Message(), rep.File, v.Pos.Line, v.Pos.Col)
+		textLine(b, width, "  "+passWord(v.Pass)+"  ", fmt.Sprintf("%s  (%s:%d:%d)", v.Message(), rep.File, v.Pos.Line, v.Pos.Col))
 	}
 	b.WriteString("\n")
 }
@@ -118,26 +155,49 @@ func passWord(ok bool) string {
 	return "FAIL"
 }
 
+// rowNames names each row: the scenario's name for its action, else its
+// key's telling part (internal/keyname), so two unnamed rows never read
+// alike.
+func rowNames(rows []Row) []string {
+	keys := make([]string, len(rows))
+	for i, r := range rows {
+		keys[i] = r.Key
+	}
+	names := keyname.Telling(keys, nil)
+	for i, r := range rows {
+		if r.Name != "" {
+			names[i] = r.Name
+		}
+	}
+	return names
+}
+
 // writeColumns lays out intended actions | attempts | at the destination
 // (the messages that arrived, the records the provider created), one block
 // per action key, each arrival on the line of the attempt whose mark it
 // carries.
-func writeColumns(b *strings.Builder, rows []Row) {
+func writeColumns(b *strings.Builder, rows []Row, width int) {
+	arrived := width - colIntended - colAttempts - 6
+	if width <= 0 {
+		width, arrived = SideBySide, math.MaxInt // the rules' width; the last column runs on
+	}
 	line := func(l, m, r string) {
 		row := fmt.Sprintf("%s │ %s │ %s", cell(l, colIntended), cell(m, colAttempts), r)
 		b.WriteString(strings.TrimRight(row, " ") + "\n")
 	}
+	rule := strings.Repeat("─", width)
 	line("INTENDED ACTIONS", "ATTEMPTS", "AT THE DESTINATION")
 	if len(rows) == 0 {
 		line("(none)", "", "")
 	}
-	for _, row := range rows {
-		fmt.Fprintf(b, "%s\n", strings.Repeat("─", colIntended+colAttempts+colArrived+6))
-		fmt.Fprintf(b, "%s %s\n", or(row.Name, "?"), row.Key)
+	names := rowNames(rows)
+	for i, row := range rows {
+		b.WriteString(rule + "\n")
+		textLine(b, width, names[i]+" ", row.Key)
 		left := append([]string{"state " + or(row.State, "not in the ledger")}, creditLines(row, colIntended)...)
 		var mid, right []string
 		for _, l := range row.Lines() {
-			m, r := attemptText(l.Attempt), arrivalText(l.Arrival)
+			m, r := attemptText(l.Attempt), wrapCells(arrivalText(l.Arrival), arrived)
 			n := max(len(m), len(r))
 			mid, right = append(mid, pad(m, n)...), append(right, pad(r, n)...)
 		}
@@ -145,7 +205,78 @@ func writeColumns(b *strings.Builder, rows []Row) {
 			line(at(left, i), at(mid, i), at(right, i))
 		}
 	}
-	fmt.Fprintf(b, "%s\n", strings.Repeat("─", colIntended+colAttempts+colArrived+6))
+	b.WriteString(rule + "\n")
+}
+
+// wrapCells wraps each of a cell's lines that is wider than w under its
+// own indent.
+func wrapCells(lines []string, w int) []string {
+	var out []string
+	for _, l := range lines {
+		if ansi.StringWidth(l) <= w {
+			out = append(out, l)
+			continue
+		}
+		text := strings.TrimLeft(l, " ")
+		out = append(out, wrap.Hanging(l[:len(l)-len(text)], text, w)...)
+	}
+	return out
+}
+
+// writeStacked lays out each action key's block one part below the other
+// where the three columns do not fit: what was intended, each attempt, and
+// each message that arrived with the attempt whose Message-ID it carries.
+func writeStacked(b *strings.Builder, rows []Row, width int) {
+	rule := strings.Repeat("─", width)
+	b.WriteString("actions: intended · attempts · arrived messages\n")
+	if len(rows) == 0 {
+		b.WriteString("  (none)\n")
+	}
+	names := rowNames(rows)
+	for i, row := range rows {
+		b.WriteString(rule + "\n")
+		textLine(b, width, names[i]+" ", row.Key)
+		intended := append([]string{"state " + or(row.State, "not in the ledger")}, creditLines(row, math.MaxInt)...)
+		textLine(b, width, "  intended  ", strings.Join(intended, " · "))
+		var atts, arrs []string
+		for _, a := range row.Attempts {
+			atts = append(atts, fmt.Sprintf("#%d %s · %s", a.Number, a.Outcome, localPart(a.TransportID)))
+		}
+		for _, m := range row.Arrivals {
+			arrs = append(arrs, strings.Join(stackedArrival(m), " · "))
+		}
+		labelled(b, width, "  attempts  ", atts, "none")
+		labelled(b, width, "  arrived   ", arrs, "nothing")
+	}
+	b.WriteString(rule + "\n")
+}
+
+// labelled writes items under one label, the label on the first only;
+// none stands for no item.
+func labelled(b *strings.Builder, width int, label string, items []string, none string) {
+	if len(items) == 0 {
+		items = []string{none}
+	}
+	for i, it := range items {
+		if i > 0 {
+			label = strings.Repeat(" ", len(label))
+		}
+		textLine(b, width, label, it)
+	}
+}
+
+// stackedArrival is one arrival on its own lines: which attempt sent it
+// (or that none did), where, when and what.
+func stackedArrival(m ArrivalCell) []string {
+	from := fmt.Sprintf("from attempt %d", m.Attempt)
+	if m.Unmatched {
+		from = "UNMATCHED: no attempt has this Message-ID"
+	}
+	parts := []string{localPart(m.MessageID) + " " + from, m.To + " " + m.At.Format("15:04:05"), "“" + m.Subject + "”"}
+	if m.Duplicate {
+		parts = append(parts, "DUPLICATE")
+	}
+	return parts
 }
 
 func attemptText(a *AttemptCell) []string {
@@ -175,7 +306,6 @@ func arrivalText(m *ArrivalCell) []string {
 	return []string{localPart(m.MessageID), fmt.Sprintf("   %s %s%s", m.To, m.At.Format("15:04:05"), mark), "   “" + m.Subject + "”"}
 }
 
-// pad extends lines with empty ones to n.
 // creditLines say, each in its place, whose act put the action in its
 // state, who proposed it when that is someone else, and who owns the task
 // now: the owner beside a state would credit the owner with the act.
@@ -196,24 +326,11 @@ func creditLines(row Row, w int) []string {
 	return append(out, wrapText("task owner now "+or(row.Owner, "nobody"), w)...)
 }
 
-// wrapText breaks s at spaces into lines of at most w runes; a word wider
-// than w is left for cell to cut.
-func wrapText(s string, w int) []string {
-	var out []string
-	cur := ""
-	for _, word := range strings.Fields(s) {
-		switch {
-		case cur == "":
-			cur = word
-		case len([]rune(cur))+1+len([]rune(word)) <= w:
-			cur += " " + word
-		default:
-			out, cur = append(out, cur), word
-		}
-	}
-	return append(out, cur)
-}
+// wrapText breaks s at spaces into lines of at most w columns (see
+// internal/wrap).
+func wrapText(s string, w int) []string { return wrap.Words(s, w) }
 
+// pad extends lines with empty ones to n.
 func pad(lines []string, n int) []string {
 	for len(lines) < n {
 		lines = append(lines, "")
@@ -325,11 +442,11 @@ func WriteJUnit(w io.Writer, reps []Report) error {
 }
 
 // writeAudience prints a release's counts in the order they add up.
-func writeAudience(b *strings.Builder, a ledger.AudienceSummary) {
-	fmt.Fprintf(b, "audience %s  %d source rows = %d errors + %d unmatched + %d duplicates + %d resolved\n",
-		a.ReleaseID, a.SourceRows, a.ErrorRows, a.Unmatched, a.Duplicates, a.Resolved)
-	fmt.Fprintf(b, "         %d resolved = %d excluded + %d removed%s + %d eligible · attempted %d · confirmed %d · arrived %d\n",
-		a.Resolved, a.Excluded, a.Removed, MissingCovered(a), a.Eligible, a.Attempted, a.Confirmed, a.Arrived)
+func writeAudience(b *strings.Builder, a ledger.AudienceSummary, width int) {
+	textLine(b, width, "audience ", fmt.Sprintf("%s  %d source rows = %d errors + %d unmatched + %d duplicates + %d resolved",
+		a.ReleaseID, a.SourceRows, a.ErrorRows, a.Unmatched, a.Duplicates, a.Resolved))
+	textLine(b, width, "         ", fmt.Sprintf("%d resolved = %d excluded + %d removed%s + %d eligible · attempted %d · confirmed %d · arrived %d",
+		a.Resolved, a.Excluded, a.Removed, MissingCovered(a), a.Eligible, a.Attempted, a.Confirmed, a.Arrived))
 }
 
 // MissingCovered is the part of a release's resolved sum that only
@@ -348,7 +465,7 @@ func MissingCovered(a ledger.AudienceSummary) string {
 
 // writeRuns lists every process a workflow step ran beside the columns:
 // its command, how it ended and the last lines of its output.
-func writeRuns(b *strings.Builder, steps []StepResult) {
+func writeRuns(b *strings.Builder, steps []StepResult, width int) {
 	first := true
 	for _, s := range steps {
 		for _, run := range s.Runs {
@@ -356,13 +473,13 @@ func writeRuns(b *strings.Builder, steps []StepResult) {
 				b.WriteString("workflow runs\n")
 				first = false
 			}
-			fmt.Fprintf(b, "  step %d  $ %s\n", s.Index, run.Command)
-			fmt.Fprintf(b, "          → %s\n", run.End)
+			textLine(b, width, fmt.Sprintf("  step %d  $ ", s.Index), run.Command)
+			textLine(b, width, "          → ", run.End)
 			if run.Truncated {
-				fmt.Fprintf(b, "          │ (output %d bytes; the first %d not kept)\n", run.OutputBytes, run.OutputBytes-OutputCap)
+				textLine(b, width, "          │ ", fmt.Sprintf("(output %d bytes; the first %d not kept)", run.OutputBytes, run.OutputBytes-OutputCap))
 			}
 			for _, l := range run.Output {
-				fmt.Fprintf(b, "          │ %s\n", l)
+				textLine(b, width, "          │ ", l)
 			}
 		}
 	}

@@ -104,6 +104,7 @@ func (a *App) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			msg.owner = a.top().ID()
 		}
 		a.status = msg
+		a.resize() // a long status takes lines from the body
 	default:
 		cmd = a.updateTop(msg)
 	}
@@ -118,7 +119,7 @@ func (a *App) resize() {
 	}
 }
 
-func (a *App) bodyHeight() int { return max(a.height-chrome, 1) }
+func (a *App) bodyHeight() int { return max(a.height-chrome-(len(a.statusLines())-1), 1) }
 
 func (a *App) onKey(msg tea.KeyPressMsg) tea.Cmd {
 	if a.showHelp {
@@ -196,9 +197,9 @@ func (a *App) onRouted(msg routedMsg) tea.Cmd {
 }
 
 func (a *App) onPush(s Screen) tea.Cmd {
-	s.SetSize(a.width, a.bodyHeight())
 	a.stack = append(a.stack, s)
 	a.status = statusMsg{}
+	a.resize()
 	return owned(s.ID(), s.Init())
 }
 
@@ -207,6 +208,7 @@ func (a *App) onPop() {
 	if len(a.stack) > 1 {
 		a.stack = a.stack[:len(a.stack)-1]
 		a.status = statusMsg{}
+		a.resize()
 	}
 }
 
@@ -255,12 +257,12 @@ func (a *App) Render() string {
 	body := a.top().View()
 	if a.showHelp {
 		body = a.th.Header.Render("Keys") + a.th.Dim.Render(" — any key closes this") + "\n\n" +
-			strings.Join(fullHelpLines(a.help.Styles, a.fullKeys(), a.width), "\n")
+			strings.Join(fullHelpLines(a.help, a.fullKeys(), a.width), "\n")
 	}
 	lines := []string{
 		fitLine(a.th.Title.Render("gatehouse")+" "+a.th.Header.Render(a.top().Title()), a.width),
 		fitBlock(body, a.width, a.bodyHeight()),
-		fitLine(a.statusLine(), a.width),
+		a.statusBlock(),
 		fitLine(a.shortHelp(), a.width),
 	}
 	return strings.Join(lines, "\n")
@@ -282,27 +284,61 @@ func (a *App) fullKeys() [][]key.Binding {
 func (a *App) shortHelp() string {
 	keys := a.top().KeyMap().ShortHelp()
 	if a.top().Capturing() {
-		return shortHelpLine(a.help.Styles, keys, nil, a.width)
+		return shortHelpLine(a.help, keys, nil, a.width)
 	}
 	tail := []key.Binding{Keys.Help, Keys.Quit}
 	if len(a.stack) > 1 {
 		tail = append([]key.Binding{Keys.Back}, tail...)
 	}
-	return shortHelpLine(a.help.Styles, keys, tail, a.width)
+	return shortHelpLine(a.help, keys, tail, a.width)
 }
 
-func (a *App) statusLine() string {
+// maxStatusLines is how many lines a status may take from the body: an
+// error is shown whole (wrapped), not cut at the screen's edge, up to this.
+const maxStatusLines = 4
+
+// statusLines are the status line's text, wrapped at the width after the
+// spinner's column and the error mark: one line at least.
+func (a *App) statusLines() []string {
+	if a.status.owner != a.top().ID() || a.status.text == "" {
+		return []string{""}
+	}
+	text := a.status.text
+	if a.status.err {
+		text = "✗ " + text
+	}
+	lines := wrapWords(text, max(a.width-2, 10))
+	if len(lines) > maxStatusLines {
+		lines = lines[:maxStatusLines]
+		lines[maxStatusLines-1] = fitLine(lines[maxStatusLines-1], a.width-3) + ellipsis
+	}
+	return lines
+}
+
+// statusBlock draws the status lines, the spinner before the first while
+// the screen is busy.
+func (a *App) statusBlock() string {
 	prefix := ""
 	if a.top().Busy() {
 		prefix = a.spin.View() + " "
 	}
-	if a.status.owner != a.top().ID() {
-		return prefix
-	}
+	style := a.th.Status
 	if a.status.err {
-		return prefix + a.th.Bad.Render("✗ "+a.status.text)
+		style = a.th.Bad
 	}
-	return prefix + a.th.Status.Render(a.status.text)
+	lines := a.statusLines()
+	for i, l := range lines {
+		if l != "" {
+			l = style.Render(l)
+		}
+		if i == 0 {
+			l = prefix + l
+		} else {
+			l = "  " + l
+		}
+		lines[i] = fitLine(l, a.width)
+	}
+	return strings.Join(lines, "\n")
 }
 
 // Run runs the app on the terminal until it quits, then closes it.

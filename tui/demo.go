@@ -457,7 +457,7 @@ func (d *Demo) paneLines(who string, w, h int) []string {
 	lines = append(lines, para("", owner, w)...)
 	for _, a := range st.actions {
 		if a.ProposedBy == who {
-			lines = append(lines, d.th.mark(stateMark(a.State)).Render(a.ActionType+": "+stateLabel(a.State)))
+			lines = append(lines, d.th.mark(stateMark(a.State)).Render(a.ActionType+": "+stateWord(a.State, false)))
 		}
 	}
 	notes := d.run.notes[who]

@@ -5,29 +5,102 @@ import (
 	"fmt"
 	"strings"
 
+	"charm.land/bubbles/v2/help"
+	"charm.land/bubbles/v2/key"
+	tea "charm.land/bubbletea/v2"
+
 	"gatehouse/destination"
 	"gatehouse/ledger"
 )
 
-// newActionDetail shows everything the ledger knows about one action.
-func newActionDetail(th Theme, l *ledger.Ledger, key string) *docScreen {
-	return newNamedActionDetail(th, l, key, nil)
+// actionDetail shows everything the ledger knows about one action, and
+// takes the operations on it the inspector takes (hold, release,
+// reconcile, record by hand), reading the action again after each.
+type actionDetail struct {
+	*docScreen
+	o      operator
+	action ledger.Action // as last read
+	form   *form
+	ops    int // operations in flight
+}
+
+// newActionDetail is the detail of the action key, operated by o.
+func newActionDetail(th Theme, o operator, key string) *actionDetail {
+	return newNamedActionDetail(th, o, key, nil)
 }
 
 // newNamedActionDetail is newActionDetail with the text the ledger recorded
 // passed through name (see scenarios.Run.Stable), when not nil, before it
 // is laid out.
-func newNamedActionDetail(th Theme, l *ledger.Ledger, key string, name func(string) string) *docScreen {
-	return newDoc(th, "action "+key, func(ctx context.Context) (renderFunc, error) {
+func newNamedActionDetail(th Theme, o operator, key string, name func(string) string) *actionDetail {
+	l := o.l
+	doc := newDoc(th, "action "+key, func(ctx context.Context) (renderFunc, *ledger.Action, error) {
 		d, err := l.Detail(ctx, key)
 		if err != nil {
-			return nil, fmt.Errorf("read action %s: %w", key, err)
+			return nil, nil, fmt.Errorf("read action %s: %w", key, err)
 		}
+		a := d.Action
 		if name != nil {
 			d = renameDetail(d, name)
 		}
-		return func(th Theme, w int) []string { return actionDetailLines(th, d, w) }, nil
+		return func(th Theme, w int) []string { return actionDetailLines(th, d, w) }, &a, nil
 	})
+	return &actionDetail{docScreen: doc, o: o}
+}
+
+// Busy implements Screen.
+func (d *actionDetail) Busy() bool { return d.docScreen.Busy() || d.ops > 0 }
+
+// Capturing implements Screen.
+func (d *actionDetail) Capturing() bool { return d.form != nil }
+
+// Update implements Screen.
+func (d *actionDetail) Update(msg tea.Msg) (Screen, tea.Cmd) {
+	switch msg := msg.(type) {
+	case docLoadedMsg:
+		if msg.action != nil {
+			d.action = *msg.action
+		}
+	case opMsg:
+		d.ops--
+		return d, tea.Batch(msg.status(), d.docScreen.Init())
+	case tea.KeyPressMsg:
+		if d.form != nil {
+			done, cmd := d.form.update(msg)
+			if done {
+				d.form = nil
+			}
+			return d, cmd
+		}
+		if op, ok := actionOperation(msg, d.action, d.o.records != nil); ok && d.action.Key != "" {
+			var cmd tea.Cmd
+			d.form, cmd = op.form(func(reason string) tea.Cmd {
+				d.ops++
+				return d.do(d.o.perform(op, reason))
+			})
+			return d, cmd
+		}
+	}
+	_, cmd := d.docScreen.Update(msg)
+	return d, cmd
+}
+
+// View implements Screen.
+func (d *actionDetail) View() string {
+	if d.form != nil {
+		return d.form.view(d.th, d.width)
+	}
+	return d.docScreen.View()
+}
+
+// KeyMap implements Screen.
+func (d *actionDetail) KeyMap() help.KeyMap {
+	k := Keys
+	if d.form != nil {
+		return helpKeys{short: []key.Binding{k.Confirm, k.Cancel}}
+	}
+	ops := []key.Binding{k.Hold, k.ReleaseHold, k.Reconcile, k.Arrived, k.NotArrived}
+	return helpKeys{short: append([]key.Binding{k.Down, k.PageDown}, ops...), full: [][]key.Binding{navKeys(), ops}}
 }
 
 // renameDetail passes every free text and address of d through name.
@@ -55,31 +128,31 @@ func renameDetail(d ledger.ActionDetail, name func(string) string) ledger.Action
 // newTaskDetail shows a task: owner, who is on it, its actions (first page)
 // and its newest history.
 func newTaskDetail(th Theme, l *ledger.Ledger, id string) *docScreen {
-	return newDoc(th, "task "+id, func(ctx context.Context) (renderFunc, error) {
+	return newDoc(th, "task "+id, func(ctx context.Context) (renderFunc, *ledger.Action, error) {
 		t, err := l.Task(ctx, id)
 		if err != nil {
-			return nil, fmt.Errorf("read task %s: %w", id, err)
+			return nil, nil, fmt.Errorf("read task %s: %w", id, err)
 		}
 		pres, err := l.Presence(ctx, id)
 		if err != nil {
-			return nil, fmt.Errorf("read presence on %s: %w", id, err)
+			return nil, nil, fmt.Errorf("read presence on %s: %w", id, err)
 		}
 		total, acts, err := l.ListActions(ctx, ledger.ActionFilter{TaskID: id, Limit: 50})
 		if err != nil {
-			return nil, fmt.Errorf("list actions of %s: %w", id, err)
+			return nil, nil, fmt.Errorf("list actions of %s: %w", id, err)
 		}
 		evs, err := l.History(ctx, ledger.HistoryFilter{TaskID: id, Limit: 50, Newest: true})
 		if err != nil {
-			return nil, fmt.Errorf("read history of %s: %w", id, err)
+			return nil, nil, fmt.Errorf("read history of %s: %w", id, err)
 		}
-		return func(th Theme, w int) []string { return taskDetailLines(th, t, pres, total, acts, evs, w) }, nil
+		return func(th Theme, w int) []string { return taskDetailLines(th, t, pres, total, acts, evs, w) }, nil, nil
 	})
 }
 
 func actionDetailLines(th Theme, d ledger.ActionDetail, w int) []string {
 	a := d.Action
 	out := []string{th.Header.Render("Action " + a.Key)}
-	state := stateLabel(a.State)
+	state := stateWord(a.State, false)
 	// Whose act the state is, from the history: "denied by the gate at
 	// wf-ack's send", "cancelled: removed by lead".
 	credit := ledger.CreditOf(a, d.Events)
@@ -93,15 +166,15 @@ func actionDetailLines(th Theme, d ledger.ActionDetail, w int) []string {
 	if a.HoldCause != "" {
 		state += " (" + strings.ReplaceAll(string(a.HoldCause), "_", " ") + ")"
 	}
-	out = append(out, para("  state      ", th.mark(stateMark(a.State)).Render(state)+" — "+a.Reason, w)...)
+	out = append(out, para("  state      ", th.mark(stateMark(a.State)).Render(state)+" — "+plainReason(a.Reason), w)...)
 	if a.LateArrivals > 0 {
 		out = append(out, para("  arrived    ", arrivalWords(th, d), w)...)
 	}
 	if req := a.RequestText(); req != "" {
 		// The approval surface shows the write the provider will receive.
 		out = append(out,
-			fmt.Sprintf("  task       %s (owner %s)", a.TaskID, orNone(d.Task.Owner)),
-			fmt.Sprintf("  via        %s", orNone(a.Endpoint().String())))
+			fmt.Sprintf("  task       %s (owner %s)", a.TaskID, orDash(d.Task.Owner)),
+			fmt.Sprintf("  via        %s", orDash(a.Endpoint().String())))
 		for i, line := range strings.Split(req, "\n") {
 			label := "  request    "
 			if i > 0 {
@@ -116,10 +189,10 @@ func actionDetailLines(th Theme, d ledger.ActionDetail, w int) []string {
 		return append(out, eventLines(th, "History", d.Events, w)...)
 	}
 	out = append(out,
-		fmt.Sprintf("  task       %s (owner now %s)", a.TaskID, orNone(d.Task.Owner)),
+		fmt.Sprintf("  task       %s (owner now %s)", a.TaskID, orDash(d.Task.Owner)),
 		fmt.Sprintf("  to         %s", recipientLabel(a.Recipient, a.RecipientName)),
-		fmt.Sprintf("  from       %s", orNone(a.Sender)),
-		fmt.Sprintf("  via        %s", orNone(a.Endpoint().String())),
+		fmt.Sprintf("  from       %s", orDash(a.Sender)),
+		fmt.Sprintf("  via        %s", orDash(a.Endpoint().String())),
 		fmt.Sprintf("  subject    %s", a.Subject),
 		proposedLine(a, credit),
 	)
@@ -152,8 +225,8 @@ func approvalLines(th Theme, aps []ledger.Approval, w int) []string {
 			valid = th.Bad.Render("invalid: " + ap.Invalidated)
 		}
 		out = append(out, para(fmt.Sprintf("  %s by %s for owner %s, digest %s — ", ap.At.Format(clockFormat),
-			ap.Approver, orNone(ap.Owner), short(ap.Digest)), valid, w)...)
-		out = append(out, para("      ", fmt.Sprintf("to %s from %s via %s", ap.Recipient, orNone(ap.Sender), orNone(ap.Destination)), w)...)
+			ap.Approver, orDash(ap.Owner), short(ap.Digest)), valid, w)...)
+		out = append(out, para("      ", fmt.Sprintf("to %s from %s via %s", ap.Recipient, orDash(ap.Sender), orDash(ap.Destination)), w)...)
 		for _, m := range ap.Material {
 			out = append(out, fmt.Sprintf("      approved %s = %q", m.Name(), m.Value))
 		}
@@ -198,9 +271,9 @@ func attemptLines(th Theme, ats []ledger.Attempt, w int) []string {
 		if host, pid := at.ExecutorHost(); host != "" {
 			where = fmt.Sprintf(", executor on %s (pid %d)", host, pid)
 		}
-		out = append(out, para("      ", fmt.Sprintf("to %s via %s, Message-ID %s%s", orNone(at.Recipient),
-			orNone(at.Endpoint().String()), at.MessageID, where), w)...)
-		for _, l := range para("      ", at.Response, w) {
+		out = append(out, para("      ", fmt.Sprintf("to %s via %s, Message-ID %s%s", orDash(at.Recipient),
+			orDash(at.Endpoint().String()), at.MessageID, where), w)...)
+		for _, l := range para("      ", plainReason(at.Response), w) {
 			out = append(out, th.Dim.Render(l))
 		}
 	}
@@ -218,7 +291,7 @@ func arrivalWords(th Theme, d ledger.ActionDetail) string {
 	}
 	if d.Action.ArrivedTwice() {
 		return th.Bad.Render("ARRIVED TWICE") + fmt.Sprintf(": %s arrived, the customer has the message %d times; the state stays %s",
-			ledger.AttemptList(arrived), len(arrived), stateLabel(d.Action.State))
+			ledger.AttemptList(arrived), len(arrived), stateWord(d.Action.State, false))
 	}
 	return th.Warn.Render("arrived late") + fmt.Sprintf(": %s arrived after it was settled as not arrived; it will not be sent again",
 		ledger.AttemptList(arrived))
@@ -274,30 +347,23 @@ func eventSentence(e ledger.Event) string {
 	if e.Reason != "" && !strings.Contains(s, e.Reason) {
 		s += " — " + e.Reason
 	}
-	return s
+	return plainReason(s)
 }
 
 func taskDetailLines(th Theme, t ledger.Task, pres []ledger.Presence, total int, acts []ledger.Action, evs []ledger.Event, w int) []string {
 	out := []string{th.Header.Render("Task " + t.ID + " — " + t.Subject),
 		fmt.Sprintf("  customer   %s", t.Customer),
 		fmt.Sprintf("  status     %s", t.Status),
-		fmt.Sprintf("  owner      %s (authoritative)", orNone(t.Owner)),
+		fmt.Sprintf("  owner      %s (authoritative)", orDash(t.Owner)),
 	}
 	var on []string
 	for _, p := range pres {
 		on = append(on, p.Actor+" ("+p.Kind+")")
 	}
-	out = append(out, para("  on it now  ", orNone(strings.Join(on, ", "))+" — advisory only", w)...)
+	out = append(out, para("  on it now  ", orDash(strings.Join(on, ", "))+" — advisory only", w)...)
 	out = append(out, "", th.Header.Render(fmt.Sprintf("Actions (%d)", total)))
-	out = append(out, renderTable(th, actionCols, actionRows(acts, w < wideTable), -1, w)...)
+	out = append(out, renderTable(th, actionCols, actionRows(acts, w), -1, w)...)
 	return append(out, eventLines(th, "History (newest 50)", evs, w)...)
-}
-
-func orNone(s string) string {
-	if s == "" {
-		return "(none)"
-	}
-	return s
 }
 
 // short abbreviates a digest for display.

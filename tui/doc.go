@@ -9,7 +9,8 @@ import (
 	"charm.land/bubbles/v2/key"
 	"charm.land/bubbles/v2/viewport"
 	tea "charm.land/bubbletea/v2"
-	"github.com/charmbracelet/x/ansi"
+
+	"gatehouse/ledger"
 )
 
 // renderFunc lays a loaded document out at a width, so a resize re-wraps it.
@@ -21,19 +22,20 @@ type renderFunc func(th Theme, width int) []string
 type docScreen struct {
 	base
 	title   string
-	load    func(ctx context.Context) (renderFunc, error)
+	load    func(ctx context.Context) (renderFunc, *ledger.Action, error)
 	render  renderFunc
 	vp      viewport.Model
 	loading bool
 }
 
-// docLoadedMsg is a loaded document.
+// docLoadedMsg is a loaded document, and the action it is about, if any.
 type docLoadedMsg struct {
 	render renderFunc
+	action *ledger.Action
 	err    error
 }
 
-func newDoc(th Theme, title string, load func(context.Context) (renderFunc, error)) *docScreen {
+func newDoc(th Theme, title string, load func(context.Context) (renderFunc, *ledger.Action, error)) *docScreen {
 	return &docScreen{base: newBase(th), title: title, load: load, loading: true, vp: viewport.New()}
 }
 
@@ -47,8 +49,8 @@ func (d *docScreen) Busy() bool { return d.loading }
 func (d *docScreen) Init() tea.Cmd {
 	load := d.load
 	return d.do(func(ctx context.Context) tea.Msg {
-		r, err := load(ctx)
-		return docLoadedMsg{render: r, err: err}
+		r, a, err := load(ctx)
+		return docLoadedMsg{render: r, action: a, err: err}
 	})
 }
 
@@ -84,21 +86,28 @@ func (d *docScreen) Update(msg tea.Msg) (Screen, tea.Cmd) {
 }
 
 // scroll moves the viewport by the app's movement keys.
-func (d *docScreen) scroll(msg tea.KeyPressMsg) {
+func (d *docScreen) scroll(msg tea.KeyPressMsg) { scrollViewport(&d.vp, msg) }
+
+// scrollViewport moves a bubbles viewport by the app's movement keys (its
+// own keys are not used); it reports whether msg was one of them.
+func scrollViewport(vp *viewport.Model, msg tea.KeyPressMsg) bool {
 	switch {
 	case key.Matches(msg, Keys.Up):
-		d.vp.ScrollUp(1)
+		vp.ScrollUp(1)
 	case key.Matches(msg, Keys.Down):
-		d.vp.ScrollDown(1)
+		vp.ScrollDown(1)
 	case key.Matches(msg, Keys.PageUp):
-		d.vp.PageUp()
+		vp.PageUp()
 	case key.Matches(msg, Keys.PageDown):
-		d.vp.PageDown()
+		vp.PageDown()
 	case key.Matches(msg, Keys.Top):
-		d.vp.GotoTop()
+		vp.GotoTop()
 	case key.Matches(msg, Keys.Bottom):
-		d.vp.GotoBottom()
+		vp.GotoBottom()
+	default:
+		return false
 	}
+	return true
 }
 
 // View implements Screen.
@@ -119,32 +128,4 @@ func (d *docScreen) KeyMap() help.KeyMap {
 	k := Keys
 	return helpKeys{short: []key.Binding{k.Up, k.Down, k.PageDown},
 		full: [][]key.Binding{navKeys()}}
-}
-
-// para wraps text at width after prefix, indenting the continuation lines
-// under the text so a long sentence stays readable instead of being cut.
-func para(prefix, text string, width int) []string {
-	pw := ansi.StringWidth(prefix)
-	lines := wrapWords(text, max(width-pw, 10))
-	out := make([]string, len(lines))
-	for i, l := range lines {
-		if i == 0 {
-			out[i] = prefix + l
-			continue
-		}
-		out[i] = strings.Repeat(" ", pw) + l
-	}
-	return out
-}
-
-// nbHyphen stands in for "-" while ansi.Wrap runs: it always breaks after
-// a hyphen, and a key such as T-4711 or gh1:cust-42 must stay whole.
-const nbHyphen = "\u2011"
-
-// wrapWords breaks text at spaces only, runs of white space counting as
-// one (a key such as T-4711 stays whole); a word wider than the line is
-// cut hard. ansi.Wrap does the work, keeping styles and wide characters.
-func wrapWords(text string, width int) []string {
-	flat := strings.ReplaceAll(strings.Join(strings.Fields(text), " "), "-", nbHyphen)
-	return strings.Split(strings.ReplaceAll(ansi.Wrap(flat, width, ""), nbHyphen, "-"), "\n")
 }

@@ -6,31 +6,15 @@ import (
 	"strings"
 	"testing"
 
+	"gatehouse/ledger"
+
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 )
 
-func TestWrapWords(t *testing.T) {
-	tests := []struct {
-		name  string
-		text  string
-		width int
-		want  []string
-	}{
-		{"KeysStayWhole", "held because T-4711 and gh1:cust-42 wait", 14, []string{"held because", "T-4711 and", "gh1:cust-42", "wait"}},
-		{"SpacesCountOnce", "a  b\n\tc", 10, []string{"a b c"}},
-		{"LongWordCutHard", "abcdefghij", 4, []string{"abcd", "efgh", "ij"}},
-		{"Empty", "", 10, []string{""}},
-		{"WideCharacters", "日本語 日本語", 6, []string{"日本語", "日本語"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := wrapWords(tt.text, tt.width)
-			if strings.Join(got, "|") != strings.Join(tt.want, "|") {
-				t.Fatalf("wrapWords(%q, %d) = %q, want %q", tt.text, tt.width, got, tt.want)
-			}
-		})
-	}
+// TestWrapWordsKeepsStyles: the screens' wrapper (internal/wrap) counts
+// a styled line by its cells.
+func TestWrapWordsKeepsStyles(t *testing.T) {
 	styled := NewTheme(false).Bad.Render("stopped by lead") + " for T-4711"
 	for _, l := range wrapWords(styled, 12) {
 		if w := ansi.StringWidth(l); w > 12 {
@@ -43,14 +27,14 @@ func TestWrapWords(t *testing.T) {
 // lines are below and how to reach them; the movement keys scroll it to
 // its last line, and a narrower screen lays it out again.
 func TestDocumentScrollsAndSaysWhatIsBelow(t *testing.T) {
-	doc := newDoc(NewTheme(true), "doc", func(context.Context) (renderFunc, error) {
+	doc := newDoc(NewTheme(true), "doc", func(context.Context) (renderFunc, *ledger.Action, error) {
 		return func(_ Theme, w int) []string {
 			var out []string
 			for i := 1; i <= 40; i++ {
 				out = append(out, para("", fmt.Sprintf("line %d of the document, wrapped at the width", i), w)...)
 			}
 			return out
-		}, nil
+		}, nil, nil
 	})
 	a := newDriven(doc, 80, 24) // 21 body lines
 	s := screenText(a)

@@ -91,7 +91,7 @@ func NewInspector(th Theme, cfg InspectorConfig) *Inspector {
 		cfg.Actor = "operator"
 	}
 	if cfg.Source == "" {
-		cfg.Source = cfg.Ledger.Path()
+		cfg.Source = sourceName(cfg.Ledger)
 	}
 	s := newInput(keyOf(Keys.Filter), "")
 	return &Inspector{base: newBase(th), cfg: cfg, search: s}
@@ -123,10 +123,6 @@ type (
 	changesMsg struct {
 		n   int64
 		err error
-	}
-	opMsg struct {
-		what string
-		err  error
 	}
 )
 

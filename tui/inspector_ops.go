@@ -1,11 +1,6 @@
 package tui
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"strings"
-
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 
@@ -81,19 +76,9 @@ func (in *Inspector) onFormKey(msg tea.KeyPressMsg) tea.Cmd {
 	return cmd
 }
 
-// operation is one operator action on the selected row (or on the whole
-// ledger, for stop and resume).
-type operation struct {
-	verb    string
-	explain string
-	reason  bool
-	target  string // an action key, a task id, or "" for the whole ledger
-	run     func(ctx context.Context, l *ledger.Ledger, actor, target, reason string) error
-}
-
 // operationFor maps a key to the operation it asks for on the selection.
 func (in *Inspector) operationFor(msg tea.KeyPressMsg) (operation, bool) {
-	act, task := in.selectedKey(), in.selectedTask()
+	act, task := in.selectedAction(), in.selectedTask()
 	switch {
 	case key.Matches(msg, Keys.Stop):
 		return opStop, true
@@ -101,152 +86,47 @@ func (in *Inspector) operationFor(msg tea.KeyPressMsg) (operation, bool) {
 		return opResume, true
 	case key.Matches(msg, Keys.TakeOver) && task != "":
 		return opTakeOver.on(task), true
-	case act == "":
+	case act == nil:
 		return operation{}, false
-	case key.Matches(msg, Keys.Hold):
-		return opHold.on(act), true
-	case key.Matches(msg, Keys.ReleaseHold):
-		return opRelease.on(act), true
-	case key.Matches(msg, Keys.Reconcile):
-		return in.opReconcile().on(act), true
-	case key.Matches(msg, Keys.Arrived):
-		return opResolve(true).on(act), true
-	case key.Matches(msg, Keys.NotArrived):
-		return opResolve(false).on(act), true
 	}
-	return operation{}, false
+	return actionOperation(msg, *act, in.operator().records != nil)
 }
 
-func (o operation) on(target string) operation {
-	o.target = target
-	return o
-}
-
-var (
-	opHold = operation{verb: "Hold", reason: true,
-		explain: "The action waits for a person; no attempt starts until the hold is released.",
-		run: func(ctx context.Context, l *ledger.Ledger, actor, key, reason string) error {
-			_, err := l.Hold(ctx, key, actor, reason)
-			return err
-		}}
-	opRelease = operation{verb: "Release hold on", reason: true,
-		explain: "The action continues: approved again while its approval still matches.",
-		run: func(ctx context.Context, l *ledger.Ledger, actor, key, reason string) error {
-			_, err := l.ReleaseHold(ctx, key, actor, reason)
-			return err
-		}}
-	opTakeOver = operation{verb: "Take over task", reason: true,
-		explain: "You become the owner; the previous owner is notified and its pending sends are stopped by the gate.",
-		run: func(ctx context.Context, l *ledger.Ledger, actor, task, reason string) error {
-			_, err := l.TakeOver(ctx, ledger.TaskRef{ID: task}, actor, reason)
-			return err
-		}}
-	opStop = operation{verb: "STOP all execution", reason: true,
-		explain: "From now on no attempt starts anywhere; attempts in flight finish and record their outcome.",
-		run: func(ctx context.Context, l *ledger.Ledger, actor, _, reason string) error {
-			return l.Stop(ctx, actor, reason)
-		}}
-	opResume = operation{verb: "Resume execution", reason: true,
-		explain: "Turns the stop switch off and releases the holds the stop caused.",
-		run: func(ctx context.Context, l *ledger.Ledger, actor, _, reason string) error {
-			return l.Resume(ctx, actor, reason)
-		}}
-)
-
-// opResolve records an unknown outcome a person established by checking
-// the destination themselves, for when no lookup can.
-func opResolve(arrived bool) operation {
-	op := operation{verb: "Record as arrived:", reason: true,
-		explain: "You checked the destination yourself and the message is there: the action becomes sent."}
-	if !arrived {
-		op.verb = "Record as not arrived:"
-		op.explain = "You checked the destination yourself and the message is not there: the action is held, safe to retry after review."
-	}
-	op.run = func(ctx context.Context, l *ledger.Ledger, actor, key, reason string) error {
-		_, err := l.ResolveUnknown(ctx, key, actor, arrived, reason)
-		return err
-	}
-	return op
-}
-
-// opReconcile asks the destination's records, never re-sends. Reconcile
-// records the evidence it found, so it asks for confirmation only.
-func (in *Inspector) opReconcile() operation {
-	explain := "Asks the records of the destination the last attempt went to for its own message: found → sent; absent → held, safe to retry after review; anything else → held for a person."
-	records := in.cfg.Records
-	if records == nil {
-		explain = "No destination records can be reached from here: the gate will hold the action for a person."
-	}
-	return operation{verb: "Reconcile", explain: explain,
-		run: func(ctx context.Context, l *ledger.Ledger, actor, key, _ string) error {
-			_, err := l.Reconcile(ctx, ledger.ReconcileRequest{Key: key, Actor: actor, Open: records})
-			return err
-		}}
+func (in *Inspector) operator() operator {
+	return operator{l: in.cfg.Ledger, actor: in.cfg.Actor, records: in.cfg.Records}
 }
 
 // ask opens the confirmation form for op.
 func (in *Inspector) ask(op operation) tea.Cmd {
-	title := op.verb
-	if op.target != "" {
-		title += " " + op.target
-	}
 	var cmd tea.Cmd
-	in.form, cmd = newForm(title+"?", op.explain, op.reason, func(reason string) tea.Cmd {
-		return in.perform(op, title, reason)
+	in.form, cmd = op.form(func(reason string) tea.Cmd {
+		in.ops++
+		return in.do(in.operator().perform(op, reason))
 	})
 	return cmd
 }
 
-// perform runs op through the gate; a refusal comes back in the gate's
-// words, reason first (so a narrow status line keeps it) and the key once.
-func (in *Inspector) perform(op operation, title, reason string) tea.Cmd {
-	in.ops++
-	l, actor := in.cfg.Ledger, in.cfg.Actor
-	return in.do(func(ctx context.Context) tea.Msg {
-		err := op.run(ctx, l, actor, op.target, reason)
-		name := strings.TrimSuffix(strings.TrimSuffix(op.verb, ":"), " on")
-		if err != nil && op.target != "" {
-			err = fmt.Errorf("%s refused: %s — %s", name, withoutKey(refusal(err), op.target), op.target)
-		} else if err != nil {
-			err = fmt.Errorf("%s refused: %w", name, err)
-		}
-		return opMsg{what: title, err: err}
-	})
-}
-
-// refusal is a gate error in plain words, without the key it is about.
-func refusal(err error) string {
-	var se *ledger.StateError
-	if errors.As(err, &se) {
-		if se.Hint != "" { // what a person can do says most
-			return fmt.Sprintf("%s (it is %s)", se.Hint, stateWord(se.State, false))
-		}
-		return fmt.Sprintf("%v (it is %s)", se.Err, stateWord(se.State, false))
-	}
-	return err.Error()
-}
-
 func (in *Inspector) onOp(msg opMsg) tea.Cmd {
 	in.ops--
-	var se *ledger.StateError
-	if errors.As(msg.err, &se) && errors.Is(se.Err, ledger.ErrHeld) {
-		// The gate's answer, not a failure: the action now waits for a person.
-		return tea.Batch(info(msg.what+": held for a person — "+se.Hint), in.load())
+	return tea.Batch(msg.status(), in.load())
+}
+
+// selectedAction is the action under the cursor, if any.
+func (in *Inspector) selectedAction() *ledger.Action {
+	li := in.current()
+	if li == nil || in.tab == tabTasks {
+		return nil
 	}
-	if msg.err != nil {
-		return fail(msg.err)
+	if i := li.pos.selected(); i >= 0 && i < len(li.actions) {
+		return &li.actions[i]
 	}
-	return tea.Batch(info("done: "+msg.what), in.load())
+	return nil
 }
 
 // selectedKey is the action key under the cursor, if any.
 func (in *Inspector) selectedKey() string {
-	li := in.current()
-	if li == nil || in.tab == tabTasks {
-		return ""
-	}
-	if i := li.pos.selected(); i >= 0 && i < len(li.actions) {
-		return li.actions[i].Key
+	if a := in.selectedAction(); a != nil {
+		return a.Key
 	}
 	return ""
 }
@@ -271,7 +151,7 @@ func (in *Inspector) selectedTask() string {
 func (in *Inspector) openDetail() tea.Cmd {
 	l := in.cfg.Ledger
 	if k := in.selectedKey(); k != "" {
-		return push(newActionDetail(in.th, l, k))
+		return push(newActionDetail(in.th, in.operator(), k))
 	}
 	if in.tab == tabTasks {
 		if t := in.selectedTask(); t != "" {

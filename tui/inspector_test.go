@@ -117,18 +117,18 @@ func TestInspectorKeys(t *testing.T) {
 		{name: "HoldNeedsReason", keys: []string{"tab", "j", "h", "enter"},
 			want: []string{"Hold gh1:cust-cyd", "a reason is required"}},
 		{name: "ReleaseRefusedInGateWords", keys: []string{"tab", "G", "u", "o", "k", "enter"},
-			want: []string{"✗ Release hold refused: it is not held (it is sent)"},
+			want: []string{"✗ release hold on cust-ada:enquiry-T-1001:reply_ack → not done (exit 1):", "not held (it is sent)"},
 			check: func(t *testing.T, a *App, _ *Inspector) {
 				if s := screenText(a); strings.Count(s, "gh1:cust-ada") > 0 && strings.Index(s, "not held") > strings.Index(s, "gh1:cust-ada") {
 					t.Fatalf("the key comes before the reason:\n%s", s)
 				}
 			}},
 		{name: "HoldRecorded", keys: []string{"tab", "G", "k", "h", "w", "a", "i", "t", "enter"},
-			want: []string{"done: Hold gh1:cust-bob"}},
+			want: []string{"hold cust-bob:enquiry-T-1002:reply_ack → held: held by olga: wait"}},
 		{name: "FormEscCancels", keys: []string{"tab", "h", "esc"}, want: []string{"cancelled: Hold"}},
 		{name: "ArrivedRefusedUnlessUnknown", keys: []string{"tab", "G", "Y", "o", "k", "enter"},
-			want: []string{"✗ Record as arrived refused: its outcome is not unknown (it is sent)"}},
-		{name: "StopAndResume", keys: []string{"S", "x", "enter"}, want: []string{"■ STOPPED", "done: STOP"},
+			want: []string{"✗ record as arrived cust-ada:enquiry-T-1001:reply_ack → nothing to reconcile;", "its outcome is not unknown (it is sent)"}},
+		{name: "StopAndResume", keys: []string{"S", "x", "enter"}, want: []string{"■ STOPPED", "stop all execution → stopped: no attempt starts anywhere until resume"},
 			check: func(t *testing.T, a *App, _ *Inspector) {
 				typeKeys(a, "R", "o", "k", "enter")
 				if s := screenText(a); strings.Contains(s, "■ STOPPED") {

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"gatehouse/internal/keyname"
 	"gatehouse/ledger"
 )
 
@@ -54,7 +55,7 @@ func (in *Inspector) filterLine() string {
 		parts = append(parts, fmt.Sprintf("search %q", li.search))
 	}
 	if s := stateChoices[li.state]; in.tab == tabActions && s != "" {
-		parts = append(parts, "state "+stateLabel(s))
+		parts = append(parts, "state "+stateWord(s, false))
 	}
 	pos := "none"
 	if li.pos.total > 0 {
@@ -71,14 +72,13 @@ func (in *Inspector) table() []string {
 	if li.pos.total == 0 && li.loaded {
 		return []string{"", in.th.Dim.Render("  " + in.emptyText(li))}
 	}
-	short := in.width < wideTable
 	switch in.tab {
 	case tabTasks:
 		return renderTable(in.th, taskCols, taskRows(li.tasks), sel, in.width)
 	case tabHolds:
-		return renderTable(in.th, holdCols, holdRows(li.actions, short), sel, in.width)
+		return renderTable(in.th, holdCols, holdRows(li.actions, in.width), sel, in.width)
 	}
-	return renderTable(in.th, actionCols, actionRows(li.actions, short), sel, in.width)
+	return renderTable(in.th, actionCols, actionRows(li.actions, in.width), sel, in.width)
 }
 
 // wideTable is the width from which states and causes are shown in their
@@ -125,28 +125,27 @@ func taskRows(ts []ledger.TaskSummary) []row {
 	return out
 }
 
-// On a narrow screen the key column shows what tells keys apart (see
-// keyLabels); enter opens the whole key.
+// The key column shows what tells the page's keys apart, and more of each
+// where there is room (see keyname); enter opens the whole key.
 var actionCols = []column{
 	{"action", 14, 0}, {"state", 9, 0}, {"task", 6, 0}, {"why", 12, 1}, {"updated", 8, 0},
 }
 
-// labels are the page's keys as the key column shows them: whole when
-// there is room (short false), else the part that tells them apart.
-func labels(as []ledger.Action, short bool) []string {
+// labels are the page's keys as the key column shows them in a table w
+// columns wide: the column takes what the other columns leave, up to what a
+// whole key needs.
+func labels(as []ledger.Action, w int) []string {
 	keys, tasks := make([]string, len(as)), make([]string, len(as))
 	for i, a := range as {
 		keys[i], tasks[i] = a.Key, a.TaskID
 	}
-	if !short {
-		return keys
-	}
-	return keyLabels(keys, tasks)
+	return keyname.Names(keys, tasks, min(max(w*3/10, 14), 60))
 }
 
-func actionRows(as []ledger.Action, short bool) []row {
+func actionRows(as []ledger.Action, w int) []row {
+	short := w < wideTable
 	out := make([]row, len(as))
-	for i, label := range labels(as, short) {
+	for i, label := range labels(as, w) {
 		a := as[i]
 		out[i] = row{cells: []string{label, stateWord(a.State, short), a.TaskID, why(a),
 			a.UpdatedAt.Format(clockFormat)}, mark: actionMark(a)}
@@ -180,9 +179,10 @@ var holdCols = []column{
 	{"action", 14, 0}, {"state", 7, 0}, {"cause", 8, 0}, {"task", 6, 0}, {"why", 12, 1},
 }
 
-func holdRows(as []ledger.Action, short bool) []row {
+func holdRows(as []ledger.Action, w int) []row {
+	short := w < wideTable
 	out := make([]row, len(as))
-	for i, label := range labels(as, short) {
+	for i, label := range labels(as, w) {
 		a := as[i]
 		out[i] = row{cells: []string{label, stateWord(a.State, short), causeWord(a.HoldCause, short),
 			a.TaskID, why(a)}, mark: actionMark(a)}
@@ -217,9 +217,6 @@ func causeWord(c ledger.HoldCause, short bool) string {
 	}
 	return strings.ReplaceAll(string(c), "_", " ")
 }
-
-// stateLabel is a state in plain words.
-func stateLabel(s ledger.State) string { return strings.ReplaceAll(string(s), "_", " ") }
 
 func stateMark(s ledger.State) mark {
 	switch s {
@@ -271,7 +268,7 @@ func metricsLines(th Theme, m ledger.Metrics) []string {
 	out = append(out, "", th.Header.Render("  by state"))
 	for _, s := range ledger.AllStates {
 		if n := m.ByState[s]; n > 0 {
-			out = append(out, fmt.Sprintf("  %-20s %8d", stateLabel(s), n))
+			out = append(out, fmt.Sprintf("  %-20s %8d", stateWord(s, false), n))
 		}
 	}
 	return out

@@ -24,7 +24,7 @@ type KeyMap struct {
 	// Forms and text being typed (a search, a filter).
 	Confirm, Cancel, Apply key.Binding
 	// Demo and rehearsal.
-	Step, StepBack, Play, Restart, Faster, Slower, ActView, ActTakeOver key.Binding
+	Step, StepBack, Play, Restart, Faster, Slower, ActView, ActTakeOver, Export key.Binding
 	// Home.
 	Rehearse, Inspect, Demo key.Binding
 	// Review.
@@ -76,6 +76,7 @@ func DefaultKeyMap() KeyMap {
 		Slower:      bind("-", "slower", "-"),
 		ActView:     bind("v", "staff views", "v"),
 		ActTakeOver: bind("t", "staff takes over", "t"),
+		Export:      bind("e", "export result", "e"),
 		Rehearse:    bind("enter", "rehearse", "enter"),
 		Inspect:     bind("i", "inspector", "i"),
 		Demo:        bind("d", "takeover demo", "d"),
@@ -128,27 +129,15 @@ func appKeys() []key.Binding {
 	return []key.Binding{k.Help, k.Quit}
 }
 
-// helpEntry is one binding as help shows it.
-func helpEntry(b key.Binding, keyStyle, descStyle lipgloss.Style) string {
-	return keyStyle.Render(b.Help().Key) + " " + descStyle.Render(b.Help().Desc)
-}
-
-// shortHelpLine fits keys, in order, into width w followed by every one of
-// tail: keys are dropped from the end, never the tail (so q quit is always
-// on screen).
-func shortHelpLine(st help.Styles, keys, tail []key.Binding, w int) string {
-	sep := st.ShortSeparator.Render(" • ")
-	render := func(bs []key.Binding) string {
-		parts := make([]string, 0, len(bs))
-		for _, b := range bs {
-			if b.Enabled() && b.Help().Key != "" {
-				parts = append(parts, helpEntry(b, st.ShortKey, st.ShortDesc))
-			}
-		}
-		return strings.Join(parts, sep)
-	}
+// shortHelpLine is bubbles' short help of keys, in order, as many as fit
+// width w, followed by every one of tail: keys are dropped from the end,
+// never the tail, so q quit is always on screen. The fitting is done here,
+// not by the model's width, which cuts the tail too and marks the cut with
+// a column the line cannot spare.
+func shortHelpLine(m help.Model, keys, tail []key.Binding, w int) string {
+	m.SetWidth(0)
 	for n := len(keys); n >= 0; n-- {
-		line := render(append(slices.Clip(keys[:n]), tail...))
+		line := m.ShortHelpView(append(slices.Clip(keys[:n]), tail...))
 		if ansi.StringWidth(line) <= w || n == 0 {
 			return line
 		}
@@ -156,44 +145,40 @@ func shortHelpLine(st help.Styles, keys, tail []key.Binding, w int) string {
 	return ""
 }
 
-// fullHelpLines lays every binding of groups out in two columns (one
-// below 60 columns), each binding once, in the order given.
-func fullHelpLines(st help.Styles, groups [][]key.Binding, w int) []string {
-	var entries []key.Binding
+// fullHelpLines is bubbles' full help of groups, each binding once in the
+// order given: as many groups side by side as fit width w, the rest in
+// further rows of columns below, so no group is cut away on a narrow
+// terminal.
+func fullHelpLines(m help.Model, groups [][]key.Binding, w int) []string {
+	m.SetWidth(0)
 	seen := map[string]bool{}
-	keyW := 0
+	var out []string
+	var row [][]key.Binding
+	flush := func() {
+		if len(row) > 0 {
+			out = append(out, strings.Split(m.FullHelpView(row), "\n")...)
+			out = append(out, "")
+			row = nil
+		}
+	}
 	for _, g := range groups {
+		var group []key.Binding
 		for _, b := range g {
 			h := b.Help()
 			if !b.Enabled() || h.Key == "" || seen[h.Key+h.Desc] {
 				continue
 			}
 			seen[h.Key+h.Desc] = true
-			entries = append(entries, b)
-			keyW = max(keyW, ansi.StringWidth(h.Key))
+			group = append(group, b)
 		}
-	}
-	cell := func(b key.Binding) string {
-		h := b.Help()
-		return st.FullKey.Render(h.Key+strings.Repeat(" ", keyW-ansi.StringWidth(h.Key))) + "  " + st.FullDesc.Render(h.Desc)
-	}
-	if w < 60 {
-		out := make([]string, len(entries))
-		for i, b := range entries {
-			out[i] = cell(b)
+		if len(group) == 0 {
+			continue
 		}
-		return out
-	}
-	half := (len(entries) + 1) / 2
-	colW := w/2 - 2
-	var out []string
-	for i := range half {
-		left := fitLine(cell(entries[i]), colW)
-		right := ""
-		if i+half < len(entries) {
-			right = cell(entries[i+half])
+		if len(row) > 0 && lipgloss.Width(m.FullHelpView(append(slices.Clip(row), group))) > w {
+			flush()
 		}
-		out = append(out, left+"  "+right)
+		row = append(row, group)
 	}
-	return out
+	flush()
+	return out[:max(len(out)-1, 0)]
 }

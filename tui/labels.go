@@ -1,27 +1,16 @@
 package tui
 
 import (
-	"strconv"
 	"strings"
 
 	"github.com/charmbracelet/x/ansi"
 
 	"gatehouse/destination"
-	"gatehouse/ledger"
 )
 
 // Short forms for narrow columns. Each is still a word a reader knows, and
 // no two states or outcomes share one, so a narrow table is never
 // ambiguous; the detail screen (enter) always has the full words.
-
-// stateWord is a state in plain words; short gives the form for a narrow
-// column (at most 9 columns wide).
-func stateWord(s ledger.State, short bool) string {
-	if short && s == ledger.StateAwaitingApproval {
-		return "awaiting"
-	}
-	return strings.ReplaceAll(string(s), "_", " ")
-}
 
 // outcomeWord is an attempt's outcome in plain words: outcome is the
 // ledger's value ("" while in flight), reconciled says it was established
@@ -62,80 +51,9 @@ func outcomeWord(outcome string, reconciled, short bool) string {
 // (reconciled)") back into the ledger's value.
 func scenarioOutcome(text string) string { return strings.TrimSuffix(text, " (reconciled)") }
 
-// keyLabels shortens action keys to the part that tells them apart: the
-// format prefix goes, so do a target equal to the key's task and the
-// revision r0; then the leading and trailing parts (customer, event, action
-// type) that every key on the list shares, each marked with an ellipsis.
-// Parts are dropped whole, never cut to a stem.
-func keyLabels(keys, tasks []string) []string {
-	parts := make([][]string, len(keys))
-	for i, k := range keys {
-		task := ""
-		if i < len(tasks) {
-			task = tasks[i]
-		}
-		parts[i] = strings.Split(keyLabel(k, task), ":")
-	}
-	lead, trail := sharedParts(parts)
-	out := make([]string, len(keys))
-	for i, p := range parts {
-		s := strings.Join(p[lead:len(p)-trail], ":")
-		if lead > 0 {
-			s = ellipsis + s
-		}
-		if trail > 0 {
-			s += ellipsis
-		}
-		out[i] = s
-	}
-	return out
-}
-
-// sharedParts counts the leading and the trailing parts all lists share,
-// leaving each at least one part. Fewer than two lists share nothing.
-func sharedParts(parts [][]string) (lead, trail int) {
-	if len(parts) < 2 {
-		return 0, 0
-	}
-	shortest := len(parts[0])
-	for _, p := range parts {
-		shortest = min(shortest, len(p))
-	}
-	same := func(at func(p []string) string) bool {
-		for _, p := range parts[1:] {
-			if at(p) != at(parts[0]) {
-				return false
-			}
-		}
-		return true
-	}
-	for lead < shortest-1 && same(func(p []string) string { return p[lead] }) {
-		lead++
-	}
-	for trail < shortest-1-lead && same(func(p []string) string { return p[len(p)-1-trail] }) {
-		trail++
-	}
-	return lead, trail
-}
-
-// keyLabel is one key without what its columns already say.
-func keyLabel(key, task string) string {
-	parts, err := ledger.ParseKey(key)
-	if err != nil {
-		return key
-	}
-	s := parts.Customer + ":" + parts.Event + ":" + parts.ActionType
-	if parts.Target != task {
-		s += ":" + parts.Target
-	}
-	if parts.Revision > 0 {
-		s += ":r" + strconv.Itoa(parts.Revision)
-	}
-	return s
-}
-
-// abbrev fits s into w columns keeping its end, which is where names such
-// as notice-ada and notice-ben differ: "noti…-ada".
+// abbrev fits a scenario's or an actor's name into w columns keeping its
+// end, which is where names such as notice-ada and notice-ben differ:
+// "noti…-ada". Action keys are named by keyname instead.
 func abbrev(s string, w int) string {
 	if ansi.StringWidth(s) <= w || w <= 1 {
 		return s

@@ -1,41 +1,11 @@
 package tui
 
 import (
-	"slices"
 	"testing"
 
 	"gatehouse/destination"
 	"gatehouse/ledger"
 )
-
-func TestKeyLabels(t *testing.T) {
-	key := func(customer, event, target string, rev int) string {
-		return ledger.Key(customer, event, "delivery_notice", target, rev)
-	}
-	tests := []struct {
-		name        string
-		keys, tasks []string
-		want        []string
-	}{
-		{"OneKeyWhole", []string{key("cust-ada", "delay-14", "t-1", 0)}, []string{"t-1"},
-			[]string{"cust-ada:delay-14:delivery_notice"}},
-		{"SharedEventAndType", []string{key("cust-ada", "delay-14", "t-1", 0), key("cust-cy", "delay-14", "t-2", 0)},
-			[]string{"t-1", "t-2"}, []string{"cust-ada…", "cust-cy…"}},
-		{"SharedCustomer", []string{key("cust-ada", "enquiry-1", "t-1", 0), key("cust-ada", "refund-2", "t-1", 0)},
-			[]string{"t-1", "t-1"}, []string{"…enquiry-1…", "…refund-2…"}},
-		{"TargetOtherThanTask", []string{key("cust-ada", "e-1", "order-9", 0)}, []string{"t-1"},
-			[]string{"cust-ada:e-1:delivery_notice:order-9"}},
-		{"RevisionKept", []string{key("cust-ada", "e-1", "t-1", 0), key("cust-ada", "e-1", "t-1", 1)},
-			[]string{"t-1", "t-1"}, []string{"…delivery_notice", "…delivery_notice:r1"}},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := keyLabels(tc.keys, tc.tasks); !slices.Equal(got, tc.want) {
-				t.Fatalf("got %q, want %q", got, tc.want)
-			}
-		})
-	}
-}
 
 // TestShortWordsAreDistinct: no two states, and no two outcomes, share a
 // short form, and a short form is never longer than the long one.

@@ -7,6 +7,8 @@ import (
 
 	"charm.land/bubbles/v2/help"
 	"charm.land/bubbles/v2/key"
+	"charm.land/bubbles/v2/textinput"
+	"charm.land/bubbles/v2/viewport"
 	tea "charm.land/bubbletea/v2"
 
 	"gatehouse/scenarios"
@@ -38,7 +40,11 @@ type Rehearsal struct {
 	homeID  int // where the verdict is reported (0: nowhere)
 	// layouts are the three columns' layouts chosen so far, by width; they
 	// depend on the scenario only, so a run's columns never change width.
-	layouts map[int]threeLayout
+	layouts map[layoutAt]threeLayout
+	focus   pane             // what the movement keys move
+	expPos  listPos          // over the expectations, failures first
+	hist    viewport.Model   // the history, wrapped
+	export  *textinput.Model // the file the result goes to, while asked
 }
 
 // Rehearsal messages (delivered through routedMsg).
@@ -70,7 +76,8 @@ func NewRehearsal(th Theme, sc *scenarios.Scenario, newRun NewRunFunc, homeID in
 			return scenarios.NewRun(ctx, sc, scenarios.Options{})
 		}
 	}
-	return &Rehearsal{base: newBase(th), sc: sc, newRun: newRun, homeID: homeID, speed: 1, busy: true}
+	return &Rehearsal{base: newBase(th), sc: sc, newRun: newRun, homeID: homeID, speed: 1, busy: true,
+		hist: viewport.New()}
 }
 
 // Title implements Screen.
@@ -78,6 +85,9 @@ func (r *Rehearsal) Title() string { return "rehearsal · " + r.sc.Title }
 
 // Busy implements Screen.
 func (r *Rehearsal) Busy() bool { return r.busy }
+
+// Capturing implements Screen.
+func (r *Rehearsal) Capturing() bool { return r.export != nil }
 
 // SetSize implements Screen.
 func (r *Rehearsal) SetSize(w, h int) {
@@ -127,6 +137,8 @@ func (r *Rehearsal) Update(msg tea.Msg) (Screen, tea.Cmd) {
 		return r, r.onStepped(msg)
 	case playMsg:
 		return r, r.onPlay(msg)
+	case exportedMsg:
+		return r, msg.status()
 	}
 	return r, nil
 }
@@ -139,6 +151,7 @@ func (r *Rehearsal) onReady(msg runReadyMsg) tea.Cmd {
 	r.run, r.snap = msg.run, msg.snap
 	r.pos, r.selKey = listPos{rows: r.pos.rows}, ""
 	r.follow()
+	r.expPos = listPos{}
 	return nil
 }
 
@@ -160,6 +173,13 @@ func (r *Rehearsal) follow() {
 
 func (r *Rehearsal) onKey(msg tea.KeyPressMsg) tea.Cmd {
 	switch {
+	case r.export != nil:
+		return r.onExportKey(msg)
+	case key.Matches(msg, Keys.NextPane):
+		r.focus = (r.focus + 1) % paneCount
+		return info("focus: " + paneNames[r.focus])
+	case key.Matches(msg, Keys.Export):
+		return r.askExport()
 	case key.Matches(msg, Keys.Step):
 		r.playing = false
 		return r.step()
@@ -179,10 +199,7 @@ func (r *Rehearsal) onKey(msg tea.KeyPressMsg) tea.Cmd {
 	case key.Matches(msg, Keys.Inspect) && r.run != nil:
 		return push(NewInspector(r.th, InspectorConfig{Ledger: r.run.Ledger(), Actor: "trainer", Source: r.sc.Name}))
 	default:
-		if r.pos.onKey(msg) {
-			r.selKey = ""
-			r.follow()
-		}
+		r.paneKey(msg)
 	}
 	return nil
 }
@@ -273,12 +290,15 @@ func (r *Rehearsal) openDetail() tea.Cmd {
 	// The detail speaks the rehearsal screen's names for the mailbox, so
 	// one address does not appear under two names on the way in (the
 	// inspector shows the ledger's records as they are).
-	return push(newNamedActionDetail(r.th, r.run.Ledger(), r.snap.Rows[i].Key, r.run.Stable))
+	return push(newNamedActionDetail(r.th, operator{l: r.run.Ledger(), actor: "trainer"}, r.snap.Rows[i].Key, r.run.Stable))
 }
 
 // KeyMap implements Screen.
 func (r *Rehearsal) KeyMap() help.KeyMap {
 	k := Keys
-	short := []key.Binding{k.Step, k.Play, k.Open, k.Inspect, k.Restart, k.Faster, k.Slower}
-	return helpKeys{short: short, full: [][]key.Binding{{k.Step, k.Play, k.Restart, k.Faster, k.Slower}, navKeys(), {k.Open, k.Inspect}}}
+	if r.export != nil {
+		return helpKeys{short: []key.Binding{k.Confirm, k.Cancel}}
+	}
+	short := []key.Binding{k.Step, k.Play, k.NextPane, k.Open, k.Export, k.Inspect, k.Restart, k.Faster, k.Slower}
+	return helpKeys{short: short, full: [][]key.Binding{{k.Step, k.Play, k.Restart, k.Faster, k.Slower}, navKeys(), {k.NextPane, k.Open, k.Inspect, k.Export}}}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"gatehouse/destination"
+	"gatehouse/internal/keyname"
 	"gatehouse/ledger"
 	"gatehouse/scenarios"
 )
@@ -18,15 +19,38 @@ func (r *Rehearsal) View() string {
 	top := r.headLines(w)
 	top = append(top, packItems(r.countsBar(), w)...)
 	top = append(top, r.audienceLines(w, audienceSampleRows(r.height))...)
-	exp := r.verdictLines(w, max(r.height/4, 3))
-	rest := r.height - len(top) - len(exp)
-	// The columns come first: they get every line they need but the three
-	// the history keeps (its title and its newest sentence, at least).
-	table := r.columns(w, max(rest-3, 3))
-	hist := r.historyLines(w, max(rest-len(table), 2))
+	rest := r.height - len(top)
+	if r.export != nil {
+		rest-- // the prompt's line
+	}
+	// The columns come first: they get every line they need but what the
+	// expectations and the history keep (their titles and a line or two);
+	// of what is left the history takes what it needs, the expectations
+	// the rest. The pane in focus gets half the room at least, so it can be
+	// read and scrolled.
+	expNeed := len(r.snap.Verdicts) + 2
+	if r.focus == paneExpect {
+		expNeed += 2 // the selected expectation, whole
+	}
+	expFloor, histMin := min(expNeed, max(r.height/4, 3)), 3
+	switch r.focus {
+	case paneExpect:
+		expFloor = min(expNeed, max(rest/2, expFloor))
+	case paneHistory:
+		histMin, expFloor = max(rest/2, histMin), min(expFloor, 3)
+	}
+	table := r.columns(w, max(rest-expFloor-histMin, 3))
+	left := rest - len(table)
+	need := r.historyNeed(w)
+	expH := max(min(expNeed, left-need), expFloor)
+	hist := r.historyPane(w, max(min(left-expH, need), 2))
 	lines := append(top, table...)
 	lines = append(lines, hist...)
-	return strings.Join(append(lines, exp...), "\n")
+	lines = append(lines, r.expectLines(w, expH)...)
+	if r.export != nil {
+		lines = append(lines, r.export.View())
+	}
+	return strings.Join(lines, "\n")
 }
 
 // headLines say where the run is: the step that ran, how it went and what
@@ -66,24 +90,6 @@ func (r *Rehearsal) countsBar() []string {
 		fmt.Sprintf("confirmed %d", c.Confirmed), fmt.Sprintf("arrived %d", c.Arrived),
 		fmt.Sprintf("denials %d", c.Denials), fmt.Sprintf("duplicate blocks %d", c.DuplicateBlocks),
 		fmt.Sprintf("holds %d", c.Holds), fmt.Sprintf("conflicts %d", c.Conflicts), fmt.Sprintf("unknown %d", c.Unknown)}
-}
-
-// packItems joins items with " · " into as few lines of width w as it can
-// without breaking an item, so a figure never sits apart from its name.
-func packItems(items []string, w int) []string {
-	var lines []string
-	cur := ""
-	for _, it := range items {
-		switch {
-		case cur == "":
-			cur = it
-		case ansi.StringWidth(cur+" · "+it) <= w:
-			cur += " · " + it
-		default:
-			lines, cur = append(lines, cur+" ·"), it
-		}
-	}
-	return append(lines, cur)
 }
 
 // The columns of the three-column table, by index into threeCols.
@@ -141,25 +147,61 @@ const subjectRoom = 20
 
 // layoutFor chooses the richest tier whose columns fit width w.
 func (r *Rehearsal) layoutFor(w int) threeLayout {
-	if l, ok := r.layouts[w]; ok {
+	// A key the scenario does not name (an action a workflow made up, say)
+	// needs room for the part that tells it apart: its layout is chosen
+	// again when such a key first appears, and only then.
+	keys := make([]string, len(r.snap.Rows))
+	for i, row := range r.snap.Rows {
+		keys[i] = row.Key
+	}
+	need := 0
+	for i, n := range keyname.Telling(keys, nil) {
+		if r.snap.Rows[i].Name == "" {
+			need = max(need, ansi.StringWidth(n))
+		}
+	}
+	at := layoutAt{w, need}
+	if l, ok := r.layouts[at]; ok {
 		return l
 	}
 	var l threeLayout
 	for _, tier := range layoutTiers {
-		l = r.buildLayout(tier.drop, tier.short, w)
+		l = r.buildLayout(tier.drop, tier.short, w, need)
 		if sum(l.widths)+colGap*(len(l.widths)-1) <= w && l.widths[len(l.widths)-2] >= subjectRoom {
 			break
 		}
 	}
 	if r.layouts == nil {
-		r.layouts = map[int]threeLayout{}
+		r.layouts = map[layoutAt]threeLayout{}
 	}
-	r.layouts[w] = l
+	r.layouts[at] = l
 	return l
 }
 
-func (r *Rehearsal) buildLayout(drop []int, short bool, w int) threeLayout {
+// layoutAt is what a layout is chosen for: a width, and the room the
+// widest unnamed key needs.
+type layoutAt struct{ width, need int }
+
+// keyNames names the rows the scenario does not name by their keys (see
+// keyname), in w columns, told apart from every key of the run; a named
+// row's entry is its name.
+func (r *Rehearsal) keyNames(w int) []string {
+	keys := make([]string, len(r.snap.Rows))
+	for i, row := range r.snap.Rows {
+		keys[i] = row.Key
+	}
+	names := keyname.Names(keys, nil, w)
+	for i, row := range r.snap.Rows {
+		if row.Name != "" {
+			names[i] = row.Name
+		}
+	}
+	return names
+}
+
+func (r *Rehearsal) buildLayout(drop []int, short bool, w, need int) threeLayout {
 	seeds := r.seedWidths(short)
+	seeds[cName] = max(seeds[cName], need)
 	l := threeLayout{short: short}
 	for i := range threeCols {
 		if slices.Contains(drop, i) {
@@ -230,6 +272,9 @@ func (r *Rehearsal) seedWidths(short bool) []int {
 		grow(cOwner, a.ID)
 		grow(cBy, a.ID)
 	}
+	for _, st := range r.sc.Steps {
+		grow(cName, st.As) // a correction's name
+	}
 	grow(cBy, ledger.Credit{ByGate: true}.Short())
 	for _, s := range ledger.AllStates {
 		grow(cState, stateWord(s, short))
@@ -262,7 +307,7 @@ func localPart(id string) string {
 // carries.
 func (r *Rehearsal) columns(w, h int) []string {
 	l := r.layoutFor(w)
-	rows, owner := threeRows(r.snap.Rows, l.short)
+	rows, owner := threeRows(r.snap.Rows, r.keyNames(l.widths[0]), l.short)
 	if len(rows) == 0 && r.report != nil {
 		return []string{r.th.Dim.Render("No action was proposed in this rehearsal: nothing to send, nothing arrived.")}
 	}
@@ -280,7 +325,9 @@ func (r *Rehearsal) columns(w, h int) []string {
 		}
 	}
 	for i := range rows {
-		rows[i].cells[cName] = abbrev(rows[i].cells[cName], l.widths[0])
+		if k := r.snap.Rows[owner[i]]; k.Name != "" && rows[i].cells[cName] != "" {
+			rows[i].cells[cName] = abbrev(k.Name, l.widths[0]) // a key's name fits already
+		}
 	}
 	cols, rows := project(l.keep, threeCols, rows)
 	// Group line, column header and a footer leave h-3 lines for rows;
@@ -319,7 +366,7 @@ func project(keep []int, cols []column, rows []row) ([]column, []row) {
 
 // threeRows expands each key into its lines aligned by attempt (see
 // scenarios.Row.Lines); owner maps each line back to its key's row.
-func threeRows(keys []scenarios.Row, short bool) (rows []row, owner []int) {
+func threeRows(keys []scenarios.Row, names []string, short bool) (rows []row, owner []int) {
 	for i, k := range keys {
 		m, note := rowMark(k)
 		for j, ln := range k.Lines() {
@@ -329,7 +376,7 @@ func threeRows(keys []scenarios.Row, short bool) (rows []row, owner []int) {
 				if k.State != "" {
 					st = stateWord(ledger.State(k.State), short)
 				}
-				cells[cName], cells[cState], cells[cBy], cells[cOwner] = orText(k.Name, keyLabel(k.Key, "")), st, k.ByShort, k.Owner
+				cells[cName], cells[cState], cells[cBy], cells[cOwner] = names[i], st, k.ByShort, k.Owner
 			}
 			if a := ln.Attempt; a != nil {
 				cells[cNum], cells[cTransport] = fmt.Sprint(a.Number), localPart(a.TransportID)
@@ -407,44 +454,6 @@ func groupHeader(th Theme, ws, starts []int, names []string) string {
 	return th.Dim.Render(b.String())
 }
 
-// historyLines shows the newest whole sentences of the history that fit
-// in h lines.
-func (r *Rehearsal) historyLines(w, h int) []string {
-	var lines []string
-	n := 0
-	for i := len(r.snap.History) - 1; i >= 0; i-- {
-		s := para("  ", r.snap.History[i], w)
-		if len(lines)+len(s) > h-1 {
-			break
-		}
-		lines, n = append(s, lines...), n+1
-	}
-	title := fmt.Sprintf("History (newest %d of %d)", n, len(r.snap.History))
-	return append([]string{r.th.Header.Render(title)}, lines...)
-}
-
-// verdictLines show the expectations decided so far in at most h lines,
-// failures first, because those are what a rehearsal is for.
-func (r *Rehearsal) verdictLines(w, h int) []string {
-	passed := 0
-	var fails, passes []string
-	for _, v := range r.snap.Verdicts {
-		if v.Pass {
-			passed++
-			passes = append(passes, r.th.Good.Render(fitLine("  ✓ "+v.Name, w)))
-			continue
-		}
-		fails = append(fails, r.th.Bad.Render(fitLine("  ✗ "+v.Message(), w)))
-	}
-	head := fmt.Sprintf("Expectations: %d passed, %d failed", passed, len(fails))
-	out := append([]string{r.th.Header.Render(head)}, fails...)
-	out = append(out, passes...)
-	if len(out) > h {
-		out = append(out[:h-1], r.th.Dim.Render(fmt.Sprintf("  … %d more", len(out)-h+1)))
-	}
-	return out
-}
-
 // audienceLines summarise each audience release: the counts in the order
 // they add up, then (when h > 0) at most h sample rows across statuses and
 // lifecycle states.
@@ -483,13 +492,6 @@ func audienceFate(row ledger.AudienceRow) string {
 		return row.Status + ": " + row.Reason
 	}
 	return row.Status
-}
-
-func orText(s, alt string) string {
-	if s == "" {
-		return alt
-	}
-	return s
 }
 
 // audienceSampleRows is how many sample audience rows fit: none on a short

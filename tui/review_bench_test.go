@@ -54,8 +54,8 @@ func BenchmarkReviewFrame(b *testing.B) {
 	defer l.Close()
 	rv := NewReview(NewTheme(true), ReviewConfig{Ledger: l, Source: "review.db", Poll: -1})
 	a := newDriven(rv, 200, 50)
-	if len(rv.sel) != 1_000_002 {
-		b.Fatalf("%d lines", len(rv.sel))
+	if len(rv.timeline.sel) != 1_000_002 {
+		b.Fatalf("%d lines", len(rv.timeline.sel))
 	}
 	// The report at the stop is built off the screen's goroutine; what the
 	// screen does when it arrives (lay out 100,000 actions' lines, draw a
@@ -67,7 +67,7 @@ func BenchmarkReviewFrame(b *testing.B) {
 		}
 		lines, keys, styles := stopBody(&r)
 		for b.Loop() {
-			rv.Update(reviewReportMsg{stop: rv.stop, r: r, lines: lines, keys: keys, styles: styles})
+			rv.Update(reviewReportMsg{stop: rv.atStop.stop, r: r, lines: lines, keys: keys, styles: styles})
 			rv.busy++ // onReport counts the build done
 			_ = a.Render()
 		}

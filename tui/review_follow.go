@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	tea "charm.land/bubbletea/v2"
 
@@ -22,10 +24,23 @@ import (
 // large one no more than half the time. The follower only reads: a review
 // of a backup or a read-only copy stays as it was.
 
+// follower is the review's state as it follows the ledger.
+type follower struct {
+	seen     int64         // the change counter read before the history in view
+	loading  bool          // a read of the history is in flight
+	polling  bool          // the follower's wait or change check is in flight
+	gap      time.Duration // the wait after a read before the next check
+	readAt   time.Time     // when the history in view was read (the ledger's clock)
+	added    int           // lines the last read added
+	watchErr string        // the follower's last error, said once
+	reads    atomic.Int64  // reads of the history (tests count them)
+	checks   atomic.Int64  // change checks (tests count them)
+}
+
 // load reads the history; auto says the follower asked.
 func (rv *Review) load(auto bool) tea.Cmd {
-	rv.loading = true
-	rv.reads.Add(1)
+	rv.watch.loading = true
+	rv.watch.reads.Add(1)
 	rv.busy++
 	l := rv.cfg.Ledger
 	return rv.do(func(ctx context.Context) tea.Msg {
@@ -45,11 +60,11 @@ func (rv *Review) load(auto bool) tea.Cmd {
 // read, a pause of the read's cost and then a check; otherwise a wait for
 // a change.
 func (rv *Review) follow(afterRead bool) tea.Cmd {
-	if rv.cfg.Poll < 0 || rv.polling || rv.h == nil {
+	if rv.cfg.Poll < 0 || rv.watch.polling || rv.h == nil {
 		return nil
 	}
-	rv.polling = true
-	l, poll, gap := rv.cfg.Ledger, rv.cfg.Poll, rv.gap
+	rv.watch.polling = true
+	l, poll, gap := rv.cfg.Ledger, rv.cfg.Poll, rv.watch.gap
 	return rv.do(func(ctx context.Context) tea.Msg {
 		if afterRead {
 			_ = oswait.Pause(ctx, gap)
@@ -73,21 +88,21 @@ func (rv *Review) checkChanges() tea.Cmd {
 // in flight (that read re-arms the follower when it ends); otherwise it
 // waits again. An error is said once, and the follower goes on trying.
 func (rv *Review) onChanges(msg reviewChangesMsg) tea.Cmd {
-	rv.polling = false
-	rv.checks.Add(1)
+	rv.watch.polling = false
+	rv.watch.checks.Add(1)
 	if msg.err != nil {
 		var said tea.Cmd
-		if e := msg.err.Error(); e != rv.watchErr {
-			rv.watchErr = e
+		if e := msg.err.Error(); e != rv.watch.watchErr {
+			rv.watch.watchErr = e
 			said = fail(fmt.Errorf("following the ledger: %w", msg.err))
 		}
 		return tea.Batch(said, rv.follow(false))
 	}
-	rv.watchErr = ""
+	rv.watch.watchErr = ""
 	switch {
-	case rv.loading:
+	case rv.watch.loading:
 		return nil
-	case msg.n != rv.seen:
+	case msg.n != rv.watch.seen:
 		return rv.load(true)
 	}
 	return rv.follow(false)
@@ -104,14 +119,14 @@ type anchor struct {
 	actionEnd bool
 }
 
-func (rv *Review) anchor() anchor {
-	a := anchor{lineRow: rv.pos.cursor - rv.pos.top, lineEnd: rv.pos.cursor >= rv.pos.total-1,
-		actionRow: rv.spanPos.cursor - rv.spanPos.top, actionEnd: rv.spanPos.cursor >= rv.spanPos.total-1}
-	if rv.pos.cursor < len(rv.sel) {
-		a.line = rv.h.Events[rv.sel[rv.pos.cursor]].ID
+func (t *timelineTab) anchor(h *review.History) anchor {
+	a := anchor{lineRow: t.pos.cursor - t.pos.top, lineEnd: t.pos.cursor >= t.pos.total-1,
+		actionRow: t.spanPos.cursor - t.spanPos.top, actionEnd: t.spanPos.cursor >= t.spanPos.total-1}
+	if t.pos.cursor < len(t.sel) {
+		a.line = h.Events[t.sel[t.pos.cursor]].ID
 	}
-	if rv.spans && rv.spanPos.cursor < len(rv.spanList) {
-		a.action = rv.h.Key(rv.spanList[rv.spanPos.cursor].Action)
+	if t.spans && t.spanPos.cursor < len(t.spanList) {
+		a.action = h.Key(t.spanList[t.spanPos.cursor].Action)
 	}
 	return a
 }
@@ -120,28 +135,28 @@ func (rv *Review) anchor() anchor {
 // newest line (or action) moves to the newest, as a tail does, so new
 // lines come into view; any other stays on its line, on the same row of
 // the page, so a reviewer reading is not moved.
-func (rv *Review) restore(a anchor) {
+func (t *timelineTab) restore(h *review.History, a anchor) {
 	switch {
 	case a.lineEnd:
-		rv.pos.move(rv.pos.total)
+		t.pos.move(t.pos.total)
 	case a.line != 0:
 		// sel is in history order, which is id order.
-		i := sort.Search(len(rv.sel), func(i int) bool { return rv.h.Events[rv.sel[i]].ID >= a.line })
-		rv.pos.cursor = min(i, len(rv.sel)-1)
-		rv.pos.top = rv.pos.cursor - a.lineRow
-		rv.pos.move(0)
+		i := sort.Search(len(t.sel), func(i int) bool { return h.Events[t.sel[i]].ID >= a.line })
+		t.pos.cursor = min(i, len(t.sel)-1)
+		t.pos.top = t.pos.cursor - a.lineRow
+		t.pos.move(0)
 	}
-	if !rv.spans {
+	if !t.spans {
 		return
 	}
 	switch {
 	case a.actionEnd:
-		rv.spanPos.move(rv.spanPos.total)
+		t.spanPos.move(t.spanPos.total)
 	case a.action != "":
-		for i, sp := range rv.spanList {
-			if rv.h.Key(sp.Action) == a.action {
-				rv.spanPos.cursor, rv.spanPos.top = i, i-a.actionRow
-				rv.spanPos.move(0)
+		for i, sp := range t.spanList {
+			if h.Key(sp.Action) == a.action {
+				t.spanPos.cursor, t.spanPos.top = i, i-a.actionRow
+				t.spanPos.move(0)
 				break
 			}
 		}
@@ -156,12 +171,12 @@ func (rv *Review) followNote() string {
 		parts = append(parts, "following")
 	}
 	switch {
-	case rv.watchErr != "":
+	case rv.watch.watchErr != "":
 		parts = append(parts, "not readable, retrying")
-	case !rv.readAt.IsZero():
-		read := "read " + rv.readAt.UTC().Format("15:04:05")
-		if rv.added > 0 {
-			read += fmt.Sprintf(" +%d", rv.added)
+	case !rv.watch.readAt.IsZero():
+		read := "read " + rv.watch.readAt.UTC().Format("15:04:05")
+		if rv.watch.added > 0 {
+			read += fmt.Sprintf(" +%d", rv.watch.added)
 		}
 		parts = append(parts, read)
 	}

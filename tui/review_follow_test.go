@@ -65,16 +65,16 @@ func TestReviewFollowKeepsThePlace(t *testing.T) {
 		proposeApproved(t, other, task, "cust-"+task, "late-workflow")
 		stepFollower(a, rv)
 	}
-	selected := func() int64 { return rv.h.Events[rv.sel[rv.pos.cursor]].ID }
+	selected := func() int64 { return rv.h.Events[rv.timeline.sel[rv.timeline.pos.cursor]].ID }
 
 	typeKeys(a, "k", "k", "k", "k", "k") // reading, five lines above the newest
-	id, row, lines := selected(), rv.pos.cursor-rv.pos.top, len(rv.h.Events)
+	id, row, lines := selected(), rv.timeline.pos.cursor-rv.timeline.pos.top, len(rv.h.Events)
 	write("T-8001")
 	if len(rv.h.Events) != lines+4 {
 		t.Fatalf("the follower read %d lines, had %d; want 4 more", len(rv.h.Events), lines)
 	}
-	if selected() != id || rv.pos.cursor-rv.pos.top != row {
-		t.Fatalf("the reviewer was moved: line %d on row %d, was %d on row %d", selected(), rv.pos.cursor-rv.pos.top, id, row)
+	if selected() != id || rv.timeline.pos.cursor-rv.timeline.pos.top != row {
+		t.Fatalf("the reviewer was moved: line %d on row %d, was %d on row %d", selected(), rv.timeline.pos.cursor-rv.timeline.pos.top, id, row)
 	}
 	if strings.Contains(screenText(a), "T-8001") {
 		t.Errorf("the new lines pushed into the page being read:\n%s", screenText(a))
@@ -82,22 +82,22 @@ func TestReviewFollowKeepsThePlace(t *testing.T) {
 
 	typeKeys(a, "G") // on the newest line: the tail
 	write("T-8002")
-	if rv.pos.cursor != len(rv.sel)-1 || !strings.Contains(screenText(a), "late-workflow") {
-		t.Fatalf("at the tail, the selection stayed behind: %d of %d\n%s", rv.pos.cursor, len(rv.sel), screenText(a))
+	if rv.timeline.pos.cursor != len(rv.timeline.sel)-1 || !strings.Contains(screenText(a), "late-workflow") {
+		t.Fatalf("at the tail, the selection stayed behind: %d of %d\n%s", rv.timeline.pos.cursor, len(rv.timeline.sel), screenText(a))
 	}
 
 	typeKeys(a, "v", "g", "j") // the second action
-	key := rv.h.Key(rv.spanList[rv.spanPos.cursor].Action)
+	key := rv.h.Key(rv.timeline.spanList[rv.timeline.spanPos.cursor].Action)
 	write("T-8003")
-	if got := rv.h.Key(rv.spanList[rv.spanPos.cursor].Action); got != key || rv.spanPos.cursor != 1 {
+	if got := rv.h.Key(rv.timeline.spanList[rv.timeline.spanPos.cursor].Action); got != key || rv.timeline.spanPos.cursor != 1 {
 		t.Fatalf("spans: the selection moved from %s to %s", key, got)
 	}
 
 	typeKeys(a, "v", "tab", "tab", "down", "down", "down")
-	keep, at := rv.stopKeys[rv.spos.cursor], rv.spos.cursor
+	keep, at := rv.atStop.keys[rv.atStop.pos.cursor], rv.atStop.pos.cursor
 	write("T-8004")
-	if rv.stopKeys[rv.spos.cursor] != keep || rv.spos.cursor != at || rv.stale {
-		t.Fatalf("at a stop: the selection moved from %s (%d) to %s (%d)", keep, at, rv.stopKeys[rv.spos.cursor], rv.spos.cursor)
+	if rv.atStop.keys[rv.atStop.pos.cursor] != keep || rv.atStop.pos.cursor != at || rv.atStop.stale {
+		t.Fatalf("at a stop: the selection moved from %s (%d) to %s (%d)", keep, at, rv.atStop.keys[rv.atStop.pos.cursor], rv.atStop.pos.cursor)
 	}
 	if strings.Contains(screenText(a), "history read again") {
 		t.Errorf("the follower's reads fill the status line:\n%s", screenText(a))
@@ -120,14 +120,14 @@ func TestReviewFollowKeepsThePlaceWithoutAStop(t *testing.T) {
 	if !strings.Contains(screenText(a), "No stop in the history") {
 		t.Fatalf("not the state at the end:\n%s", screenText(a))
 	}
-	keep, at := rv.stopKeys[rv.spos.cursor], rv.spos.cursor
+	keep, at := rv.atStop.keys[rv.atStop.pos.cursor], rv.atStop.pos.cursor
 	proposeApproved(t, other, "T-9001", "cust-new", "late-workflow")
 	stepFollower(a, rv)
-	if rv.stale || !strings.Contains(strings.Join(rv.stopKeys, " "), "cust-new") {
+	if rv.atStop.stale || !strings.Contains(strings.Join(rv.atStop.keys, " "), "cust-new") {
 		t.Fatalf("the state at the end was not built again over the new lines")
 	}
-	if rv.stopKeys[rv.spos.cursor] != keep || rv.spos.cursor != at {
-		t.Fatalf("the selection moved from %s (%d) to %s (%d)", keep, at, rv.stopKeys[rv.spos.cursor], rv.spos.cursor)
+	if rv.atStop.keys[rv.atStop.pos.cursor] != keep || rv.atStop.pos.cursor != at {
+		t.Fatalf("the selection moved from %s (%d) to %s (%d)", keep, at, rv.atStop.keys[rv.atStop.pos.cursor], rv.atStop.pos.cursor)
 	}
 }
 
@@ -137,11 +137,11 @@ func TestReviewFollowKeepsThePlaceWithoutAStop(t *testing.T) {
 // minimum interval.
 func TestReviewFollowerCoalesces(t *testing.T) {
 	_, rv, _ := newTestReview(t, 100, 30)
-	rv.loading = true
-	if cmd := rv.onChanges(reviewChangesMsg{n: rv.seen + 1}); cmd != nil {
+	rv.watch.loading = true
+	if cmd := rv.onChanges(reviewChangesMsg{n: rv.watch.seen + 1}); cmd != nil {
 		t.Fatal("a change seen during a read armed something")
 	}
-	rv.loading = false
+	rv.watch.loading = false
 
 	l, _ := reviewLedger(t)
 	other, err := ledger.Open(l.Path())
@@ -180,10 +180,10 @@ func TestReviewFollowerCoalesces(t *testing.T) {
 	// Two seconds at one read per 200ms at most, the first read and the
 	// last one after the writes stopped.
 	most := int64(2*time.Second/gap) + 3
-	if n := rv.reads.Load(); n < 3 || n > most {
+	if n := rv.watch.reads.Load(); n < 3 || n > most {
 		t.Fatalf("%d reads for %d writes in 2s, want between 3 and %d", n, writes.Load(), most)
 	}
-	t.Logf("%d writes, %d reads", writes.Load(), rv.reads.Load())
+	t.Logf("%d writes, %d reads", writes.Load(), rv.watch.reads.Load())
 }
 
 // TestReviewFollowerLeavesACopyAsItWas: following a backup opened as the
@@ -194,9 +194,9 @@ func TestReviewFollowerLeavesACopyAsItWas(t *testing.T) {
 	rv := NewReview(NewTheme(true), ReviewConfig{Ledger: l, Source: "ledger.db", Poll: 5 * time.Millisecond, MinInterval: 5 * time.Millisecond})
 	tm, rec := startApp(t, NewApp(NewTheme(true), rv), 100, 30)
 	rec.waitText(t, tm, "following · read")
-	for end := time.Now().Add(30 * time.Second); rv.checks.Load() < 10; time.Sleep(10 * time.Millisecond) {
+	for end := time.Now().Add(30 * time.Second); rv.watch.checks.Load() < 10; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(end) {
-			t.Fatalf("the follower checked the ledger %d times in 30s", rv.checks.Load())
+			t.Fatalf("the follower checked the ledger %d times in 30s", rv.watch.checks.Load())
 		}
 	}
 	tm.Send(press("q"))

@@ -121,7 +121,7 @@ func TestGoldenReview(t *testing.T) {
 // selectedKinds lists the kinds of the lines the timeline selects.
 func selectedKinds(rv *Review) []string {
 	var out []string
-	for _, i := range rv.sel {
+	for _, i := range rv.timeline.sel {
 		out = append(out, string(rv.h.KindOf(rv.h.Events[i])))
 	}
 	return out
@@ -130,7 +130,7 @@ func selectedKinds(rv *Review) []string {
 func TestReviewFilters(t *testing.T) {
 	t.Run("KindCycles", func(t *testing.T) {
 		a, rv, _ := newTestReview(t, 100, 30)
-		all := len(rv.sel)
+		all := len(rv.timeline.sel)
 		typeKeys(a, "f") // denials
 		if got := selectedKinds(rv); strings.Join(got, ",") != "denied" {
 			t.Fatalf("denials: %v", got)
@@ -147,20 +147,20 @@ func TestReviewFilters(t *testing.T) {
 			t.Errorf("the filter line does not say what it selects:\n%s", screenText(a))
 		}
 		typeKeys(a, "c")
-		if len(rv.sel) != all {
-			t.Fatalf("clear: %d lines, want %d", len(rv.sel), all)
+		if len(rv.timeline.sel) != all {
+			t.Fatalf("clear: %d lines, want %d", len(rv.timeline.sel), all)
 		}
 	})
 	t.Run("Actor", func(t *testing.T) {
 		a, rv, _ := newTestReview(t, 100, 30)
 		typeKeys(a, "a", "o", "p", "s", "enter")
-		for _, i := range rv.sel {
+		for _, i := range rv.timeline.sel {
 			if got := rv.h.Actors[rv.h.Events[i].Actor]; got != "ops-lead" {
 				t.Fatalf("actor filter ops selected a line by %s", got)
 			}
 		}
 		// stop, resolved by hand (reconciled, sent), resume, its release.
-		if len(rv.sel) != 5 {
+		if len(rv.timeline.sel) != 5 {
 			t.Fatalf("ops-lead's lines: %v", selectedKinds(rv))
 		}
 	})
@@ -198,24 +198,24 @@ func TestReviewFilters(t *testing.T) {
 func TestReviewJumps(t *testing.T) {
 	a, rv, _ := newTestReview(t, 100, 30)
 	typeKeys(a, "g")
-	if rv.pos.cursor != 0 {
+	if rv.timeline.pos.cursor != 0 {
 		t.Fatal("g did not go to the first line")
 	}
 	typeKeys(a, "x")
-	at := rv.h.Events[rv.sel[rv.pos.cursor]]
+	at := rv.h.Events[rv.timeline.sel[rv.timeline.pos.cursor]]
 	if rv.h.KindOf(at) != ledger.EvStopped {
 		t.Fatalf("x went to %s, not the stop", rv.h.KindOf(at))
 	}
 	// From c3's proposal, n walks its span: approved, then (after the
 	// stop) refused_stopped, hold_released, attempt_started, sent.
 	typeKeys(a, "g", "/", "c", "3", "enter", "c")
-	for rv.h.KindOf(rv.h.Events[rv.sel[rv.pos.cursor]]) != ledger.EvProposed {
+	for rv.h.KindOf(rv.h.Events[rv.timeline.sel[rv.timeline.pos.cursor]]) != ledger.EvProposed {
 		typeKeys(a, "down")
 	}
 	var walk []string
 	for range 6 {
 		typeKeys(a, "n")
-		walk = append(walk, string(rv.h.KindOf(rv.h.Events[rv.sel[rv.pos.cursor]])))
+		walk = append(walk, string(rv.h.KindOf(rv.h.Events[rv.timeline.sel[rv.timeline.pos.cursor]])))
 	}
 	if got := strings.Join(walk, ","); got != "approved,refused_stopped,hold_released,attempt_started,sent,sent" {
 		t.Fatalf("n walked %s", got)
@@ -224,7 +224,7 @@ func TestReviewJumps(t *testing.T) {
 		t.Errorf("the last n does not say there is no later line")
 	}
 	typeKeys(a, "N")
-	if got := rv.h.KindOf(rv.h.Events[rv.sel[rv.pos.cursor]]); got != ledger.EvAttemptStarted {
+	if got := rv.h.KindOf(rv.h.Events[rv.timeline.sel[rv.timeline.pos.cursor]]); got != ledger.EvAttemptStarted {
 		t.Fatalf("N went to %s", got)
 	}
 	typeKeys(a, "f", "x") // denials hold no stop
@@ -238,19 +238,19 @@ func TestReviewJumps(t *testing.T) {
 func TestReviewSpans(t *testing.T) {
 	a, rv, _ := newTestReview(t, 100, 30)
 	typeKeys(a, "v")
-	if len(rv.spanList) != 5 {
-		t.Fatalf("%d spans, want one per action (5)", len(rv.spanList))
+	if len(rv.timeline.spanList) != 5 {
+		t.Fatalf("%d spans, want one per action (5)", len(rv.timeline.spanList))
 	}
-	if got := rv.h.StatePath(rv.spanList[2].Action); got != "drafting › approved › held:stopped › approved › executing › sent" {
+	if got := rv.h.StatePath(rv.timeline.spanList[2].Action); got != "drafting › approved › held:stopped › approved › executing › sent" {
 		t.Fatalf("c3's states: %s", got)
 	}
 	typeKeys(a, "f") // denials: only c5's span is left
-	if len(rv.spanList) != 1 || !strings.Contains(rv.h.Key(rv.spanList[0].Action), "cust-c5") || !rv.spans {
-		t.Fatalf("spans of denials: %+v", rv.spanList)
+	if len(rv.timeline.spanList) != 1 || !strings.Contains(rv.h.Key(rv.timeline.spanList[0].Action), "cust-c5") || !rv.timeline.spans {
+		t.Fatalf("spans of denials: %+v", rv.timeline.spanList)
 	}
 	typeKeys(a, "c", "down", "down", "enter")
-	if rv.spans || rv.filter.Subject == "" || !strings.Contains(rv.filter.Subject, "cust-c3") {
-		t.Fatalf("enter on c3's span: spans %v, filter %+v", rv.spans, rv.filter)
+	if rv.timeline.spans || rv.filter.Subject == "" || !strings.Contains(rv.filter.Subject, "cust-c3") {
+		t.Fatalf("enter on c3's span: spans %v, filter %+v", rv.timeline.spans, rv.filter)
 	}
 	if got := strings.Join(selectedKinds(rv), ","); got != "proposed,approved,refused_stopped,hold_released,attempt_started,sent" {
 		t.Fatalf("c3's lines: %s", got)
@@ -270,12 +270,12 @@ func TestReviewClicks(t *testing.T) {
 		t.Fatalf("a click on Rates opened tab %d", rv.tab)
 	}
 	click(3, 1+ratesTop+1) // the second day
-	if rv.tab != tabTimeline || len(rv.sel) != 8 {
-		t.Fatalf("a click on day 2: tab %d, %d lines", rv.tab, len(rv.sel))
+	if rv.tab != tabTimeline || len(rv.timeline.sel) != 8 {
+		t.Fatalf("a click on day 2: tab %d, %d lines", rv.tab, len(rv.timeline.sel))
 	}
 	click(3, 1+listTop+2)
-	if rv.pos.cursor != 2 {
-		t.Fatalf("a click on the third line selected %d", rv.pos.cursor)
+	if rv.timeline.pos.cursor != 2 {
+		t.Fatalf("a click on the third line selected %d", rv.timeline.pos.cursor)
 	}
 }
 
@@ -284,14 +284,14 @@ func TestReviewClicks(t *testing.T) {
 func TestReviewStopActionOpensItsLines(t *testing.T) {
 	a, rv, _ := newTestReview(t, 100, 30)
 	typeKeys(a, "tab", "tab")
-	for rv.spos.cursor < len(rv.stopKeys) && !strings.Contains(rv.stopKeys[rv.spos.cursor], "cust-c3") {
+	for rv.atStop.pos.cursor < len(rv.atStop.keys) && !strings.Contains(rv.atStop.keys[rv.atStop.pos.cursor], "cust-c3") {
 		typeKeys(a, "down")
 	}
 	typeKeys(a, "enter")
 	if rv.tab != tabTimeline || !strings.Contains(rv.filter.Subject, "cust-c3") {
 		t.Fatalf("enter on c3 at the stop: tab %d, filter %+v", rv.tab, rv.filter)
 	}
-	if got := rv.h.KindOf(rv.h.Events[rv.sel[rv.pos.cursor]]); got != ledger.EvRefusedStopped {
+	if got := rv.h.KindOf(rv.h.Events[rv.timeline.sel[rv.timeline.pos.cursor]]); got != ledger.EvRefusedStopped {
 		t.Fatalf("the selection is on %s, not the first line after the stop", got)
 	}
 }
@@ -299,15 +299,15 @@ func TestReviewStopActionOpensItsLines(t *testing.T) {
 func TestReviewRateBucketFiltersTimeline(t *testing.T) {
 	a, rv, _ := newTestReview(t, 100, 30)
 	typeKeys(a, "tab")
-	if len(rv.rates) != 2 {
-		t.Fatalf("%d day buckets, want 2", len(rv.rates))
+	if len(rv.rates.buckets) != 2 {
+		t.Fatalf("%d day buckets, want 2", len(rv.rates.buckets))
 	}
-	if rv.rates[0].M.Denied != 1 || rv.rates[0].M.Sent != 1 || rv.rates[1].M.Sent != 2 || rv.rates[1].M.ManualOverrides != 2 {
-		t.Fatalf("per day: %+v", rv.rates)
+	if rv.rates.buckets[0].M.Denied != 1 || rv.rates.buckets[0].M.Sent != 1 || rv.rates.buckets[1].M.Sent != 2 || rv.rates.buckets[1].M.ManualOverrides != 2 {
+		t.Fatalf("per day: %+v", rv.rates.buckets)
 	}
 	typeKeys(a, "G", "enter")
-	if rv.tab != tabTimeline || len(rv.sel) != 8 {
-		t.Fatalf("enter on day 2: tab %d, %d lines", rv.tab, len(rv.sel))
+	if rv.tab != tabTimeline || len(rv.timeline.sel) != 8 {
+		t.Fatalf("enter on day 2: tab %d, %d lines", rv.tab, len(rv.timeline.sel))
 	}
 	if !strings.Contains(screenText(a), "window 2025-03-15 00:00:00..2025-03-16 00:00:00") {
 		t.Errorf("the timeline does not say its window:\n%s", screenText(a))

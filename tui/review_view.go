@@ -6,6 +6,7 @@ import (
 
 	"github.com/charmbracelet/x/ansi"
 
+	"gatehouse/internal/keyname"
 	"gatehouse/ledger"
 	"gatehouse/review"
 )
@@ -21,15 +22,13 @@ func (rv *Review) View() string {
 		return rv.th.Dim.Render("Reading the history…")
 	}
 	var body []string
-	switch {
-	case rv.tab == tabTimeline && rv.spans:
-		body = rv.spansView()
-	case rv.tab == tabTimeline:
-		body = rv.timelineView()
-	case rv.tab == tabRates:
-		body = rv.ratesView()
+	switch rv.tab {
+	case tabTimeline:
+		body = rv.timeline.view(rv)
+	case tabRates:
+		body = rv.rates.view(rv)
 	default:
-		body = rv.stopView()
+		body = rv.atStop.view(rv)
 	}
 	return strings.Join(append([]string{rv.tabBar()}, body...), "\n")
 }
@@ -67,8 +66,12 @@ func (rv *Review) timelineRows() int { return max(rv.height-7, 1) }
 
 func (rv *Review) rateRows() int { return max(rv.height-5-len(sparkMeasures), 1) }
 
-func (rv *Review) timelineView() []string {
-	lines := []string{rv.filterLine()}
+// view is the timeline's lines, or its spans.
+func (t *timelineTab) view(rv *Review) []string {
+	if t.spans {
+		return t.spansView(rv)
+	}
+	lines := []string{t.filterLine(rv)}
 	c := rv.timelineWidths()
 	head := fmt.Sprintf("  %-*s %-*s ", tlTimeW, "at", tlKindW, "what")
 	if c.to > 0 {
@@ -79,18 +82,18 @@ func (rv *Review) timelineView() []string {
 		head += " said"
 	}
 	lines = append(lines, rv.th.Header.Render(fitLine(head, rv.width)))
-	if len(rv.sel) == 0 {
+	if len(t.sel) == 0 {
 		return append(lines, rv.th.Dim.Render("No history line matches the filters (c clears them)."))
 	}
-	end := min(rv.pos.top+rv.pos.rows, len(rv.sel))
-	labels := rv.pageLabels(rv.pos.top, end)
-	for p := rv.pos.top; p < end; p++ {
-		lines = append(lines, rv.timelineRow(p, labels[p-rv.pos.top], c))
+	end := min(t.pos.top+t.pos.rows, len(t.sel))
+	labels := t.pageLabels(rv.h, t.pos.top, end, c.action)
+	for p := t.pos.top; p < end; p++ {
+		lines = append(lines, t.row(rv, p, labels[p-t.pos.top], c))
 	}
-	for len(lines) < rv.pos.rows+2 {
+	for len(lines) < t.pos.rows+2 {
 		lines = append(lines, "")
 	}
-	return append(lines, rv.selectedLines()...)
+	return append(lines, t.selectedLines(rv)...)
 }
 
 // tlCols are the widths of the timeline's columns that depend on the
@@ -118,25 +121,24 @@ func (rv *Review) timelineWidths() tlCols {
 
 // pageLabels names the actions of the lines on the page by the parts of
 // their keys that tell them apart.
-func (rv *Review) pageLabels(from, to int) []string {
-	h := rv.h
+func (t *timelineTab) pageLabels(h *review.History, from, to, w int) []string {
 	var keys, tasks []string
 	for p := from; p < to; p++ {
-		if ev := h.Events[rv.sel[p]]; ev.Action != 0 {
+		if ev := h.Events[t.sel[p]]; ev.Action != 0 {
 			keys, tasks = append(keys, h.Key(ev.Action)), append(tasks, h.Tasks[ev.Task])
 		}
 	}
-	short := keyLabels(keys, tasks)
+	short := keyname.Names(keys, tasks, w)
 	out := make([]string, 0, to-from)
 	k := 0
 	for p := from; p < to; p++ {
-		ev := h.Events[rv.sel[p]]
+		ev := h.Events[t.sel[p]]
 		switch {
 		case ev.Action != 0:
 			out = append(out, short[k])
 			k++
 		case h.Tasks[ev.Task] != "":
-			out = append(out, "task "+h.Tasks[ev.Task])
+			out = append(out, abbrev("task "+h.Tasks[ev.Task], w))
 		default:
 			out = append(out, "")
 		}
@@ -144,8 +146,8 @@ func (rv *Review) pageLabels(from, to int) []string {
 	return out
 }
 
-func (rv *Review) timelineRow(p int, label string, c tlCols) string {
-	i := int(rv.sel[p])
+func (t *timelineTab) row(rv *Review, p int, label string, c tlCols) string {
+	i := int(t.sel[p])
 	h := rv.h
 	ev := h.Events[i]
 	kind := h.KindOf(ev)
@@ -158,16 +160,16 @@ func (rv *Review) timelineRow(p int, label string, c tlCols) string {
 	if c.to > 0 {
 		to := ""
 		if ev.To != 0 {
-			to = stateShort(h.States[ev.To])
+			to = stateCode(h.States[ev.To])
 		}
 		row += fmt.Sprintf("%-*s ", c.to, ansi.Truncate(to, c.to, ellipsis))
 	}
-	row += fmt.Sprintf("%-*s %-*s", c.actor, abbrev(h.Actors[ev.Actor], c.actor), c.action, abbrev(label, c.action))
+	row += fmt.Sprintf("%-*s %-*s", c.actor, abbrev(h.Actors[ev.Actor], c.actor), c.action, label)
 	if c.msg > 0 {
-		row += " " + ansi.Truncate(rv.text[ev.ID].Message, c.msg, ellipsis)
+		row += " " + ansi.Truncate(t.text[ev.ID].Message, c.msg, ellipsis)
 	}
 	row = fitLine(row, rv.width)
-	if p == rv.pos.cursor {
+	if p == t.pos.cursor {
 		return rv.th.Selected.Render(row)
 	}
 	return rv.th.mark(lineMark(h, ev, kind)).Render(row)
@@ -205,19 +207,8 @@ func lineMark(h *review.History, ev review.Event, kind ledger.EventKind) mark {
 	return markNone
 }
 
-func stateShort(code string) string {
-	st, cause, _ := strings.Cut(code, ":")
-	switch {
-	case cause != "":
-		return "held(" + strings.ReplaceAll(cause, "_", " ") + ")"
-	case st == string(ledger.StateAwaitingApproval):
-		return "awaiting"
-	}
-	return st
-}
-
 // filterLine says what the timeline selects, or is the prompt.
-func (rv *Review) filterLine() string {
+func (t *timelineTab) filterLine(rv *Review) string {
 	if rv.prompt != promptNone {
 		rv.input.SetWidth(max(rv.width-ansi.StringWidth(rv.input.Prompt)-2, 10))
 		return rv.input.View()
@@ -233,24 +224,24 @@ func (rv *Review) filterLine() string {
 	if w := windowText(f); w != "" {
 		parts = append(parts, "window "+w)
 	}
-	pos := fmt.Sprintf("%d of %d lines", len(rv.sel), len(rv.h.Events))
+	pos := fmt.Sprintf("%d of %d lines", len(t.sel), len(rv.h.Events))
 	switch {
-	case rv.spans:
-		pos = fmt.Sprintf("%d actions in %d of %d lines", len(rv.spanList), len(rv.sel), len(rv.h.Events))
-	case len(rv.sel) > 0:
-		pos = fmt.Sprintf("line %d of %d (%d in all)", rv.pos.cursor+1, len(rv.sel), len(rv.h.Events))
+	case t.spans:
+		pos = fmt.Sprintf("%d actions in %d of %d lines", len(t.spanList), len(t.sel), len(rv.h.Events))
+	case len(t.sel) > 0:
+		pos = fmt.Sprintf("line %d of %d (%d in all)", t.pos.cursor+1, len(t.sel), len(rv.h.Events))
 	}
 	return rv.th.Dim.Render(fitLine(strings.Join(parts, " · ")+" · "+pos, rv.width))
 }
 
 // selectedLines is the selected line's sentence and reason, wrapped.
-func (rv *Review) selectedLines() []string {
+func (t *timelineTab) selectedLines(rv *Review) []string {
 	out := []string{rv.th.Dim.Render(strings.Repeat("─", rv.width))}
-	if len(rv.sel) == 0 {
+	if len(t.sel) == 0 {
 		return out
 	}
-	ev := rv.h.Events[rv.sel[rv.pos.cursor]]
-	e, ok := rv.text[ev.ID]
+	ev := rv.h.Events[t.sel[t.pos.cursor]]
+	e, ok := t.text[ev.ID]
 	text := "…"
 	if ok {
 		text = e.Message
@@ -259,12 +250,12 @@ func (rv *Review) selectedLines() []string {
 		}
 	}
 	if ev.To != 0 {
-		text = "→ " + stateShort(rv.h.States[ev.To]) + ". " + text
+		text = "→ " + stateCode(rv.h.States[ev.To]) + ". " + text
 	}
 	if ev.Flags&review.FlagInferred != 0 {
 		text += " (* state inferred: written before lines recorded their state)"
 	}
-	wrapped := strings.Split(ansi.Wordwrap(text, rv.width, " "), "\n")
+	wrapped := wrapWords(text, rv.width)
 	if len(wrapped) > 3 {
 		wrapped = wrapped[:3]
 		wrapped[2] = ansi.Truncate(wrapped[2]+" "+ellipsis, rv.width, ellipsis)
@@ -272,268 +263,11 @@ func (rv *Review) selectedLines() []string {
 	return append(out, wrapped...)
 }
 
-// sparkBlocks draw a count relative to the largest in its row.
-var sparkBlocks = []rune(" ▁▂▃▄▅▆▇█")
-
-func sparkline(vals []int, w int) string {
-	if len(vals) > w {
-		vals = vals[len(vals)-w:]
-	}
-	peak := 0
-	for _, v := range vals {
-		peak = max(peak, v)
-	}
-	var b strings.Builder
-	for _, v := range vals {
-		i := 0
-		if peak > 0 && v > 0 {
-			i = max(1, v*(len(sparkBlocks)-1)/peak)
-		}
-		b.WriteRune(sparkBlocks[i])
-	}
-	return b.String()
-}
-
-func bucketLabel(b review.RateBucket) string {
-	if b.Width < 24*60*60*1e9 {
-		return b.Start.Format("2006-01-02 15:00")
-	}
-	return b.Start.Format("2006-01-02")
-}
-
-// sparkMeasures are the measures drawn as sparklines above the buckets.
-var sparkMeasures = []string{"sent", "denied", "duplicate blocks", "unknown", "holds", "manual overrides", "late evidence"}
-
-func (rv *Review) ratesView() []string {
-	width := "per day"
-	if rv.hourly {
-		width = "per hour"
-	}
-	var total review.Measures
-	for _, b := range rv.rates {
-		total = addMeasures(total, b.M)
-	}
-	buckets := fmt.Sprintf("%d buckets", len(rv.rates))
-	if len(rv.rates) == 1 {
-		buckets = "1 bucket"
-	}
-	lines := []string{rv.th.Dim.Render(fitLine(fmt.Sprintf("%s · %s · denial rate %.1f%% over the %s", width, buckets,
-		total.DenialRate(), windowOrAll(rv.filter)), rv.width))}
-	sparkW := max(rv.width-26, 4)
-	for _, name := range sparkMeasures {
-		m := measureNamed(name)
-		vals := make([]int, len(rv.rates))
-		for i, b := range rv.rates {
-			vals[i] = m.Get(b.M)
-		}
-		lines = append(lines, fitLine(fmt.Sprintf("%-17s %5d %s", name, m.Get(total), sparkline(vals, sparkW)), rv.width))
-	}
-	labelW := 10
-	if rv.hourly {
-		labelW = 16
-	}
-	// The bar takes what the label and the counts leave.
-	barW := min(max(rv.width-labelW-4-6-6*4-10, 0), 40)
-	lines = append(lines, "", rv.th.Header.Render(fitLine(fmt.Sprintf("%-*s %4s %-*s %6s %4s %4s %4s %4s %4s %4s", labelW, "bucket", "sent",
-		barW, "", "denied", "dup", "own", "unk", "hold", "ovr", "late"), rv.width)))
-	peak := 0
-	for _, b := range rv.rates {
-		peak = max(peak, b.M.Sent)
-	}
-	end := min(rv.rpos.top+rv.rpos.rows, len(rv.rates))
-	for p := rv.rpos.top; p < end; p++ {
-		b := rv.rates[p]
-		bar := ""
-		if peak > 0 {
-			bar = strings.Repeat("█", b.M.Sent*barW/peak)
-		}
-		denied := fmt.Sprintf("%d", b.M.Denied)
-		if b.M.Denied > 0 {
-			denied = fmt.Sprintf("%d/%.0f%%", b.M.Denied, b.M.DenialRate())
-		}
-		row := fitLine(fmt.Sprintf("%-*s %4d %-*s %6s %4d %4d %4d %4d %4d %4d", labelW, bucketLabel(b), b.M.Sent, barW, bar, denied,
-			b.M.DuplicateBlocks, b.M.OwnershipConflicts, b.M.Unknown, b.M.Holds, b.M.ManualOverrides, b.M.LateEvidence), rv.width)
-		if p == rv.rpos.cursor {
-			row = rv.th.Selected.Render(row)
-		}
-		lines = append(lines, row)
-	}
-	return lines
-}
-
-func windowOrAll(f review.Filter) string {
-	if w := windowText(f); w != "" {
-		return "window " + w
-	}
-	return "whole history"
-}
-
-func measureNamed(name string) review.Measure {
-	for _, m := range review.MeasureList {
-		if m.Name == name {
-			return m
-		}
-	}
-	return review.MeasureList[0]
-}
-
-func addMeasures(a, b review.Measures) review.Measures {
-	for _, m := range []struct{ dst, src *int }{{&a.Proposed, &b.Proposed}, {&a.Attempts, &b.Attempts}, {&a.Sent, &b.Sent},
-		{&a.Denied, &b.Denied}, {&a.DuplicateBlocks, &b.DuplicateBlocks}, {&a.OwnershipConflicts, &b.OwnershipConflicts},
-		{&a.Unknown, &b.Unknown}, {&a.Holds, &b.Holds}, {&a.ManualOverrides, &b.ManualOverrides}, {&a.Failed, &b.Failed},
-		{&a.StaleApprovals, &b.StaleApprovals}, {&a.Stops, &b.Stops}, {&a.LateEvidence, &b.LateEvidence}} {
-		*m.dst += *m.src
-	}
-	return a
-}
-
-func (rv *Review) stopView() []string {
-	r := rv.report
-	if r == nil {
-		return []string{rv.th.Dim.Render("Folding the history up to the stop…")}
-	}
-	var head string
-	if s := r.Stop; s != nil {
-		head = fmt.Sprintf("Stop %d of %d at %s by %s: %s", s.Number, s.Of, s.At, s.Actor, s.Reason)
-		if s.Resumed != nil {
-			head += fmt.Sprintf(" · resumed %s by %s", s.Resumed.At, s.Resumed.Actor)
-		} else {
-			head += " · still stopped"
-		}
-	} else {
-		head = "No stop in the history: the state at its end, " + r.Moment
-	}
-	var counts []string
-	for _, c := range r.Counts {
-		counts = append(counts, fmt.Sprintf("%s %d", c.Title, c.N))
-	}
-	lines := []string{rv.th.Warn.Render(fitLine(head, rv.width))}
-	// The counts answer the first question after a stop: they wrap rather
-	// than lose a bucket at 80 columns.
-	lines = append(lines, joinFitting(counts, " · ", rv.width)...)
-	end := min(rv.spos.top+rv.spos.rows, len(rv.stopLines))
-	for p := rv.spos.top; p < end; p++ {
-		l := fitLine(rv.stopLines[p], rv.width)
-		if p == rv.spos.cursor {
-			l = rv.th.Selected.Render(l)
-		} else {
-			l = rv.styled(rv.stopStyles[p], l)
-		}
-		lines = append(lines, l)
-	}
-	return lines
-}
-
-// stopBody lists each bucket's actions: then and now on one line, what
-// happened after and whether the approval still rests on current values on
-// the next.
-//
-// The lines stay plain (with a style to draw them in) and are styled when
-// shown: a stop with 100,000 actions has 200,000 of them.
-func stopBody(r *review.Report) ([]string, []string, []lineStyle) {
-	var out, keys []string
-	var styles []lineStyle
-	for k, b := range r.Buckets {
-		if len(b.Actions) == 0 {
-			continue
-		}
-		out = append(out, fmt.Sprintf("%s: %d", r.Counts[k].Title, len(b.Actions)))
-		keys, styles = append(keys, ""), append(styles, styleHeader)
-		for _, a := range b.Actions {
-			then := stateShort(a.State)
-			if a.Inferred {
-				then += "*"
-			}
-			line, style := fmt.Sprintf("  %s  %s → now %s", keyLabel(a.Key, a.Task), then, stateShort(a.Now)), stylePlain
-			if a.ArrivedTwice {
-				line, style = line+" · ARRIVED TWICE", styleBad
-			}
-			out = append(out, line)
-			after := "nothing after"
-			if len(a.After) > 0 {
-				after = "after: " + strings.Join(a.After, ", ")
-			}
-			detail := fmt.Sprintf("    %s · tried after: %d", after, a.SendsTried)
-			if a.Material != nil {
-				detail += " · material: " + materialWords(a.Material)
-			}
-			out = append(out, detail)
-			keys, styles = append(keys, a.Key, a.Key), append(styles, style, styleDim)
-		}
-	}
-	if r.Inferred.Lines > 0 {
-		out = append(out, fmt.Sprintf("* inferred from %d lines written before lines recorded their state", r.Inferred.Lines))
-		keys, styles = append(keys, ""), append(styles, styleDim)
-	}
-	return out, keys, styles
-}
-
-// lineStyle is how a prepared line is drawn.
-type lineStyle uint8
-
-const (
-	stylePlain lineStyle = iota
-	styleHeader
-	styleDim
-	styleBad
-)
-
-func (rv *Review) styled(st lineStyle, s string) string {
-	switch st {
-	case styleHeader:
-		return rv.th.Header.Render(s)
-	case styleBad:
-		return rv.th.Bad.Render(s)
-	case styleDim:
-		return rv.th.Dim.Render(s)
-	}
-	return s
-}
-
-func materialWords(m *review.Material) string {
-	switch m.Status {
-	case "same":
-		return "same as latest read"
-	case "not_reread":
-		return "not re-read since"
-	case "no_approval":
-		return "no approval"
-	case "no_fields":
-		return "no fields"
-	case "unreadable":
-		return "snapshot unreadable"
-	}
-	var parts []string
-	for _, c := range m.Changed {
-		parts = append(parts, fmt.Sprintf("%s %s→%s", c.Field, c.Approved, c.Latest))
-	}
-	return "CHANGED " + strings.Join(parts, ", ")
-}
-
-// joinFitting joins parts with sep into as many lines of width w as they
-// need, never splitting a part.
-func joinFitting(parts []string, sep string, w int) []string {
-	var out []string
-	cur := ""
-	for _, p := range parts {
-		switch {
-		case cur == "":
-			cur = p
-		case ansi.StringWidth(cur+sep+p) <= w:
-			cur += sep + p
-		default:
-			out = append(out, cur)
-			cur = p
-		}
-	}
-	return append(out, cur)
-}
-
 // spansView is the timeline one action per row: when its selected lines
 // begin (and, where there is room, end), how many there are, and the
 // states its history went through, marked by how it ended.
-func (rv *Review) spansView() []string {
-	lines := []string{rv.filterLine()}
+func (t *timelineTab) spansView(rv *Review) []string {
+	lines := []string{t.filterLine(rv)}
 	h := rv.h
 	wide := rv.width >= 120
 	labelW := 22
@@ -543,20 +277,20 @@ func (rv *Review) spansView() []string {
 		head = fmt.Sprintf("  %-*s %-*s %5s %-*s %s", tlTimeW, "from", tlTimeW, "to", "lines", labelW, "action", "states")
 	}
 	lines = append(lines, rv.th.Header.Render(fitLine(head, rv.width)))
-	if len(rv.spanList) == 0 {
+	if len(t.spanList) == 0 {
 		return append(lines, rv.th.Dim.Render("No action has a line the filters select (c clears them)."))
 	}
-	end := min(rv.spanPos.top+rv.spanPos.rows, len(rv.spanList))
+	end := min(t.spanPos.top+t.spanPos.rows, len(t.spanList))
 	var keys, tasks []string
-	for _, sp := range rv.spanList[rv.spanPos.top:end] {
+	for _, sp := range t.spanList[t.spanPos.top:end] {
 		keys = append(keys, h.Key(sp.Action))
 		tasks = append(tasks, h.Facts.Actions[h.Key(sp.Action)].TaskID)
 	}
-	labels := keyLabels(keys, tasks)
-	for p := rv.spanPos.top; p < end; p++ {
-		sp := rv.spanList[p]
+	labels := keyname.Names(keys, tasks, labelW)
+	for p := t.spanPos.top; p < end; p++ {
+		sp := t.spanList[p]
 		from := h.Events[sp.First].Time().Format("01-02 15:04:05")
-		label := abbrev(labels[p-rv.spanPos.top], labelW)
+		label := labels[p-t.spanPos.top]
 		var row string
 		if wide {
 			row = fmt.Sprintf("%s %-*s %-*s %5d %-*s %s", spanMark(h, sp.Action), tlTimeW, from, tlTimeW,
@@ -566,7 +300,7 @@ func (rv *Review) spansView() []string {
 				statePath(h.StatePath(sp.Action), true))
 		}
 		row = fitLine(row, rv.width)
-		if p == rv.spanPos.cursor {
+		if p == t.spanPos.cursor {
 			row = rv.th.Selected.Render(row)
 		} else {
 			row = rv.th.mark(lineMark(h, h.Events[sp.Last], "")).Render(row)

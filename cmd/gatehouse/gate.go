@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"gatehouse/ledger"
+	"gatehouse/ledger/answer"
 )
 
 func init() { subcommands = append(subcommands, newGateCmd) }
@@ -26,18 +27,18 @@ func init() { subcommands = append(subcommands, newGateCmd) }
 // name the refusal so that a workflow in any language can branch on it; see
 // docs/cli.md.
 const (
-	exitDuplicate        = 10 // already sent
-	exitInFlight         = 11 // another executor holds an attempt right now
-	exitDenied           = 12 // stale state, not the owner, approval stale, cancelled
-	exitHeld             = 13 // waits for a person
-	exitUnknown          = 14 // outcome unknown: reconcile, never resend
-	exitStopped          = 15 // the stop switch is on
-	exitFailed           = 16 // rejected permanently: retrying cannot help
-	exitWrongDestination = 17 // not the approved (or recorded) destination or sender
-	exitConsent          = 18 // a customers import refused: consent not understood, or resubscribes not accepted
-	exitNothingToDo      = 19 // reconcile, resolve: no attempt whose outcome is open
-	exitInterrupted      = 20 // SIGINT or SIGTERM ended the verb while it waited; nothing recorded
-	exitNotPermitted     = 21 // a registered ledger: the actor may not do this (recorded)
+	exitDuplicate        = answer.Duplicate        // already sent
+	exitInFlight         = answer.InFlight         // another executor holds an attempt right now
+	exitDenied           = answer.Denied           // stale state, not the owner, approval stale, cancelled
+	exitHeld             = answer.Held             // waits for a person
+	exitUnknown          = answer.Unknown          // outcome unknown: reconcile, never resend
+	exitStopped          = answer.Stopped          // the stop switch is on
+	exitFailed           = answer.Failed           // rejected permanently: retrying cannot help
+	exitWrongDestination = answer.WrongDestination // not the approved (or recorded) destination or sender
+	exitConsent          = answer.Consent          // a customers import refused: consent not understood, or resubscribes not accepted
+	exitNothingToDo      = answer.NothingToDo      // reconcile, resolve: no attempt whose outcome is open
+	exitInterrupted      = answer.Interrupted      // SIGINT or SIGTERM ended the verb while it waited; nothing recorded
+	exitNotPermitted     = answer.NotPermitted     // a registered ledger: the actor may not do this (recorded)
 )
 
 // tokenEnv holds the acting actor's token when --token is not given.
@@ -289,46 +290,14 @@ func (g *gateRun) close() {
 	g.l.Close()
 }
 
-// exitCode maps a refusal to the exit code that names it. Order matters: an
-// ownership error that cancelled the action is still a denial, and an
-// unknown outcome outranks the hold it may sit in.
+// exitCode maps a refusal to the exit code that names it: the one the
+// verb chose, else the gate's answer (ledger/answer), which the terminal
+// app reports in the same words.
 func exitCode(err error) int {
-	var ee *exitError
-	switch {
-	case errors.As(err, &ee):
+	if ee := (*exitError)(nil); errors.As(err, &ee) {
 		return ee.code
-	case errors.Is(err, ledger.ErrNotPermitted):
-		return exitNotPermitted
-	case errors.Is(err, ledger.ErrUnknownOutcome) && errors.Is(err, ledger.ErrNotRecorded):
-		return exitUnknown // the destination may have it; the ledger says executing
-	case errors.Is(err, ledger.ErrNotRecorded):
-		return exitOther
-	case errors.Is(err, ledger.ErrNothingToReconcile):
-		return exitNothingToDo
-	case errors.Is(err, ledger.ErrWrongDestination):
-		return exitWrongDestination
-	case errors.Is(err, ledger.ErrFailed):
-		return exitFailed
-	case errors.Is(err, ledger.ErrDuplicate):
-		return exitDuplicate
-	case errors.Is(err, ledger.ErrInFlight):
-		return exitInFlight
-	case errors.Is(err, ledger.ErrUnknownOutcome):
-		return exitUnknown
-	case errors.Is(err, ledger.ErrStopped):
-		return exitStopped
-	case errors.Is(err, ledger.ErrHeld):
-		return exitHeld
-	case errors.Is(err, ledger.ErrDenied), errors.Is(err, ledger.ErrOwnershipConflict),
-		errors.Is(err, ledger.ErrApprovalStale), errors.Is(err, ledger.ErrCancelled),
-		errors.Is(err, ledger.ErrNotReviewed):
-		return exitDenied
-	case errors.Is(err, ledger.ErrUnknownConsent), errors.Is(err, ledger.ErrResubscribe):
-		return exitConsent
-	case errors.Is(err, ledger.ErrInvalid):
-		return exitUsage
 	}
-	return exitOther
+	return answer.Code(err)
 }
 
 // print writes the verb's output. With --json it is exactly one object

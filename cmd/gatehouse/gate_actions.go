@@ -11,6 +11,7 @@ import (
 	"gatehouse/destination"
 	"gatehouse/destination/registry"
 	"gatehouse/ledger"
+	"gatehouse/ledger/answer"
 )
 
 // actionOutput shows the action a ledger operation returned; the ledger
@@ -315,38 +316,8 @@ func reconcileVerb() verbSpec {
 			if moved && strings.TrimSpace(reason) == "" {
 				return ledger.Action{}, usageErr("gate reconcile: --destination-moved needs --reason")
 			}
-			before, err := l.Action(ctx, key)
-			if err != nil {
-				return before, err
-			}
-			a, err := l.Reconcile(ctx, ledger.ReconcileRequest{Key: key, Actor: actor, Open: registry.Records(),
+			return answer.Reconcile(ctx, l, ledger.ReconcileRequest{Key: key, Actor: actor, Open: registry.Records(),
 				Named: named, Moved: moved, Reason: reason})
-			if err == nil && !before.OutcomeOpen() {
-				// Exit 0 means "the destination has it, established now":
-				// never say so for an action whose outcome nobody asked
-				// about. Its earlier attempts' records were read again
-				// all the same; a message found there is said so.
-				if a.LateArrivals > before.LateArrivals {
-					return a, &ledger.StateError{Key: key, State: a.State, Err: ledger.ErrDuplicate,
-						Hint: "nothing was open, but an earlier attempt's message was found after it had been settled as not arrived: it arrived (late evidence, see show)"}
-				}
-				if a.State == ledger.StateExecuting {
-					// Its executor still holds the attempt (alive, stopped
-					// or slow, until its lease ends): its outcome is not
-					// open yet but will be, so "nothing to reconcile"
-					// would be as wrong as "done".
-					return a, &ledger.StateError{Key: key, State: a.State, Err: ledger.ErrInFlight,
-						Hint: "its attempt is in flight; its executor holds it until its lease ends: reconcile after that"}
-				}
-				return a, &ledger.StateError{Key: key, State: a.State, Err: ledger.ErrNothingToReconcile,
-					Hint: "no attempt of it has an open outcome (" + a.Reason + ")"}
-			}
-			if err == nil && a.State == ledger.StateHeld {
-				// Proven absent, or contradicted: the ledger holds it for a
-				// person. A workflow must not read exit 0 as "done".
-				err = &ledger.StateError{Key: key, State: a.State, Err: ledger.ErrHeld, Hint: a.Reason}
-			}
-			return a, err
 		}})
 }
 

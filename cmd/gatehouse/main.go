@@ -15,13 +15,14 @@ import (
 	smtpdest "gatehouse/destination/smtp"
 	"gatehouse/internal/redact"
 	"gatehouse/ledger"
+	"gatehouse/ledger/answer"
 )
 
 // Exit codes shared by every subcommand. `gate send` adds its own (see gate.go).
 const (
-	exitOK    = 0
-	exitOther = 1
-	exitUsage = 2
+	exitOK    = answer.OK
+	exitOther = answer.Other
+	exitUsage = answer.Usage
 )
 
 // exitError carries a process exit code up to main.

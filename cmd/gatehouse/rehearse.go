@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 
+	"github.com/charmbracelet/x/term"
 	"github.com/spf13/cobra"
 
 	"gatehouse/ledger"
@@ -22,6 +24,7 @@ type rehearseFlags struct {
 	json   bool
 	junit  string
 	ledger string
+	width  int
 }
 
 func newRehearseCmd() *cobra.Command {
@@ -31,9 +34,9 @@ func newRehearseCmd() *cobra.Command {
 		Short: "Run scenarios against a real ledger and test mailbox and report every expectation",
 		Long: `rehearse runs scenarios — built-in ones by NAME, or scenario files — each
 against a fresh ledger, a real SMTP test mailbox and fake source systems, on a
-fake clock. Per scenario it prints the three columns side by side (intended
-actions | attempts | arrived messages), the counts and each expectation with
-PASS or FAIL. It exits 1 when any expectation fails and 2 when a scenario file
+fake clock. Per scenario it prints the three columns (intended actions |
+attempts | arrived messages; side by side from 110 columns, stacked per action
+below), the counts and each expectation with PASS or FAIL. It exits 1 when any expectation fails and 2 when a scenario file
 is invalid.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runRehearse(cmd.Context(), cmd.OutOrStdout(), args, f)
@@ -43,6 +46,7 @@ is invalid.`,
 	cmd.Flags().BoolVar(&f.json, "json", false, "print the reports as JSON")
 	cmd.Flags().StringVar(&f.junit, "junit", "", "also write JUnit XML to this file")
 	cmd.Flags().StringVar(&f.ledger, "ledger", "", "keep the ledger in this file (one scenario only), or at this postgres:// URL (each scenario in its own schema)")
+	cmd.Flags().IntVar(&f.width, "width", 0, fmt.Sprintf("the report's width in columns: side by side from %d, stacked per action below (default: the terminal's, else $COLUMNS, else 80)", scenarios.SideBySide))
 	return cmd
 }
 
@@ -80,7 +84,9 @@ func runRehearse(ctx context.Context, stdout io.Writer, args []string, f rehears
 }
 
 func writeReports(stdout io.Writer, reps []scenarios.Report, f rehearseFlags) error {
-	write := scenarios.WriteText
+	write := func(w io.Writer, reps []scenarios.Report) error {
+		return scenarios.WriteTextWidth(w, reps, reportWidth(f.width))
+	}
 	if f.json {
 		write = scenarios.WriteJSON
 	}
@@ -102,6 +108,24 @@ func writeReports(stdout io.Writer, reps []scenarios.Report, f rehearseFlags) er
 		return &exitError{code: exitOther, err: fmt.Errorf("rehearse: %d of %d scenarios failed", failed, len(reps))}
 	}
 	return nil
+}
+
+// reportWidth is the text report's width: --width, else the terminal's
+// when the report goes to one, else $COLUMNS (a shell sets it for its
+// children only when exported), else 80 for a file or a pipe.
+func reportWidth(flag int) int {
+	if flag > 0 {
+		return flag
+	}
+	if fd := os.Stdout.Fd(); term.IsTerminal(fd) {
+		if w, _, err := term.GetSize(fd); err == nil && w > 0 {
+			return w
+		}
+	}
+	if n, err := strconv.Atoi(strings.TrimSpace(os.Getenv("COLUMNS"))); err == nil && n > 0 {
+		return n
+	}
+	return 80
 }
 
 func writeJUnitFile(path string, reps []scenarios.Report) error {

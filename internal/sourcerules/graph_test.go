@@ -26,6 +26,9 @@ var layers = map[string][]string{
 	"gatehouse/internal/pgtest":      nil,
 	"gatehouse/internal/sourcerules": nil,
 	"gatehouse/internal/redact":      nil,
+	"gatehouse/internal/wrap":        nil,
+	// keyname names keys by the ledger's own parse of them.
+	"gatehouse/internal/keyname": {"gatehouse/ledger"},
 
 	"gatehouse/destination":            {"gatehouse/internal/mailheader", "gatehouse/internal/oswait"},
 	"gatehouse/destination/mailrender": {"gatehouse/destination", "gatehouse/internal/mailheader"},
@@ -39,10 +42,11 @@ var layers = map[string][]string{
 	"gatehouse/ledger/audiencefile":    {"gatehouse/internal/textenc"},
 	"gatehouse/ledger":                 {"gatehouse/destination", "gatehouse/internal/clock", "gatehouse/internal/oswait", "gatehouse/internal/redact", "gatehouse/ledger/audiencefile"},
 	"gatehouse/ledger/crmfile":         {"gatehouse/ledger"},
+	"gatehouse/ledger/answer":          {"gatehouse/ledger"},
 	"gatehouse/review":                 {"gatehouse/ledger"},
 	"gatehouse/review/reviewtest":      {"gatehouse/ledger"},
-	"gatehouse/scenarios":              {"gatehouse/destination", "gatehouse/destination/smtp", "gatehouse/fakes", "gatehouse/internal/...", "gatehouse/ledger", "gatehouse/testmailbox"},
-	"gatehouse/tui":                    {"gatehouse/destination", "gatehouse/internal/...", "gatehouse/ledger", "gatehouse/review", "gatehouse/scenarios", "gatehouse/testmailbox"},
+	"gatehouse/scenarios":              {"gatehouse/destination", "gatehouse/destination/httpdest", "gatehouse/destination/smtp", "gatehouse/fakes", "gatehouse/internal/...", "gatehouse/ledger", "gatehouse/testmailbox"},
+	"gatehouse/tui":                    {"gatehouse/destination", "gatehouse/internal/...", "gatehouse/ledger", "gatehouse/ledger/answer", "gatehouse/review", "gatehouse/scenarios", "gatehouse/testmailbox"},
 	"gatehouse/proof":                  {"gatehouse/..."},
 	"gatehouse/cmd/gatehouse":          {"gatehouse/..."},
 }
