@@ -73,13 +73,19 @@ func (d *actionDetail) Update(msg tea.Msg) (Screen, tea.Cmd) {
 			return d, cmd
 		}
 		if op, ok := actionOperation(msg, d.action, d.o.records != nil); ok && d.action.Key != "" {
-			var cmd tea.Cmd
-			d.form, cmd = op.form(func(reason string) tea.Cmd {
-				d.ops++
-				return d.do(d.o.perform(op, reason))
-			})
-			return d, cmd
+			return d, d.do(d.o.permit(op))
 		}
+	case permitMsg:
+		if !msg.ok {
+			return d, msg.refused()
+		}
+		op := msg.op
+		var cmd tea.Cmd
+		d.form, cmd = op.form(func(reason string) tea.Cmd {
+			d.ops++
+			return d.do(d.o.perform(op, reason))
+		})
+		return d, cmd
 	}
 	_, cmd := d.docScreen.Update(msg)
 	return d, cmd

@@ -72,9 +72,10 @@ type Inspector struct {
 	lists     [tabMetrics]list
 	metrics   ledger.Metrics
 	sw        ledger.Switch
-	seen      int64 // the ledger's change counter when last loaded
-	seq       int   // the newest load asked for; older results are dropped
-	loadedTop int   // the first row of the loaded window
+	standing  standing // who operates, and their roles
+	seen      int64    // the ledger's change counter when last loaded
+	seq       int      // the newest load asked for; older results are dropped
+	loadedTop int      // the first row of the loaded window
 	loaded    bool
 	ops       int // operations in flight
 	searching bool
@@ -139,6 +140,8 @@ func (in *Inspector) Update(msg tea.Msg) (Screen, tea.Cmd) {
 		return in, in.onLoaded(msg)
 	case opMsg:
 		return in, in.onOp(msg)
+	case permitMsg:
+		return in, in.onPermit(msg)
 	}
 	return in, in.updateInputs(msg)
 }

@@ -34,7 +34,10 @@ type loadedMsg struct {
 	actions []ledger.Action
 	metrics ledger.Metrics
 	sw      ledger.Switch
-	err     error
+	// standing is read with every load, so a role granted or revoked
+	// while the screen is open shows at the next change.
+	standing standing
+	err      error
 }
 
 // holdStates are the states the holds tab shows.
@@ -56,8 +59,12 @@ func (in *Inspector) load() tea.Cmd {
 		q.follow, q.selRow = li.follow, li.pos.selected()
 		in.loadedTop = li.pos.top
 	}
-	l := in.cfg.Ledger
-	return in.do(func(ctx context.Context) tea.Msg { return q.run(ctx, l) })
+	l, actor := in.cfg.Ledger, in.cfg.Actor
+	return in.do(func(ctx context.Context) tea.Msg {
+		m := q.run(ctx, l)
+		m.standing = readStanding(ctx, l, actor)
+		return m
+	})
 }
 
 // run performs the query. The stop switch is read with every load so the
@@ -151,6 +158,7 @@ func (in *Inspector) onLoaded(msg loadedMsg) tea.Cmd {
 		return fail(msg.err)
 	}
 	in.sw = msg.sw
+	in.standing = msg.standing
 	if msg.tab >= tabMetrics {
 		in.metrics = msg.metrics
 		return nil

@@ -96,8 +96,21 @@ func (in *Inspector) operator() operator {
 	return operator{l: in.cfg.Ledger, actor: in.cfg.Actor, records: in.cfg.Records}
 }
 
-// ask opens the confirmation form for op.
+// ask asks the ledger whether the operator may do op; onPermit opens the
+// confirmation or says why not.
 func (in *Inspector) ask(op operation) tea.Cmd {
+	return in.do(in.operator().permit(op))
+}
+
+func (in *Inspector) onPermit(msg permitMsg) tea.Cmd {
+	if !msg.ok {
+		return msg.refused()
+	}
+	return in.confirm(msg.op)
+}
+
+// confirm opens the confirmation form for op.
+func (in *Inspector) confirm(op operation) tea.Cmd {
 	var cmd tea.Cmd
 	in.form, cmd = op.form(func(reason string) tea.Cmd {
 		in.ops++

@@ -5,6 +5,9 @@ import (
 	"sort"
 	"strings"
 
+	"charm.land/lipgloss/v2"
+	"github.com/charmbracelet/x/ansi"
+
 	"gatehouse/internal/keyname"
 	"gatehouse/ledger"
 )
@@ -40,6 +43,13 @@ func (in *Inspector) tabBar() string {
 	}
 	if in.sw.Stopped {
 		b.WriteString("  " + in.th.Bad.Render("■ STOPPED"))
+	}
+	// Who operates, with their roles, in the room the tabs leave: cut at
+	// the end, where the roles are, never the name.
+	if line := in.standing.line; line != "" {
+		if room := in.width - lipgloss.Width(b.String()) - 2; room >= 12 {
+			b.WriteString("  " + in.th.Dim.Render(ansi.Truncate(line, room, "…")))
+		}
 	}
 	return b.String()
 }

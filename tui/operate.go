@@ -35,9 +35,10 @@ type operation struct {
 	title   string // as the confirmation asks it: "Reconcile", "Hold"
 	explain string
 	reason  bool
-	done    string // what came of it, for an operation on no action
-	target  string // an action key, a task id, or "" for the whole ledger
-	task    string // the action's task, so its name leaves it out
+	done    string      // what came of it, for an operation on no action
+	target  string      // an action key, a task id, or "" for the whole ledger
+	task    string      // the action's task, so its name leaves it out
+	gate    ledger.Verb // the gate verb, whose permission is asked before the confirmation
 	run     func(ctx context.Context, o operator, target, reason string) (ledger.Action, error)
 }
 
@@ -54,30 +55,30 @@ type opMsg struct {
 }
 
 var (
-	opHold = operation{verb: "hold", title: "Hold", reason: true,
+	opHold = operation{verb: "hold", title: "Hold", reason: true, gate: ledger.VerbHold,
 		explain: "The action waits for a person; no attempt starts until the hold is released.",
 		run: func(ctx context.Context, o operator, key, reason string) (ledger.Action, error) {
 			return o.l.Hold(ctx, key, o.actor, reason)
 		}}
-	opRelease = operation{verb: "release hold on", title: "Release hold on", reason: true,
+	opRelease = operation{verb: "release hold on", title: "Release hold on", reason: true, gate: ledger.VerbReleaseHold,
 		explain: "The action continues: approved again while its approval still matches.",
 		run: func(ctx context.Context, o operator, key, reason string) (ledger.Action, error) {
 			return o.l.ReleaseHold(ctx, key, o.actor, reason)
 		}}
-	opTakeOver = operation{verb: "take over task", title: "Take over task", reason: true,
+	opTakeOver = operation{verb: "take over task", title: "Take over task", reason: true, gate: ledger.VerbTakeover,
 		done:    "you own it now; the previous owner's pending sends are stopped by the gate",
 		explain: "You become the owner; the previous owner is notified and its pending sends are stopped by the gate.",
 		run: func(ctx context.Context, o operator, task, reason string) (ledger.Action, error) {
 			_, err := o.l.TakeOver(ctx, ledger.TaskRef{ID: task}, o.actor, reason)
 			return ledger.Action{}, err
 		}}
-	opStop = operation{verb: "stop all execution", title: "STOP all execution", reason: true,
+	opStop = operation{verb: "stop all execution", title: "STOP all execution", reason: true, gate: ledger.VerbStop,
 		done:    "stopped: no attempt starts anywhere until resume",
 		explain: "From now on no attempt starts anywhere; attempts in flight finish and record their outcome.",
 		run: func(ctx context.Context, o operator, _, reason string) (ledger.Action, error) {
 			return ledger.Action{}, o.l.Stop(ctx, o.actor, reason)
 		}}
-	opResume = operation{verb: "resume execution", title: "Resume execution", reason: true,
+	opResume = operation{verb: "resume execution", title: "Resume execution", reason: true, gate: ledger.VerbResume,
 		done:    "resumed: the holds the stop caused are released",
 		explain: "Turns the stop switch off and releases the holds the stop caused.",
 		run: func(ctx context.Context, o operator, _, reason string) (ledger.Action, error) {
@@ -88,7 +89,7 @@ var (
 // opResolve records an unknown outcome a person established by checking
 // the destination themselves, for when no lookup can: `gate resolve`.
 func opResolve(arrived bool) operation {
-	op := operation{verb: "record as arrived", title: "Record as arrived:", reason: true,
+	op := operation{verb: "record as arrived", title: "Record as arrived:", reason: true, gate: ledger.VerbResolve,
 		explain: "You checked the destination yourself and the message is there: the action becomes sent."}
 	if !arrived {
 		op.verb, op.title = "record as not arrived", "Record as not arrived:"
@@ -114,7 +115,7 @@ func opReconcile(a ledger.Action, records bool) operation {
 	default:
 		explain = "Asks the records of the destination the last attempt went to for its own message: found → sent; absent → held, safe to retry after review; anything else → held for a person."
 	}
-	return operation{verb: "reconcile", title: "Reconcile", explain: explain,
+	return operation{verb: "reconcile", title: "Reconcile", explain: explain, gate: ledger.VerbReconcile,
 		run: func(ctx context.Context, o operator, key, _ string) (ledger.Action, error) {
 			return answer.Reconcile(ctx, o.l, ledger.ReconcileRequest{Key: key, Actor: o.actor, Open: o.records})
 		}}

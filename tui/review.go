@@ -3,6 +3,7 @@ package tui
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"charm.land/bubbles/v2/help"
@@ -136,6 +137,13 @@ type (
 		err         error
 	}
 	operatingMsg struct{ err error }
+	// askOperateMsg is who the reviewer is and whether they may operate,
+	// read before the switch is offered.
+	askOperateMsg struct {
+		s   standing
+		ok  bool
+		why string
+	}
 )
 
 // Title implements Screen.
@@ -186,6 +194,8 @@ func (rv *Review) Update(msg tea.Msg) (Screen, tea.Cmd) {
 		return rv, rv.onChanges(msg)
 	case operatingMsg:
 		return rv, rv.onOperating(msg)
+	case askOperateMsg:
+		return rv, rv.offerOperate(msg)
 	case tea.KeyPressMsg:
 		return rv, rv.onKey(msg)
 	case tea.MouseClickMsg:
@@ -333,8 +343,24 @@ func (rv *Review) askOperate() tea.Cmd {
 		return rv.openInspector()
 	}
 	l, actor := rv.cfg.Ledger, rv.cfg.Actor
+	return rv.do(func(ctx context.Context) tea.Msg {
+		m := askOperateMsg{s: readStanding(ctx, l, actor), ok: true}
+		if ok, why, err := l.Permitted(ctx, actor, ledger.VerbOperate); err == nil {
+			m.ok, m.why = ok, why
+		}
+		return m
+	})
+}
+
+// offerOperate opens the switch into operating mode, naming who switches
+// and their roles, or says at once why this reviewer may not operate.
+func (rv *Review) offerOperate(msg askOperateMsg) tea.Cmd {
+	if !msg.ok {
+		return permitMsg{op: operation{verb: "switch into operating mode"}, why: msg.why}.refused()
+	}
+	l, actor := rv.cfg.Ledger, rv.cfg.Actor
 	f, cmd := newForm("Switch into operating mode as "+actor,
-		"The review only reads. Operating mode opens the inspector's operations (hold, release, reconcile, stop, resume) on this ledger; the switch is recorded in the history with your reason.",
+		"The review only reads. Operating mode opens the inspector's operations (hold, release, reconcile, stop, resume) on this ledger; the switch is recorded in the history with your reason. You are "+strings.TrimPrefix(msg.s.line, "as ")+".",
 		true, func(reason string) tea.Cmd {
 			rv.busy++
 			return rv.do(func(ctx context.Context) tea.Msg {
