@@ -81,6 +81,8 @@ func (m permitMsg) refused() tea.Cmd {
 	if m.op.target != "" {
 		what += " " + m.op.target
 	}
-	text := fmt.Sprintf("%s → %s (exit %d): %s; nothing was tried", what, answer.Meaning(answer.NotPermitted), answer.NotPermitted, m.why)
+	// Asked, not tried: nothing is recorded, unlike the gate's refusal of
+	// the same verb on the command line (exit 21, recorded).
+	text := fmt.Sprintf("%s → not permitted (the command line exits %d): %s; nothing was tried", what, answer.NotPermitted, m.why)
 	return func() tea.Msg { return statusMsg{text: text, err: true} }
 }

@@ -36,7 +36,7 @@ func TestInspectorSaysWhoOperatesAndWhatTheyMayNot(t *testing.T) {
 	}
 	typeKeys(a, "S")
 	s := screenText(a)
-	if !strings.Contains(s, "not permitted") || !strings.Contains(s, "exit 21") || strings.Contains(s, "STOP all execution?") {
+	if !strings.Contains(s, "not permitted") || !strings.Contains(s, "exits 21") || strings.Contains(s, "STOP all execution?") {
 		t.Fatalf("a stop by an operator without the stop role is not refused before it is asked:\n%s", s)
 	}
 	if after, _ := l.StopState(ctx); after.Stopped != before.Stopped {
