@@ -40,29 +40,7 @@ func startMailboxProcess(t *testing.T, extra ...string) (cmd *exec.Cmd, smtpAddr
 	// The process is killed at the end, so it cannot remove the directory
 	// of the certificate it made: keep that inside the test's own.
 	cmd.Env = append(os.Environ(), "TMPDIR="+dir)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Kill()
-			cmd.Wait()
-		}
-	})
-	ch := make(chan string, 16)
-	go func() {
-		defer close(ch)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			ch <- sc.Text()
-		}
-	}()
+	ch, stderr := startServing(t, cmd)
 	timeout := time.After(30 * time.Second)
 	for smtpAddr == "" || api == "" {
 		select {
@@ -230,4 +208,35 @@ func TestMailboxQueryUnreachableAPI(t *testing.T) {
 	if code != exitOther || !strings.Contains(errOut, "mailbox api") {
 		t.Errorf("exit %d, stderr %q; want %d and the API named", code, errOut, exitOther)
 	}
+}
+
+// startServing starts a serving command (mailbox serve, payments serve),
+// kills it at the end of the test unless it already ended, and hands back
+// its stdout line by line and its stderr.
+func startServing(t *testing.T, cmd *exec.Cmd) (<-chan string, *bytes.Buffer) {
+	t.Helper()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := new(bytes.Buffer)
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+	lines := make(chan string, 16)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	return lines, stderr
 }

@@ -22,29 +22,7 @@ import (
 func TestPaymentsServe(t *testing.T) {
 	cmd := exec.Command(gatehouseBinary(t), "payments", "serve", "--http", "127.0.0.1:0",
 		"--fault", "commit_then_drop", "--window", "1h", "--search-lag", "30s")
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Kill()
-			cmd.Wait()
-		}
-	})
-	lines := make(chan string, 16)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
+	lines, stderr := startServing(t, cmd)
 	var url string
 	var banner []string
 	timeout := time.After(30 * time.Second)
