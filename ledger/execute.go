@@ -155,7 +155,7 @@ func (d Delivery) response() string {
 func (l *Ledger) RecordDelivery(ctx context.Context, att Attempt, d Delivery) (Result, error) {
 	// The outcome must be recorded even if the caller's context is done.
 	var a Action
-	recErr := l.writeRelaxed(context.WithoutCancel(ctx), func(t *wtx) (err error) {
+	recErr := l.writeGrouped(context.WithoutCancel(ctx), false, func(t *wtx) (err error) {
 		a, err = t.recordOutcomeOf(att.TransportID, d.Outcome, d.response(), d.Receipt)
 		return err
 	})
@@ -232,7 +232,7 @@ func (l *Ledger) begin(ctx context.Context, req ExecuteRequest) (Attempt, destin
 	// lease, so it ends no later than the lease does, however long the
 	// commit took or the process stood still meanwhile.
 	begun := l.clock.Now()
-	err := l.write(ctx, func(t *wtx) (err error) {
+	err := l.writeGrouped(ctx, true, func(t *wtx) (err error) {
 		id = 0
 		t.attemptID = &id
 		att, msg, a, err = t.beginAttempt(req)

@@ -20,3 +20,11 @@ func LimitPages(l *Ledger, n int) error {
 	_, err := l.w.Exec(fmt.Sprintf(`PRAGMA max_page_count = %d`, have+n))
 	return err
 }
+
+// OnGroup makes l tell formed the size of each group of writes before its
+// transaction begins (see groupCommit).
+func OnGroup(l *Ledger, formed func(n int)) { l.group.formed = formed }
+
+// OnQueue makes l tell queued the length of its queue of grouped writes
+// each time one joins it.
+func OnQueue(l *Ledger, queued func(n int)) { l.group.queued = queued }

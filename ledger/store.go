@@ -102,6 +102,9 @@ type Ledger struct {
 	notice func(string)
 	// seenMode is what the last permission check found (see CheckedOpen).
 	seenMode atomic.Int32
+	// group lets this handle's concurrent executions share transactions
+	// (see groupCommit).
+	group groupCommit
 }
 
 // Activity is what one ledger handle asked of its store since it was
