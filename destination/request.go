@@ -305,15 +305,16 @@ func setPath(obj map[string]any, path, v string) error {
 }
 
 // Wire is the write as it goes on the connection to host: request line,
-// Host, the header fields in order, Content-Length, Connection: close, a
-// blank line and the body. Attempts record these bytes.
+// Host, the header fields in order, Content-Length, a blank line and the
+// body (HTTP/1.1 keeps the connection open, see destination/httpdest).
+// Attempts record these bytes.
 func (w HTTPWrite) Wire(host string) []byte {
 	var b bytes.Buffer
 	b.WriteString(w.Method + " " + w.Path + " HTTP/1.1\r\nHost: " + host + "\r\n")
 	for _, f := range w.Header {
 		b.WriteString(f.Name + ": " + f.Value + "\r\n")
 	}
-	b.WriteString("Content-Length: " + strconv.Itoa(len(w.Body)) + "\r\nConnection: close\r\n\r\n")
+	b.WriteString("Content-Length: " + strconv.Itoa(len(w.Body)) + "\r\n\r\n")
 	b.Write(w.Body)
 	return b.Bytes()
 }

@@ -3,13 +3,24 @@
 // duplicate control the destination declares (destination.Profile), and
 // the provider's records are searched by reference where it keeps one.
 //
-// It writes the request itself on a connection of its own, so that it knows
-// the phase a failure came in: before the request's last byte nothing can
-// have been done (not delivered); after it, without a complete response,
-// anything may have been (unknown). The last byte is the commit point: it
-// is handed over only while the attempt's budget lasts, and the socket's
-// deadline is the budget's end, so a paused executor cannot land it later.
-// Like every backend it knows nothing of the ledger.
+// It writes the request itself, so that it knows the phase a failure came
+// in: before the request's last byte nothing can have been done (not
+// delivered); after it, without a complete response, anything may have
+// been (unknown). The last byte is the commit point: it is handed over only
+// while the attempt's budget lasts, and the socket's deadline is the
+// budget's end, so a paused executor cannot land it later. Like every
+// backend it knows nothing of the ledger.
+//
+// A connection whose write was answered completely is kept for the next
+// write (see KeepIdle), as every HTTP client keeps its connections: a TLS
+// handshake per refund would cost more than the gate. It is not Go's
+// transport, which sends a request that carries an Idempotency-Key again by
+// itself when a kept connection fails; here nothing is ever sent twice by
+// the destination. Where the provider can neither replay a key nor be
+// searched (dup=none), every write has a connection of its own: a kept
+// connection that the provider closes just as the write goes out leaves
+// the outcome unknown, which a key or a reference reconciles and dup=none
+// holds for a person.
 package httpdest
 
 import (
@@ -24,6 +35,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	"gatehouse/destination"
@@ -47,7 +60,21 @@ type Destination struct {
 	// DialTimeout bounds connecting (10 s when zero); the budget bounds it
 	// too.
 	DialTimeout time.Duration
+	// KeepIdle is how long a connection may wait idle for the next write
+	// (DefaultKeepIdle when zero; negative: a connection per write). It is
+	// kept well below the idle timeouts servers use (5 s and up), so that a
+	// provider rarely closes a connection the gate is about to write on.
+	KeepIdle time.Duration
+
+	idle idleConns
 }
+
+// DefaultKeepIdle is how long a connection waits idle for the next write
+// unless KeepIdle says otherwise.
+const DefaultKeepIdle = time.Second
+
+// maxIdle bounds the connections kept idle: a worker pool's size.
+const maxIdle = 32
 
 // Phase is a point of a send where Pause is called.
 type Phase string
@@ -155,18 +182,23 @@ func (d *Destination) Send(ctx context.Context, msg destination.Message) (destin
 		return destination.Receipt{}, notDelivered("%s takes HTTP requests, and attempt %d of %s is a message; nothing was sent", d.identity, msg.Attempt, msg.ActionKey)
 	}
 	wire := msg.HTTP.Wire(d.host)
-	conn, err := d.dial(ctx)
+	conn, err := d.conn(ctx)
 	if err != nil {
 		return destination.Receipt{}, notDelivered("connect to %s: %v; nothing was written", d.identity, err)
 	}
-	defer conn.Close()
+	keep := false
+	defer func() { d.release(conn, keep) }()
 	// The socket's deadline is the budget's end: the kernel refuses the
 	// last byte after it, whatever this goroutine was doing meanwhile.
 	if end, ok := ctx.Deadline(); ok {
 		conn.SetDeadline(end)
 	}
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
+	defer func() {
+		if !stop() {
+			keep = false // the cancellation's deadline may be on the socket
+		}
+	}()
 	d.pause(ctx, PhaseConnected)
 	if _, err := conn.Write(wire[:len(wire)-1]); err != nil {
 		return destination.Receipt{}, notDelivered("write the request to %s: %v; its last byte was not handed over, so the provider cannot act on it", d.identity, err)
@@ -178,7 +210,7 @@ func (d *Destination) Send(ctx context.Context, msg destination.Message) (destin
 	if n, err := conn.Write(wire[len(wire)-1:]); n == 0 {
 		return destination.Receipt{}, notDelivered("write the request's last byte to %s: %v; nothing was committed", d.identity, err)
 	}
-	resp, err := http.ReadResponse(bufio.NewReader(conn), &http.Request{Method: msg.HTTP.Method})
+	resp, err := http.ReadResponse(conn.r, &http.Request{Method: msg.HTTP.Method})
 	if err != nil {
 		return destination.Receipt{}, unknown("the request was handed over to %s but no response came (%v)", d.identity, err)
 	}
@@ -187,6 +219,9 @@ func (d *Destination) Send(ctx context.Context, msg destination.Message) (destin
 	if err != nil || len(body) > MaxResponseBytes {
 		return destination.Receipt{Status: resp.StatusCode}, unknown("the request was handed over to %s, which answered %s but not completely (%v)", d.identity, resp.Status, err)
 	}
+	// Kept only when the answer ended where it said it would and nothing
+	// follows it: a byte more would be read as the next write's answer.
+	keep = !resp.Close && resp.ProtoAtLeast(1, 1) && conn.r.Buffered() == 0
 	rcpt, err := Classify(d.Profile, msg.HTTP.Key != "", resp.StatusCode, resp.Header, body)
 	rcpt.At = d.now()
 	return rcpt, err
@@ -194,6 +229,116 @@ func (d *Destination) Send(ctx context.Context, msg destination.Message) (destin
 
 func unknown(format string, a ...any) error {
 	return &destination.DeliveryError{Outcome: destination.OutcomeUnknown, Err: fmt.Errorf(format, a...)}
+}
+
+// keptConn is a connection to the provider with the reader of its answers.
+type keptConn struct {
+	net.Conn
+	r         *bufio.Reader
+	idleSince time.Time // on the OS's monotonic clock
+}
+
+// idleConns are the connections waiting for the next write, newest last.
+type idleConns struct {
+	mu    sync.Mutex
+	conns []*keptConn
+}
+
+// keeps reports whether connections are kept between writes (see the
+// package doc).
+func (d *Destination) keeps() bool {
+	return d.KeepIdle >= 0 && (d.Profile.HasKey() || d.Profile.HasReference())
+}
+
+func (d *Destination) keepIdle() time.Duration {
+	if d.KeepIdle == 0 {
+		return DefaultKeepIdle
+	}
+	return d.KeepIdle
+}
+
+// conn is a kept connection still open and idle for less than KeepIdle,
+// or a new one.
+func (d *Destination) conn(ctx context.Context) (*keptConn, error) {
+	for d.keeps() {
+		d.idle.mu.Lock()
+		n := len(d.idle.conns)
+		if n == 0 {
+			d.idle.mu.Unlock()
+			break
+		}
+		c := d.idle.conns[n-1]
+		d.idle.conns = d.idle.conns[:n-1]
+		d.idle.mu.Unlock()
+		if oswait.Now().Sub(c.idleSince) < d.keepIdle() && stillOpen(c) {
+			return c, nil
+		}
+		c.Close()
+	}
+	conn, err := d.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &keptConn{Conn: conn, r: bufio.NewReader(conn)}, nil
+}
+
+// stillOpen looks, without waiting, whether the provider closed an idle
+// connection (or reset it, or wrote on it unasked): in each case it is not
+// written on. It peeks at the socket itself: a read through the net.Conn
+// with a deadline already past returns before it asks the kernel.
+func stillOpen(c *keptConn) bool {
+	if c.r.Buffered() > 0 {
+		return false
+	}
+	nc := c.Conn
+	if tc, ok := nc.(*tls.Conn); ok {
+		nc = tc.NetConn()
+	}
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	quiet := false
+	err = raw.Read(func(fd uintptr) bool {
+		var b [1]byte
+		_, _, rerr := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		quiet = errors.Is(rerr, syscall.EAGAIN) // nothing to read, no end of stream
+		return true                             // never wait for the socket
+	})
+	return err == nil && quiet
+}
+
+// release keeps a connection for the next write, or closes it.
+func (d *Destination) release(c *keptConn, keep bool) {
+	if !keep || !d.keeps() || c.SetDeadline(time.Time{}) != nil {
+		c.Close()
+		return
+	}
+	c.idleSince = oswait.Now()
+	d.idle.mu.Lock()
+	if len(d.idle.conns) < maxIdle {
+		d.idle.conns = append(d.idle.conns, c)
+		c = nil
+	}
+	d.idle.mu.Unlock()
+	if c != nil {
+		c.Close()
+	}
+}
+
+// CloseIdle closes the connections kept for the next write.
+func (d *Destination) CloseIdle() {
+	d.idle.mu.Lock()
+	conns := d.idle.conns
+	d.idle.conns = nil
+	d.idle.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+	}
 }
 
 func (d *Destination) dial(ctx context.Context) (net.Conn, error) {
