@@ -801,7 +801,7 @@ func (t *wtx) recordOutcomeOf(transportID string, o destination.Outcome, respons
 		return out, err
 	}
 	att.HTTPStatus, att.DestinationID = rcpt.Status, rcpt.DestinationID
-	if att.ProviderKey != "" {
+	if att.ProviderKey != "" && att.Number > 1 { // a first attempt probes nothing
 		if probed, err := t.probedAttempt(att); err != nil {
 			return out, err
 		} else if probed != nil {

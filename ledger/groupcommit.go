@@ -172,6 +172,7 @@ func (l *Ledger) runGroup(batch []*groupedWrite) []groupSignal {
 	// each write's own context is checked before it runs.
 	ctx := context.WithoutCancel(batch[0].ctx)
 	err := l.writeWith(ctx, durable, func(t *wtx) error {
+		t.standings = map[standingKey]standing{}
 		for i, w := range batch {
 			a, err := t.runInGroup(w)
 			if err != nil {

@@ -231,6 +231,9 @@ const permitRead = `SELECT m.registered, m.token_roles, COALESCE(a.kind, ''), CO
 	COALESCE((SELECT k.actor FROM actor_tokens k WHERE k.hash = ? AND k.revoked = 0), '')
 	FROM actor_mode m LEFT JOIN actors a ON a.id = ? WHERE m.id = 1`
 
+// standingKey is an actor and the hash of the token presented for it.
+type standingKey struct{ actor, token string }
+
 // standing is what a deciding transaction knows of its actor.
 type standing struct {
 	registered bool
@@ -245,7 +248,15 @@ type standing struct {
 // costs no round trip of its own when it comes before the verb's first
 // read.
 func (t *wtx) standingOf(actor string) (standing, error) {
-	s, err := readStanding(t, actor, tokenHash(t.token))
+	hash := tokenHash(t.token)
+	if s, ok := t.standings[standingKey{actor, hash}]; ok {
+		t.who = &s
+		return s, nil
+	}
+	s, err := readStanding(t, actor, hash)
+	if err == nil && t.standings != nil {
+		t.standings[standingKey{actor, hash}] = s
+	}
 	if err == nil {
 		t.who = &s
 		mode := int32(modeOpen)

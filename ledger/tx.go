@@ -39,6 +39,11 @@ type wtx struct {
 	// who is the standing the transaction's last permission check read.
 	token string
 	who   *standing
+	// standings, when set (a group of executions, see groupCommit), keeps
+	// the standings this transaction read: none of its writes changes an
+	// actor, a token or the ledger's mode, and no other writer can while
+	// it holds the write lock.
+	standings map[standingKey]standing
 }
 
 // now is the time the transaction decides at. On PostgreSQL with the
