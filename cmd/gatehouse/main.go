@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"gatehouse/destination/httpdest"
 	smtpdest "gatehouse/destination/smtp"
 	"gatehouse/internal/redact"
 	"gatehouse/ledger"
@@ -103,7 +104,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 // commandSecrets are the credentials the command line and the environment
-// carry: those in every location-like argument, and the SMTP password.
+// carry: those in every location-like argument, the SMTP password and the
+// HTTP destinations' Authorization.
 func commandSecrets(args []string) []string {
 	var out []string
 	for _, a := range args {
@@ -121,8 +123,13 @@ func commandSecrets(args []string) []string {
 	for _, env := range []string{ledgerEnv, "GATEHOUSE_DESTINATION"} {
 		out = append(out, redact.Secrets(os.Getenv(env))...)
 	}
-	if p := os.Getenv(smtpdest.PasswordEnv); len(p) >= 3 {
-		out = append(out, p)
+	for _, env := range []string{smtpdest.PasswordEnv, httpdest.AuthorizationEnv} {
+		if p := os.Getenv(env); len(p) >= 3 {
+			out = append(out, p)
+		}
+	}
+	if _, cred, ok := strings.Cut(os.Getenv(httpdest.AuthorizationEnv), " "); ok && len(cred) >= 3 {
+		out = append(out, cred) // the credential without its scheme, wherever it turns up
 	}
 	if p := os.Getenv("PGPASSWORD"); len(p) >= 3 {
 		out = append(out, p)

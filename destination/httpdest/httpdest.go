@@ -25,6 +25,7 @@ package httpdest
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -34,6 +35,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"syscall"
@@ -66,8 +68,20 @@ type Destination struct {
 	// provider rarely closes a connection the gate is about to write on.
 	KeepIdle time.Duration
 
+	// authorization is the Authorization field's value from
+	// $GATEHOUSE_HTTP_AUTHORIZATION, written on every request at hand-over
+	// and never part of what is recorded, approved or printed.
+	authorization string
+
 	idle idleConns
 }
+
+// AuthorizationEnv names the environment variable holding the value of
+// the Authorization field the provider takes ("Bearer sk_live_…", "Basic
+// …"). Credentials never belong in a destination URL, a request file or
+// the ledger: they come from the environment of the process that hands
+// the request over.
+const AuthorizationEnv = "GATEHOUSE_HTTP_AUTHORIZATION"
 
 // DefaultKeepIdle is how long a connection waits idle for the next write
 // unless KeepIdle says otherwise.
@@ -126,7 +140,7 @@ func New(raw string) (*Destination, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s://%s: %w", u.Scheme, u.Host, err)
 	}
-	return newDest(u.Scheme, u.Host, p), nil
+	return newDest(u.Scheme, u.Host, p)
 }
 
 // Open opens a recorded endpoint again: its identity, and its profile as
@@ -140,14 +154,39 @@ func Open(ep destination.Endpoint) (*Destination, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", ep.Destination, err)
 	}
-	return newDest(scheme, host, p), nil
+	return newDest(scheme, host, p)
 }
 
-func newDest(scheme, host string, p destination.Profile) *Destination {
+func newDest(scheme, host string, p destination.Profile) (*Destination, error) {
 	if !strings.Contains(host, ":") {
 		host += map[string]string{"http": ":80", "https": ":443"}[scheme]
 	}
-	return &Destination{scheme: scheme, host: host, identity: scheme + "://" + host, Profile: p}
+	auth := os.Getenv(AuthorizationEnv)
+	if strings.ContainsAny(auth, "\r\n\x00") || strings.TrimSpace(auth) != auth {
+		// Never quoted: the value is a credential.
+		return nil, fmt.Errorf("$%s holds a line break, a NUL or surrounding blanks; set it to the field's value alone (e.g. \"Bearer sk_…\")", AuthorizationEnv)
+	}
+	return &Destination{scheme: scheme, host: host, identity: scheme + "://" + host, Profile: p, authorization: auth}, nil
+}
+
+// handedOver is the write's bytes as they go on the connection: the
+// recorded wire with the Authorization field after Host, when the
+// environment gives one.
+func (d *Destination) handedOver(wire []byte) []byte {
+	if d.authorization == "" {
+		return wire
+	}
+	// The request line, then Host: the field goes after the second line.
+	first := bytes.Index(wire, []byte("\r\n"))
+	second := bytes.Index(wire[first+2:], []byte("\r\n"))
+	if first < 0 || second < 0 {
+		return wire
+	}
+	at := first + 2 + second + 2
+	out := make([]byte, 0, len(wire)+len(d.authorization)+17)
+	out = append(out, wire[:at]...)
+	out = append(out, "Authorization: "+d.authorization+"\r\n"...)
+	return append(out, wire[at:]...)
 }
 
 // Identity implements destination.Destination: scheme://host:port.
@@ -181,7 +220,7 @@ func (d *Destination) Send(ctx context.Context, msg destination.Message) (destin
 	if msg.HTTP == nil {
 		return destination.Receipt{}, notDelivered("%s takes HTTP requests, and attempt %d of %s is a message; nothing was sent", d.identity, msg.Attempt, msg.ActionKey)
 	}
-	wire := msg.HTTP.Wire(d.host)
+	wire := d.handedOver(msg.HTTP.Wire(d.host))
 	conn, err := d.conn(ctx)
 	if err != nil {
 		return destination.Receipt{}, notDelivered("connect to %s: %v; nothing was written", d.identity, err)
@@ -489,6 +528,9 @@ func (d *Destination) Lookup(ctx context.Context, q destination.LookupQuery) (de
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return destination.LookupResult{}, fmt.Errorf("%w: %v", destination.ErrLookupUnavailable, err)
+	}
+	if d.authorization != "" {
+		req.Header.Set("Authorization", d.authorization)
 	}
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: d.TLS},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}

@@ -267,3 +267,32 @@ func TestLookupByReference(t *testing.T) {
 		})
 	}
 }
+
+// TestAuthorizationGoesOnTheWireOnly: with $GATEHOUSE_HTTP_AUTHORIZATION
+// set, the provider receives the recorded bytes with one Authorization
+// field after Host, and nothing else differs: the field is written at
+// hand-over, never part of what an attempt records.
+func TestAuthorizationGoesOnTheWireOnly(t *testing.T) {
+	t.Setenv(httpdest.AuthorizationEnv, "Bearer sk_test_1")
+	p := startProvider(t, mode{status: 201, body: `{"id": "re_1"}`})
+	d, err := httpdest.New(p.url() + "?dup=idempotency-key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := refund().Write(d.Profile, "refund-key", "gh_k1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Send(ctxT(t), destination.Message{ActionKey: "refund-key", HTTP: &w}); err != nil {
+		t.Fatal(err)
+	}
+	recorded := w.Wire(d.Host())
+	if bytes.Contains(recorded, []byte("Authorization")) {
+		t.Fatalf("the recorded bytes carry the credential:\n%s", recorded)
+	}
+	head := "POST /v1/refunds HTTP/1.1\r\nHost: " + d.Host() + "\r\n"
+	want := head + "Authorization: Bearer sk_test_1\r\n" + strings.TrimPrefix(string(recorded), head)
+	if got := string(p.wires[0]); got != want {
+		t.Fatalf("the provider received\n%q\nwant\n%q", got, want)
+	}
+}

@@ -8,7 +8,8 @@
 //	smtp://host:port?api=http://…    the same, whose records a test mailbox API holds
 //	fake://OUTCOME                   keeps nothing, answers OUTCOME (accept when empty)
 //	http(s)://host:port?dup=CONTROL  an HTTP API taking actions that are requests,
-//	                                 under its duplicate control (destination.ParseProfile)
+//	                                 under its duplicate control (destination.ParseProfile);
+//	                                 its Authorization from $GATEHOUSE_HTTP_AUTHORIZATION
 //
 // Credentials are never part of an identity or an endpoint.
 package registry
