@@ -40,6 +40,25 @@ func groupedWorld(t *testing.T, want int) (*world, func() []int) {
 	}
 }
 
+// approvedActions sets up task-7 owned by wf-ack with n approved actions
+// on consent "yes", one per enquiry, and returns their keys.
+func approvedActions(w *world, n int) []string {
+	w.t.Helper()
+	_, err := w.l.Claim(w.ctx, ledger.TaskRef{ID: "task-7"}, "wf-ack")
+	w.must(err)
+	keys := make([]string, n)
+	for i := range keys {
+		p := ackProposal("wf-ack")
+		p.Event = fmt.Sprint("enquiry-", 2000+i)
+		a, err := w.l.Propose(w.ctx, p)
+		w.must(err)
+		_, err = w.l.Approve(w.ctx, a.Key, "lead", consentYes)
+		w.must(err)
+		keys[i] = a.Key
+	}
+	return keys
+}
+
 // TestGroupedExecutionsAreDecidedAsAlone: executions that share one
 // transaction (group commit) each get the answer and leave the history a
 // lone execution would: sends, a denial and an owner's refusal recorded, a
@@ -74,18 +93,7 @@ func TestGroupedExecutionsAreDecidedAsAlone(t *testing.T) {
 		job{name: "race b", action: sends + 4, executor: "wf-ack", reread: consentYes, want: func(error) bool { return true }, recorded: true},
 	)
 	w, sizes := groupedWorld(t, len(jobs))
-	_, err := w.l.Claim(w.ctx, ledger.TaskRef{ID: "task-7"}, "wf-ack")
-	w.must(err)
-	keys := make([]string, sends+5)
-	for i := range keys {
-		p := ackProposal("wf-ack")
-		p.Event = fmt.Sprint("enquiry-", 2000+i)
-		a, err := w.l.Propose(w.ctx, p)
-		w.must(err)
-		_, err = w.l.Approve(w.ctx, a.Key, "lead", consentYes)
-		w.must(err)
-		keys[i] = a.Key
-	}
+	keys := approvedActions(w, sends+5)
 	lines := map[string]int{}
 	for _, k := range keys {
 		h, err := w.l.History(w.ctx, ledger.HistoryFilter{ActionKey: k})
@@ -152,18 +160,7 @@ func TestGroupedExecutionsAreDecidedAsAlone(t *testing.T) {
 func TestGroupThatCannotCommitRunsEachAlone(t *testing.T) {
 	const n = 6
 	w, sizes := groupedWorld(t, n)
-	_, err := w.l.Claim(w.ctx, ledger.TaskRef{ID: "task-7"}, "wf-ack")
-	w.must(err)
-	keys := make([]string, n)
-	for i := range keys {
-		p := ackProposal("wf-ack")
-		p.Event = fmt.Sprint("enquiry-", 3000+i)
-		a, err := w.l.Propose(w.ctx, p)
-		w.must(err)
-		_, err = w.l.Approve(w.ctx, a.Key, "lead", consentYes)
-		w.must(err)
-		keys[i] = a.Key
-	}
+	keys := approvedActions(w, n)
 	w.must(ledger.LimitPages(w.l, 0))
 	before := w.l.Activity().Writes
 	errs := make([]error, n)

@@ -30,15 +30,10 @@ type keepingProvider struct {
 
 func startKeepingProvider(t *testing.T, closeIdle bool) *keepingProvider {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &keepingProvider{ln: ln, closeIdle: closeIdle, closed: make(chan struct{}, 64)}
-	t.Cleanup(func() { ln.Close() })
+	p := &keepingProvider{ln: loopback(t), closeIdle: closeIdle, closed: make(chan struct{}, 64)}
 	go func() {
 		for {
-			c, err := ln.Accept()
+			c, err := p.ln.Accept()
 			if err != nil {
 				return
 			}

@@ -43,14 +43,20 @@ type provider struct {
 
 func startProvider(t *testing.T, m mode) *provider {
 	t.Helper()
+	p := &provider{ln: loopback(t), mode: m, resetDone: make(chan struct{}, 1)}
+	go p.serve()
+	return p
+}
+
+// loopback is a listener on a free loopback port, closed when t ends.
+func loopback(t *testing.T) net.Listener {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &provider{ln: ln, mode: m, resetDone: make(chan struct{}, 1)}
 	t.Cleanup(func() { ln.Close() })
-	go p.serve()
-	return p
+	return ln
 }
 
 func (p *provider) url() string { return "http://" + p.ln.Addr().String() }
