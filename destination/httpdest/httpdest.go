@@ -258,9 +258,10 @@ func (d *Destination) Send(ctx context.Context, msg destination.Message) (destin
 	if err != nil || len(body) > MaxResponseBytes {
 		return destination.Receipt{Status: resp.StatusCode}, unknown("the request was handed over to %s, which answered %s but not completely (%v)", d.identity, resp.Status, err)
 	}
-	// Kept only when the answer ended where it said it would and nothing
-	// follows it: a byte more would be read as the next write's answer.
-	keep = !resp.Close && resp.ProtoAtLeast(1, 1) && conn.r.Buffered() == 0
+	// Kept only when the answer is final (an interim 1xx is followed by
+	// another) and ended where it said it would with nothing after it: a
+	// byte more would be read as the next write's answer.
+	keep = resp.StatusCode >= 200 && !resp.Close && resp.ProtoAtLeast(1, 1) && conn.r.Buffered() == 0
 	rcpt, err := Classify(d.Profile, msg.HTTP.Key != "", resp.StatusCode, resp.Header, body)
 	rcpt.At = d.now()
 	return rcpt, err

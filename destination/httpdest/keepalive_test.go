@@ -18,19 +18,23 @@ import (
 // servers do, and counts the connections it accepted. With closeIdle it
 // closes each connection after its first answer without saying so (no
 // Connection: close), as a server whose idle timeout ran out does, and
-// tells closed once it has.
+// tells closed once it has. With interim it answers its first request
+// with a 100 alone and its final answer only once the next request on the
+// connection has arrived, so that a client reusing the connection would
+// read it as the next request's.
 type keepingProvider struct {
 	ln        net.Listener
 	closeIdle bool
+	interim   bool
 	closed    chan struct{}
 	mu        sync.Mutex
 	conns     int
 	requests  int
 }
 
-func startKeepingProvider(t *testing.T, closeIdle bool) *keepingProvider {
+func startKeepingProvider(t *testing.T, closeIdle, interim bool) *keepingProvider {
 	t.Helper()
-	p := &keepingProvider{ln: loopback(t), closeIdle: closeIdle, closed: make(chan struct{}, 64)}
+	p := &keepingProvider{ln: loopback(t), closeIdle: closeIdle, interim: interim, closed: make(chan struct{}, 64)}
 	go func() {
 		for {
 			c, err := p.ln.Accept()
@@ -49,6 +53,7 @@ func startKeepingProvider(t *testing.T, closeIdle bool) *keepingProvider {
 func (p *keepingProvider) serve(c net.Conn) {
 	defer c.Close()
 	br := bufio.NewReader(c)
+	pending := ""
 	for {
 		req, err := http.ReadRequest(br)
 		if err != nil {
@@ -62,7 +67,14 @@ func (p *keepingProvider) serve(c net.Conn) {
 		n := p.requests
 		p.mu.Unlock()
 		body := fmt.Sprintf(`{"id": "re_%d"}`, n)
-		fmt.Fprintf(c, "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+		answer := fmt.Sprintf("HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+		if p.interim && n == 1 {
+			io.WriteString(c, "HTTP/1.1 100 Continue\r\n\r\n")
+			pending = answer // written when the next request has arrived
+			continue
+		}
+		io.WriteString(c, pending+answer)
+		pending = ""
 		if p.closeIdle {
 			c.Close()
 			p.closed <- struct{}{}
@@ -99,7 +111,7 @@ func TestKeptConnections(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			p := startKeepingProvider(t, c.closeIdle)
+			p := startKeepingProvider(t, c.closeIdle, false)
 			d, err := httpdest.New("http://" + p.ln.Addr().String() + "?" + c.query)
 			if err != nil {
 				t.Fatal(err)
@@ -131,7 +143,7 @@ func TestKeptConnections(t *testing.T) {
 // pool), and no more connections are opened than writers.
 func TestKeptConnectionsUnderConcurrency(t *testing.T) {
 	const writers, each = 8, 25
-	p := startKeepingProvider(t, false)
+	p := startKeepingProvider(t, false, false)
 	d, err := httpdest.New("http://" + p.ln.Addr().String() + "?dup=idempotency-key")
 	if err != nil {
 		t.Fatal(err)
@@ -161,5 +173,35 @@ func TestKeptConnectionsUnderConcurrency(t *testing.T) {
 	}
 	if conns, requests := p.counts(); conns > writers || requests != writers*each {
 		t.Fatalf("%d connections for %d requests, want at most %d for %d", conns, requests, writers, writers*each)
+	}
+}
+
+// TestInterimAnswerEndsTheConnection: a write answered only with an interim
+// 100 is unknown, and its connection is not kept, since the final answer
+// still to come would be read as the next write's: the next write goes on
+// a connection of its own and gets its own answer.
+func TestInterimAnswerEndsTheConnection(t *testing.T) {
+	p := startKeepingProvider(t, false, true)
+	d, err := httpdest.New("http://" + p.ln.Addr().String() + "?dup=idempotency-key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.CloseIdle)
+	send := func(i int) (destination.Receipt, error) {
+		w, err := refund().Write(d.Profile, fmt.Sprint("refund-", i), fmt.Sprint("gh_k", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.Send(ctxT(t), destination.Message{ActionKey: fmt.Sprint("refund-", i), HTTP: &w})
+	}
+	if _, err := send(1); destination.ClassifyDelivery(err) != destination.OutcomeUnknown {
+		t.Fatalf("a write answered 100 alone: %v, want unknown", err)
+	}
+	rcpt, err := send(2)
+	if err != nil || rcpt.DestinationID != "re_2" {
+		t.Fatalf("the next write: %v (%+v), want its own answer, re_2", err, rcpt)
+	}
+	if conns, _ := p.counts(); conns != 2 {
+		t.Fatalf("%d connections, want the interim one given up", conns)
 	}
 }
