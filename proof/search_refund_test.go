@@ -221,6 +221,8 @@ func (w *refundSearch) step() {
 		w.opStop()
 	case r < 88:
 		w.opWindowEnds()
+	case r < 94:
+		w.opBurst()
 	default:
 		w.opSend(ra)
 	}
@@ -257,6 +259,36 @@ func (w *refundSearch) opSend(ra *refundAction) {
 	w.logf("send %s (%s): %s/%s: %s", ra.key, ra.dest.name, res.Action.State, res.Action.HoldCause, errWord(err))
 	if err != nil && !expectedRefusal(err) && !errors.Is(err, ledger.ErrStopped) {
 		w.problem("send %s: %v", ra.key, err)
+	}
+}
+
+// opBurst sends two to six refunds at once through the one ledger handle,
+// as a worker pool does: their decisions and outcomes share transactions
+// (group commit), with whatever faults the fakes have queued. A refund may
+// be drawn twice; then at most one of its executions may send.
+func (w *refundSearch) opBurst() {
+	var batch []*refundAction
+	for range 2 + w.rng.IntN(5) {
+		if ra := w.pick(); ra != nil && (w.paused == nil || w.paused.key != ra.key) {
+			batch = append(batch, ra)
+		}
+	}
+	if len(batch) < 2 {
+		return
+	}
+	results := make([]ledger.Result, len(batch))
+	errs := make([]error, len(batch))
+	var wg sync.WaitGroup
+	for i, ra := range batch {
+		wg.Go(func() { results[i], errs[i] = w.send(ra, w.ctx) })
+	}
+	wg.Wait()
+	w.count["burst"]++
+	for i, ra := range batch {
+		w.logf("burst send %s (%s): %s/%s: %s", ra.key, ra.dest.name, results[i].Action.State, results[i].Action.HoldCause, errWord(errs[i]))
+		if err := errs[i]; err != nil && !expectedRefusal(err) && !errors.Is(err, ledger.ErrStopped) {
+			w.problem("burst send %s: %v", ra.key, err)
+		}
 	}
 }
 
