@@ -280,10 +280,17 @@ func TestPastTheWindowNeverProbes(t *testing.T) {
 		rw.pay.fault(t, fakes.PayCommitThenDrop)
 		rw.send()
 		rw.clock.Advance(25 * time.Hour)
-		if _, err := rw.reconcile(); !errors.Is(err, ledger.ErrHeld) {
+		a, err := rw.reconcile()
+		if !errors.Is(err, ledger.ErrHeld) {
 			t.Fatalf("reconcile: %v", err)
 		}
 		rw.wantState(ledger.StateHeld, ledger.HoldUnknownOutcome)
+		// The hold says both why no probe and why no search.
+		for _, want := range []string{"key window ended", "keeps no records"} {
+			if !strings.Contains(a.Reason, want) {
+				t.Errorf("the hold's reason lacks %q: %s", want, a.Reason)
+			}
+		}
 	})
 	t.Run("probe due, then the window ends", func(t *testing.T) {
 		rw := newRefund(t, keysAndRef)

@@ -83,12 +83,15 @@ func (l *Ledger) Reconcile(ctx context.Context, req ReconcileRequest) (Action, e
 		asked.Recipient = a.Recipient // recorded before attempts stored it
 	}
 	earlier = sameKeyAs(earlier, asked)
+	// Why a keyed attempt is not probed (its window ended, say): said with
+	// the records' answer, which then decides.
+	var whyNoProbe string
 	if asked.ProviderKey != "" && !req.Moved {
 		// Within the provider's key window, the probe is the evidence:
 		// the same bytes under the same key answer what the provider
 		// stored, and are the first execution if nothing arrived.
 		var probed bool
-		out, err := l.onAction(ctx, key, false, func(t *wtx, cur *Action) error {
+		out, err := l.onAction(ctx, key, false, func(t *wtx, cur *Action) (err error) {
 			if !needsReconcile(*cur) || cur.Version != a.Version {
 				return nil
 			}
@@ -96,8 +99,9 @@ func (l *Ledger) Reconcile(ctx context.Context, req ReconcileRequest) (Action, e
 			if err != nil || att.ID != asked.ID {
 				return err
 			}
-			ok, end, _, err := t.probeDue(att)
-			if err != nil || !ok {
+			var ok bool
+			var end time.Time
+			if ok, end, whyNoProbe, err = t.probeDue(att); err != nil || !ok {
 				return err
 			}
 			probed = true
@@ -112,6 +116,9 @@ func (l *Ledger) Reconcile(ctx context.Context, req ReconcileRequest) (Action, e
 		return l.refuseReconcile(ctx, a, actor, refusal)
 	}
 	res, lookErr := lookUp(ctx, req.Open, ep, destination.LookupQuery{ActionKey: key, MessageID: asked.MessageID})
+	if lookErr != nil && whyNoProbe != "" {
+		lookErr = fmt.Errorf("%s, and %w", whyNoProbe, lookErr)
+	}
 	// The earlier attempts settled as not arrived are read again with it:
 	// the one lookup answers for those recorded at the same records.
 	var made *answered
