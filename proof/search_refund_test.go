@@ -96,9 +96,12 @@ type refundDoubles struct {
 	Records func(destination.RecordsOpener) destination.RecordsOpener
 }
 
-func newRefundSearch(t *testing.T, seed uint64, doubles refundDoubles) *refundSearch {
+func newRefundSearch(t *testing.T, seed uint64, ops int, doubles refundDoubles) *refundSearch {
 	wrap := doubles.Dest
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	// Five minutes for make test's 2,000 steps under the race detector on
+	// a loaded machine, and as much again for every 2,000 more (make
+	// soak's 40,000): a bound on a hang, never on a slow machine.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(max(1, ops/2000))*5*time.Minute)
 	t.Cleanup(cancel)
 	w := &refundSearch{t: t, ctx: ctx, rng: rand.New(rand.NewPCG(seed, 0x7e1f0d)), seed: seed,
 		clock: fakes.NewClock(time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)), wrap: wrap, count: map[string]int{}, records: registry.Records()}
@@ -655,7 +658,7 @@ func (w *refundSearch) verdict() refundVerdict {
 }
 
 func runRefundSearch(t *testing.T, seed uint64, ops int, doubles refundDoubles) (*refundSearch, refundVerdict) {
-	w := newRefundSearch(t, seed, doubles)
+	w := newRefundSearch(t, seed, ops, doubles)
 	for range ops {
 		w.step()
 	}
