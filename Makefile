@@ -24,9 +24,9 @@ bench: bench-send
 bench-send:
 	$(GO) test -count=1 -v -run 'TestPipelinedSendVersusBlast|TestHundredThousandRecipients' -timeout 60m ./proof -args -proof.bench | grep -E '^(--- |ok|FAIL)|send benchmark|end to end'
 
-# soak: the long proof runs (8 processes × 2,000 actions, the crash matrix, the operation search at 8 seeds × 40,000 steps, randomized kills of the pipelined send at 200 seeds, the audience shared-address search at 500 seeds, 100 executors and 20 audience sends stopped with SIGSTOP) under the race detector.
+# soak: the long proof runs (8 processes × 2,000 actions, the crash matrix, the operation search and its refund search at 8 seeds × 40,000 steps each, randomized kills of the pipelined send at 200 seeds, the audience shared-address search at 500 seeds, 100 executors and 20 audience sends stopped with SIGSTOP) under the race detector.
 soak:
-	$(GO) test -race -count=1 -v -run 'TestStress|TestCrashMatrix|TestOperationSearch|TestRandomKillPipelinedSend|TestAudienceSharedAddressSearch|TestSIGSTOP' -timeout 60m ./proof -args -proof.long > soak.txt 2>&1; s=$$?; grep -E '^(--- FAIL|ok|FAIL)|stress|crash matrix|kill points|operation search|randomized kills|shared-address search|SIGSTOP' soak.txt; exit $$s
+	$(GO) test -race -count=1 -v -run 'TestStress|TestCrashMatrix|TestOperationSearch|TestRandomKillPipelinedSend|TestAudienceSharedAddressSearch|TestSIGSTOP' -timeout 180m ./proof -args -proof.long > soak.txt 2>&1; s=$$?; grep -E '^(--- FAIL|ok|FAIL)|stress|crash matrix|kill points|operation search|refund search|randomized kills|shared-address search|SIGSTOP' soak.txt; exit $$s
 
 # fuzz: each fuzz target for FUZZTIME (seed corpora also run as ordinary tests in make test).
 FUZZTIME ?= 10s
