@@ -87,7 +87,7 @@ func TestProviderCredentialsComeFromTheEnvironment(t *testing.T) {
 		}
 	}
 
-	for _, bad := range []string{"Bearer x\r\nX-Refund-Override: 1", " Bearer x", "Bearer x\n"} {
+	for _, bad := range []string{"Bearer x\r\nX-Refund-Override: 1", " Bearer x", "Bearer x\n", "Bearer x\x1b[2J", "Bearer x\x7f"} {
 		t.Setenv(httpdest.AuthorizationEnv, bad)
 		if _, err := httpdest.New(dest); err == nil || !strings.Contains(err.Error(), httpdest.AuthorizationEnv) || strings.Contains(err.Error(), "Bearer x") {
 			t.Errorf("%q: %v, want a refusal naming the variable and not its value", bad, err)

@@ -162,9 +162,9 @@ func newDest(scheme, host string, p destination.Profile) (*Destination, error) {
 		host += map[string]string{"http": ":80", "https": ":443"}[scheme]
 	}
 	auth := os.Getenv(AuthorizationEnv)
-	if strings.ContainsAny(auth, "\r\n\x00") || strings.TrimSpace(auth) != auth {
+	if strings.ContainsFunc(auth, func(r rune) bool { return r < ' ' && r != '\t' || r == 0x7f }) || strings.TrimSpace(auth) != auth {
 		// Never quoted: the value is a credential.
-		return nil, fmt.Errorf("$%s holds a line break, a NUL or surrounding blanks; set it to the field's value alone (e.g. \"Bearer sk_…\")", AuthorizationEnv)
+		return nil, fmt.Errorf("$%s holds a line break, another control character or surrounding blanks; set it to the field's value alone (e.g. \"Bearer sk_…\")", AuthorizationEnv)
 	}
 	return &Destination{scheme: scheme, host: host, identity: scheme + "://" + host, Profile: p, authorization: auth}, nil
 }
