@@ -178,8 +178,11 @@ func (d *Destination) handedOver(wire []byte) []byte {
 	}
 	// The request line, then Host: the field goes after the second line.
 	first := bytes.Index(wire, []byte("\r\n"))
+	if first < 0 {
+		return wire
+	}
 	second := bytes.Index(wire[first+2:], []byte("\r\n"))
-	if first < 0 || second < 0 {
+	if second < 0 {
 		return wire
 	}
 	at := first + 2 + second + 2
