@@ -31,6 +31,10 @@ type world struct {
 	// pay is the payments fake of an HTTP world (nil for a mailbox's),
 	// declared to the gate under profile; see crash_http_test.go.
 	pay *payWorld
+	// slow, when set by a set-up, says why its timing did not hold on a
+	// loaded machine (a send's budget spent before its hand-over): the
+	// matrix sets the world up again.
+	slow string
 }
 
 func newWorld(t *testing.T, faults ...string) *world {
@@ -198,7 +202,13 @@ var mailWorkflows = []workflow{
 		Setup: func(w *world) {
 			w.approvedActions("wf-ack", 3)
 			dead := run(w.t, proc{Role: "send", Env: w.env("PROOF_ACTOR=wf-ack"), KillAt: 1})
-			if got := dead.Marks[len(dead.Marks)-1]; got != "a1/handed-over:accepted" {
+			switch got := dead.Marks[len(dead.Marks)-1]; got {
+			case "a1/handed-over:accepted":
+			case "a1/handed-over:not_delivered":
+				// Its budget ran out before the hand-over: the machine
+				// was too loaded for the proofs' short lease.
+				w.slow = "the previous owner's first send was not handed over within its budget"
+			default:
 				w.t.Fatalf("previous owner died at %s", got)
 			}
 		},
@@ -245,12 +255,26 @@ func TestCrashMatrix(t *testing.T) {
 			}
 			return v.Confirmed == v.Intended
 		}
+		// setUp is a fresh world set up, again (three times at most)
+		// where the set-up's timing did not hold.
+		setUp := func(t *testing.T) *world {
+			for try := 1; ; try++ {
+				w := fresh(t)
+				wf.Setup(w)
+				if w.slow == "" {
+					return w
+				}
+				if try == 3 {
+					t.Fatalf("set-up, three times: %s", w.slow)
+				}
+				t.Logf("set-up again: %s", w.slow)
+			}
+		}
 		t.Run(wf.Name, func(t *testing.T) {
 			t.Parallel()
 			// The uninterrupted run: every action must be confirmed, or
 			// held where the profile says so.
-			w := fresh(t)
-			wf.Setup(w)
+			w := setUp(t)
 			p := wf.Exec(w)
 			p.KillAt = -1
 			boundaries := run(t, p).Marks
@@ -261,8 +285,7 @@ func TestCrashMatrix(t *testing.T) {
 			t.Logf("%s: %d kill points: %s", wf.Name, len(boundaries), strings.Join(boundaries, " "))
 			for i, b := range boundaries {
 				t.Run(strings.NewReplacer("/", "_", ":", "_").Replace(b), func(t *testing.T) {
-					w := fresh(t)
-					wf.Setup(w)
+					w := setUp(t)
 					p := wf.Exec(w)
 					p.KillAt = i
 					res := run(t, p)
