@@ -3,7 +3,6 @@ package ledger
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"sync"
 )
@@ -19,10 +18,10 @@ import (
 // Each write is decided exactly as alone: its own token and permission
 // check, its own history lines, and a savepoint that rolls back a request
 // whose answer records nothing (a caller's slip) without touching the
-// others. A write that must run alone (a relaxed write that finds it must be
-// durable, or any write of a group whose transaction failed: nothing of
-// that group was committed) runs again by itself, through writeWith, so its
-// answer is the one a lone write would have got.
+// others. A relaxed write that finds it must be durable makes the whole
+// group run again durably; every write of a group whose transaction failed
+// (nothing of it was committed) runs again by itself, through writeWith, so
+// its answer is the one a lone write would have got.
 //
 // A writer that finds a group under way waits for its answer and does not
 // give up on its context: the group may be committing its decision at that
@@ -193,10 +192,11 @@ func (l *Ledger) runGroup(batch []*groupedWrite) []groupSignal {
 }
 
 // runInGroup runs one write of a group in a savepoint of the group's
-// transaction, as tryWrite would run it alone: what it would have
-// committed stays, what it would have rolled back is rolled back to the
-// savepoint. A storage failure fails the whole group (returned as the
-// error).
+// transaction (the batch transactions' savepoint): what a lone write would
+// have committed stays, what it would have rolled back is rolled back to
+// the savepoint. A storage failure, or a relaxed write that must be
+// durable, fails the whole group (writeWith then runs it again durably or
+// after the lock), and so does a write that panics.
 func (t *wtx) runInGroup(w *groupedWrite) (groupSignal, error) {
 	if err := w.ctx.Err(); err != nil {
 		return groupSignal{err: err}, nil // a lone write checks it before it begins
@@ -205,41 +205,20 @@ func (t *wtx) runInGroup(w *groupedWrite) (groupSignal, error) {
 	// the next one's rows or history lines.
 	t.token, t.who, t.attemptID = tokenFrom(w.ctx), nil, nil
 	t.movedKey, t.movedTo, t.detail, t.counter = "", "", nil, ""
-	if err := t.savepointStep(spBegin); err != nil {
-		return groupSignal{}, fmt.Errorf("savepoint: %w", err)
-	}
-	panicked, err := runCatching(w.fn, t)
-	if panicked {
+	answer, failure := t.savepoint(func() error {
+		panicked, err := runCatching(w.fn, t)
+		if panicked {
+			return errWritePanicked
+		}
+		return err
+	})
+	if errors.Is(answer, errWritePanicked) {
 		// A bug in one write: the group is not committed, and each write
 		// runs alone, this one too, so that its panic comes up its own
 		// caller's stack and no other's.
 		return groupSignal{}, errWritePanicked
 	}
-	var keep *committedRefusal
-	var answer groupSignal
-	switch {
-	case err == nil:
-	case errors.As(err, &keep):
-		answer.err = keep.err
-	case isStorageFailure(err):
-		return groupSignal{}, err
-	default:
-		// Rolled back alone: a refusal that records nothing, a caller's
-		// slip; a relaxed write that must be durable, or a lock the
-		// transaction found busy, runs again by itself.
-		if rerr := t.savepointStep(spRollback); rerr != nil {
-			return groupSignal{}, fmt.Errorf("roll back to savepoint: %w", rerr)
-		}
-		if errors.Is(err, errNeedsDurable) && !t.durable || isBusy(err) {
-			answer.alone = true
-		} else {
-			answer.err = err
-		}
-	}
-	if rerr := t.savepointStep(spRelease); rerr != nil {
-		return groupSignal{}, fmt.Errorf("release savepoint: %w", rerr)
-	}
-	return answer, nil
+	return groupSignal{err: answer}, failure
 }
 
 // errWritePanicked fails a group one of whose writes panicked.
