@@ -300,7 +300,7 @@ func parse(target string, opts []Option) (*Destination, error) {
 		case "tls", "ca", "insecure", "settle":
 			tlsParams[name] = vals[0]
 		default:
-			return nil, bad("unknown parameter %q (known: api, tls, ca, insecure, settle)", name)
+			return nil, bad("unknown parameter %q (known: %s)", name, strings.Join(Params, ", "))
 		}
 	}
 	st, err := resolveSettings(tlsParams)
