@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"gatehouse/destination/fake"
 	"gatehouse/ledger"
 )
 
@@ -331,5 +332,95 @@ func TestGroupedSendsJudgeEachApprovalAndTokenAsAlone(t *testing.T) {
 	}
 	if line := w.lastLine(jobs[len(jobs)-1].key, ledger.EvNotPermitted); !strings.Contains(line, "refund needs two persons") {
 		t.Errorf("the tokenless refund's history says %q", line)
+	}
+}
+
+// TestARevokedApproversReleaseIsStaleAtSend: a release's approval is
+// judged at send as an action's is: once its approver lost the approve
+// role, the send is refused as stale with its history line and nothing is
+// sent, ledger check names the release, and a person who may approve it
+// now lets it go.
+func TestARevokedApproversReleaseIsStaleAtSend(t *testing.T) {
+	w := registered(t)
+	for _, a := range []ledger.Actor{{ID: "ann", Kind: ledger.KindPerson}, {ID: "ops", Kind: ledger.KindPerson},
+		{ID: "notice-bot", Kind: ledger.KindWorkflow}} {
+		_, err := w.l.AddActor(w.ctx, "root", a)
+		w.must(err)
+	}
+	importMessy(t, w, "rel-1")
+	w.must(w.l.ApproveAudience(w.ctx, "rel-1", "ann", fake.DefaultName, ""))
+	_, err := w.l.RevokeRoles(w.ctx, "root", "ann", []ledger.Role{ledger.RoleApprove})
+	w.must(err)
+
+	why := "ann could not approve it now: ann (person) lacks the approve role"
+	if vs := approvalViolations(t, w); len(vs) != 1 || !strings.Contains(vs[0], "release rel-1") || !strings.Contains(vs[0], why) {
+		t.Errorf("ledger check names %q, want release rel-1: %s", vs, why)
+	}
+	send := ledger.AudienceSend{ReleaseID: "rel-1", Actor: "notice-bot"}
+	if _, err := w.l.SendAudience(w.ctx, send, w.dest, testCRM()); !errors.Is(err, ledger.ErrApprovalStale) || !strings.Contains(err.Error(), why) {
+		t.Fatalf("send of a release whose approver may no longer approve: %v", err)
+	}
+	if w.dest.Calls() != 0 {
+		t.Fatal("sent")
+	}
+	h, err := w.l.History(w.ctx, ledger.HistoryFilter{})
+	w.must(err)
+	if last := h[len(h)-1]; last.Kind != ledger.EvApprovalStale || !strings.Contains(last.Message, "release rel-1") || !strings.Contains(last.Message, why) {
+		t.Errorf("last history line %s: %q", last.Kind, last.Message)
+	}
+	w.must(w.l.ApproveAudience(w.ctx, "rel-1", "root", fake.DefaultName, ""))
+	s, err := w.l.SendAudience(w.ctx, send, w.dest, testCRM())
+	w.must(err)
+	if s.Confirmed != 3 || w.dest.Calls() != 3 {
+		t.Fatalf("after approval by root: %+v, %d calls", s, w.dest.Calls())
+	}
+	if vs := approvalViolations(t, w); len(vs) != 0 {
+		t.Errorf("ledger check after the send: %q", vs)
+	}
+}
+
+// TestAReleaseWhoseApproverLeavesMidRunSendsEachRecipientOnce: the
+// release's approver loses the approve role while a run sends it: the
+// next recipient's approval no longer holds, the run ends there as stale,
+// and once a person who may approve it approves the release again the
+// next run sends the rest: every eligible recipient exactly once.
+func TestAReleaseWhoseApproverLeavesMidRunSendsEachRecipientOnce(t *testing.T) {
+	w := registered(t)
+	for _, a := range []ledger.Actor{{ID: "ann", Kind: ledger.KindPerson}, {ID: "ops", Kind: ledger.KindPerson},
+		{ID: "notice-bot", Kind: ledger.KindWorkflow}} {
+		_, err := w.l.AddActor(w.ctx, "root", a)
+		w.must(err)
+	}
+	importMessy(t, w, "rel-1")
+	w.must(w.l.ApproveAudience(w.ctx, "rel-1", "ann", fake.DefaultName, ""))
+	var once sync.Once
+	send := ledger.AudienceSend{ReleaseID: "rel-1", Actor: "notice-bot", Concurrency: 1, Batch: 1,
+		Progress: func(p ledger.SendProgress) {
+			once.Do(func() {
+				_, err := w.l.RevokeRoles(w.ctx, "root", "ann", []ledger.Role{ledger.RoleApprove})
+				w.must(err)
+			})
+		}}
+	_, err := w.l.SendAudience(w.ctx, send, w.dest, testCRM())
+	if !errors.Is(err, ledger.ErrApprovalStale) || !strings.Contains(err.Error(), "ann could not approve it now") {
+		t.Fatalf("a run whose approver left: %v", err)
+	}
+	if n := w.dest.Calls(); n != 1 {
+		t.Fatalf("%d sent before the approver left, want 1", n)
+	}
+	w.must(w.l.ApproveAudience(w.ctx, "rel-1", "root", fake.DefaultName, ""))
+	send.Progress = nil
+	s, err := w.l.SendAudience(w.ctx, send, w.dest, testCRM())
+	w.must(err)
+	if s.Confirmed != 3 || w.dest.Calls() != 3 {
+		t.Fatalf("after approval by root: %+v, %d calls", s, w.dest.Calls())
+	}
+	for _, m := range w.dest.Arrived() {
+		if w.dest.Arrivals(m.ActionKey) != 1 {
+			t.Errorf("%s arrived %d times", m.ActionKey, w.dest.Arrivals(m.ActionKey))
+		}
+	}
+	if vs := approvalViolations(t, w); len(vs) != 0 {
+		t.Errorf("ledger check after the send: %q", vs)
 	}
 }
