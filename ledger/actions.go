@@ -161,7 +161,11 @@ func (l *Ledger) Propose(ctx context.Context, p Proposal) (Action, error) {
 	err := l.writeRelaxed(ctx, func(t *wtx) (err error) {
 		t.readAhead(actionByKey, []any{p.Key()}, "")
 		t.readAhead(taskByID, []any{p.Task.ID}, "")
-		if _, err := t.permit(p.Actor, VerbPropose, p.Task.ID, p.Key()); err != nil {
+		s, err := t.permit(p.Actor, VerbPropose, p.Task.ID, p.Key())
+		if err != nil {
+			return err
+		}
+		if err := t.refuseTwoPersonWithoutToken(s, VerbPropose, p.ActionType, p.Task.ID, p.Key()); err != nil {
 			return err
 		}
 		// On a ledger that was ever restored a key it has never seen may
@@ -609,6 +613,9 @@ func (l *Ledger) Correct(ctx context.Context, c Correction) (Action, error) {
 			return err
 		}
 		if err := t.judge(s, c.Actor, VerbCorrect, orig.TaskID, orig.Key); err != nil {
+			return err
+		}
+		if err := t.refuseTwoPersonWithoutToken(s, VerbCorrect, orig.ActionType, orig.TaskID, orig.Key); err != nil {
 			return err
 		}
 		if orig.State != StateSent {

@@ -416,7 +416,12 @@ func scanPolicy(s interface{ Scan(...any) error }) (ActionPolicy, error) {
 
 // policyOf reads the policy of an action type inside t (ok false: none).
 func (t *wtx) policyOf(actionType string) (ActionPolicy, bool, error) {
-	p, err := scanPolicy(t.QueryRow(`SELECT action_type, policy_approves, requires, two_person, version, set_by FROM policies WHERE action_type = ?`, actionType))
+	return readPolicy(t, actionType)
+}
+
+// readPolicy reads the policy of an action type (ok false: none).
+func readPolicy(q queryer, actionType string) (ActionPolicy, bool, error) {
+	p, err := scanPolicy(q.QueryRow(`SELECT action_type, policy_approves, requires, two_person, version, set_by FROM policies WHERE action_type = ?`, actionType))
 	if errors.Is(err, sql.ErrNoRows) {
 		return p, false, nil
 	}

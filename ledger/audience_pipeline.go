@@ -318,7 +318,11 @@ func (s *sendRun) prepare(ctx context.Context, rows []AudienceRow) (preparedBatc
 	for _, r := range rows {
 		var fresh *newRecipient
 		ready := true
-		if r.State == "" {
+		// A recipient sent back for approval at send (its approval by
+		// the release's approver no longer held, see lapsedApproval) is
+		// approved again, as a new one is, under the release's approval
+		// as it stands now: the run that refused it ended there.
+		if r.State == "" || r.State == StateAwaitingApproval {
 			var err error
 			if fresh, err = s.newRecipient(r); err != nil {
 				return pb, err

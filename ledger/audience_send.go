@@ -240,6 +240,9 @@ func (l *Ledger) SendAudience(ctx context.Context, req AudienceSend, dest destin
 	if err := l.Authorize(ctx, req.Actor, VerbAudienceSend); err != nil {
 		return rel, err
 	}
+	if err := l.refuseLapsedRelease(ctx, rel, req.Actor); err != nil {
+		return rel, err
+	}
 	if rel, err = l.bindRelease(ctx, rel, req, destination.EndpointOf(dest)); err != nil {
 		return rel, err
 	}
@@ -550,4 +553,41 @@ func (m mirror) one(ctx context.Context, q, arg string) (Customer, bool, error) 
 	}
 	c.Suppressed = sup == 1
 	return c, err == nil, err
+}
+
+// refuseLapsedRelease refuses, with its history line, a send of a release
+// whose approver could not approve a release now on a registered ledger
+// (no longer registered, enabled, a person, or holding the approve role):
+// a release's approval is judged at send by today's rules, as an action's
+// is (see lapsedApproval). Nothing is sent; an approval by someone who
+// may approve it now lets it go.
+func (l *Ledger) refuseLapsedRelease(ctx context.Context, rel AudienceSummary, actor string) error {
+	return l.write(ctx, func(t *wtx) error {
+		approver, err := readStanding(t, rel.ApprovedBy, "")
+		if err != nil || !approver.registered {
+			return err
+		}
+		why := releaseApprovalLapsed(approver)
+		if why == "" {
+			return nil
+		}
+		t.note(map[string]any{"release": rel.ReleaseID, "approver": rel.ApprovedBy, "why": why}, "")
+		if err := t.event(actor, "", "", EvApprovalStale, "",
+			"%s tried to send release %s, but its approval by %s no longer holds: %s; nothing was sent, and it needs approval again.",
+			actor, rel.ReleaseID, rel.ApprovedBy, why); err != nil {
+			return err
+		}
+		return refuse(&StateError{Key: "release " + rel.ReleaseID, Err: ErrApprovalStale,
+			Hint: "its approval by " + rel.ApprovedBy + " no longer holds: " + why + "; approve it again (audience approve)"})
+	})
+}
+
+// releaseApprovalLapsed is why a release approved by approver (its
+// standing as registered now) would not be approved now ("" : it would).
+func releaseApprovalLapsed(approver standing) string {
+	approver.tokenOf = approver.actor.ID
+	if why := approver.refusal(VerbAudienceApprove, RoleApprove, ""); why != "" {
+		return approver.actor.ID + " could not approve it now: " + why
+	}
+	return ""
 }

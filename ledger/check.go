@@ -73,13 +73,15 @@ var invariants = []struct {
 // SQLite's integrity check, foreign keys, and the ledger's invariants (at
 // most one attempt in flight per action; every action's state agrees with
 // its attempts; the counters equal a recount of the history; the kept
-// number of actions in each state equals a recount). It only reads.
+// number of actions in each state equals a recount; on a registered
+// ledger, every approval a send may still rest on is one its approver
+// could give now). It only reads.
 // An error means the check itself could not run.
 func (l *Ledger) Check(ctx context.Context) ([]Violation, error) {
 	var out []Violation
 	err := l.read(ctx, func(tx queryTx) error {
 		out = nil
-		for _, step := range []func(queryTx) ([]Violation, error){checkIntegrity, checkForeignKeys, checkInvariants, checkCounters, checkActionCounts, checkActors} {
+		for _, step := range []func(queryTx) ([]Violation, error){checkIntegrity, checkForeignKeys, checkInvariants, checkCounters, checkActionCounts, checkActors, checkApprovals} {
 			vs, err := step(tx)
 			if err != nil {
 				return err
@@ -294,4 +296,103 @@ func checkActors(tx queryTx) ([]Violation, error) {
 		out = append(out, Violation{Rule: "actors", Detail: fmt.Sprintf("%d stored tokens are not SHA-256 hashes", bad)})
 	}
 	return out, nil
+}
+
+// checkApprovals names, on a registered ledger, every valid approval a
+// later send may still rest on (its action approved, held, or unknown)
+// that its approver could not give now: the send would refuse it as stale
+// (see lapsedApproval). An open ledger judges no approver.
+func checkApprovals(tx queryTx) ([]Violation, error) {
+	var registered int
+	if err := tx.QueryRow(`SELECT registered FROM actor_mode WHERE id = 1`).Scan(&registered); err != nil {
+		return nil, fmt.Errorf("read the ledger's mode: %w", err)
+	}
+	if registered != 1 {
+		return nil, nil
+	}
+	actions, err := actionsAwaitingSend(tx)
+	if err != nil {
+		return nil, err
+	}
+	var out []Violation
+	for _, a := range actions {
+		ap, ok, err := currentApproval(tx, a.Key)
+		if err != nil || !ok {
+			if err != nil {
+				return nil, err
+			}
+			continue
+		}
+		approver, err := readStanding(tx, ap.Approver, "")
+		if err != nil {
+			return nil, err
+		}
+		p, hasPolicy, err := readPolicy(tx, a.ActionType)
+		if err != nil {
+			return nil, err
+		}
+		if why := lapsedApproval(a, ap, approver, p, hasPolicy); why != "" {
+			out = append(out, Violation{Rule: "approvals", Detail: fmt.Sprintf("%s: its approval by %s (policy version %d) no longer holds: %s; a send refuses it until it is approved again",
+				a.Key, ap.Approver, ap.PolicyVersion, why)})
+		}
+	}
+	releases, err := releaseLapses(tx)
+	return append(out, releases...), err
+}
+
+// releaseLapses names every approved release with a recipient still to
+// send whose approver could not approve a release now.
+func releaseLapses(tx queryTx) ([]Violation, error) {
+	rows, err := tx.Query(`SELECT r.id, r.approved_by FROM audience_releases r WHERE r.approved_by != '' AND EXISTS (
+		SELECT 1 FROM audience_rows w LEFT JOIN actions a ON a.key = w.action_key
+		WHERE w.release_id = r.id AND w.status = 'eligible' AND (a.key IS NULL OR a.state NOT IN ('sent', 'failed', 'cancelled')))
+		ORDER BY r.id`)
+	if err != nil {
+		return nil, fmt.Errorf("read approved releases: %w", err)
+	}
+	type approved struct{ id, by string }
+	var rels []approved
+	for rows.Next() {
+		var r approved
+		if err := rows.Scan(&r.id, &r.by); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		rels = append(rels, r)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	var out []Violation
+	for _, r := range rels {
+		approver, err := readStanding(tx, r.by, "")
+		if err != nil {
+			return nil, err
+		}
+		if why := releaseApprovalLapsed(approver); why != "" {
+			out = append(out, Violation{Rule: "approvals", Detail: fmt.Sprintf("release %s: its approval by %s no longer holds: %s; its send is refused until it is approved again",
+				r.id, r.by, why)})
+		}
+	}
+	return out, nil
+}
+
+// actionsAwaitingSend are the actions a later send may start for on their
+// current approval: approved, held, or with an outcome still unknown.
+func actionsAwaitingSend(tx queryTx) ([]Action, error) {
+	rows, err := tx.Query(`SELECT ` + actionCols + ` FROM actions WHERE state IN ('approved', 'held', 'unknown') ORDER BY key`)
+	if err != nil {
+		return nil, fmt.Errorf("read actions awaiting a send: %w", err)
+	}
+	defer rows.Close()
+	var out []Action
+	for rows.Next() {
+		a, err := scanAction(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	return out, rows.Err()
 }
