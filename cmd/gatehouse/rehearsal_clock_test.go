@@ -2,20 +2,42 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"gatehouse/ledger"
 )
 
-// TestRehearsalClock: with $GATEHOUSE_REHEARSAL_CLOCK a gate verb records
-// the rehearsal's time, not the wall clock's; a clock that does not answer
-// with a time refuses the verb before the ledger is touched.
+// rehearsalLedger is a ledger as a rehearsal creates it: new, and marked
+// in its own records as the rehearsal's.
+func rehearsalLedger(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "l.db")
+	l, err := ledger.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if err := l.MarkRehearsal(context.Background(), "drill"); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestRehearsalClock: with $GATEHOUSE_REHEARSAL_CLOCK a gate verb on a
+// rehearsal's ledger records the rehearsal's time, not the wall clock's; a
+// clock that does not answer with a time refuses the verb before the
+// ledger is touched.
 func TestRehearsalClock(t *testing.T) {
-	ledgerPath := filepath.Join(t.TempDir(), "l.db")
+	ledgerPath := rehearsalLedger(t)
 	other := filepath.Join(t.TempDir(), "production.db")
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
@@ -78,5 +100,43 @@ func TestRehearsalClock(t *testing.T) {
 		if !strings.HasPrefix(e.At, "2026-03-02T09:00:07") {
 			t.Errorf("event at %s, want the rehearsal's time", e.At)
 		}
+	}
+}
+
+// TestRehearsalClockRefusedOnAProductionLedger: the clock is served on
+// loopback and names the ledger, as anyone on the host can serve it, but
+// the ledger's records do not mark it as a rehearsal's: every verb, reading
+// or writing, is refused at the door (exit 2) naming the variable, and
+// nothing is recorded nor created.
+func TestRehearsalClockRefusedOnAProductionLedger(t *testing.T) {
+	e := newGateEnv(t)
+	e.must("claim", "--task", "t-1", "--customer", "c-1", "--as", "wf")
+	missing := filepath.Join(t.TempDir(), "new.db")
+	before := historyLines(t, e)
+	for _, tc := range []struct {
+		Name   string
+		Ledger string
+		Args   []string
+	}{
+		{"Write", e.ledger, []string{"claim", "--task", "t-2", "--customer", "c-1", "--as", "wf"}},
+		{"Read", e.ledger, []string{"history"}},
+		{"ReadJSON", e.ledger, []string{"list", "--json"}},
+		{"NoLedgerYet", missing, []string{"claim", "--task", "t-2", "--customer", "c-1", "--as", "wf"}},
+	} {
+		t.Run(tc.Name, func(t *testing.T) {
+			t.Setenv(rehearsalClockEnv, forgedClock(t, tc.Ledger))
+			var out, errOut bytes.Buffer
+			code := run(append(append([]string{"gate"}, tc.Args...), "--ledger", tc.Ledger), &out, &errOut)
+			if code != exitUsage || !strings.Contains(errOut.String(), "$"+rehearsalClockEnv+" is set") ||
+				!strings.Contains(errOut.String(), "unset it") {
+				t.Fatalf("exit %d, want %d naming $%s\nstdout: %s\nstderr: %s", code, exitUsage, rehearsalClockEnv, out.String(), errOut.String())
+			}
+		})
+	}
+	if after := historyLines(t, e); len(after) != len(before) {
+		t.Errorf("the refused verbs recorded %v", after[len(before):])
+	}
+	if _, err := os.Stat(missing); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused verb created %s: %v", missing, err)
 	}
 }
