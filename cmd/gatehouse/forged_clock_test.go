@@ -9,11 +9,13 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"gatehouse/fakes"
+	"gatehouse/internal/pgtest"
 	"gatehouse/testmailbox"
 )
 
@@ -53,11 +55,22 @@ func binaryRun(t *testing.T, env []string, args ...string) result {
 // another executor's attempt is in flight behind a relay holding the
 // message. The ledger is no rehearsal's, so every one of those verbs is
 // refused at the door (exit 2, naming the variable, nothing recorded), and
-// the customer gets the message once, when the relay lets it go.
+// the customer gets the message once, when the relay lets it go. On
+// PostgreSQL as on a file.
 func TestForgedClockCannotSendTwice(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
+	t.Run("SQLite", func(t *testing.T) { forgedClockAttack(t, newGateEnv(t)) })
+	t.Run("Postgres", func(t *testing.T) {
+		forgedClockAttack(t, &gateEnv{t: t, ledger: pgtest.Database(t), outbox: filepath.Join(t.TempDir(), "outbox")})
+	})
+}
+
+// forgedClockAttack runs the attack on e's ledger, registered as the
+// README registers one: lead (a person with every role, a token), wf-ack
+// (a workflow: propose and execute), tokens required.
+func forgedClockAttack(t *testing.T, e *gateEnv) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	mbClock := fakes.NewClock(time.Now())
@@ -67,7 +80,13 @@ func TestForgedClockCannotSendTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer mb.Close()
-	e, lead := registeredEnv(t)
+	e.mustFamily("actors", "add", "--as", "lead", "--id", "lead", "--kind", "person",
+		"--roles", "propose,approve,execute,resolve,release,takeover,stop,operate,review,admin")
+	e.mustFamily("actors", "add", "--as", "lead", "--id", "wf-ack", "--kind", "workflow")
+	var tok issuedToken
+	decodeOne(t, e.mustFamily("actors", "token", "--as", "lead", "--id", "lead", "--json").stdout, &tok)
+	lead := tok.Token
+	e.mustFamily("actors", "require", "--as", "lead", "--tokens", "--token", lead)
 	e.must("claim", "--task", "task-forged", "--customer", "cust-42", "--as", "wf-ack")
 	key := strings.TrimSpace(e.must("propose", "--as", "wf-ack", "--task", "task-forged",
 		"--customer", "cust-42", "--event", "enq-forged", "--type", "reply_ack", "--target", "task-forged",

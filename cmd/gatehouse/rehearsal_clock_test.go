@@ -12,8 +12,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"gatehouse/internal/pgtest"
 	"gatehouse/ledger"
+	"gatehouse/scenarios"
 )
 
 // rehearsalLedger is a ledger as a rehearsal creates it: new, and marked
@@ -138,5 +141,102 @@ func TestRehearsalClockRefusedOnAProductionLedger(t *testing.T) {
 	}
 	if _, err := os.Stat(missing); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a refused verb created %s: %v", missing, err)
+	}
+}
+
+// TestKeptRehearsalLedgerSaysItsClock: a ledger kept by rehearse --ledger
+// stays marked as the rehearsal's, and the review says its times are the
+// rehearsal's clock; a production ledger's review says nothing of it.
+func TestKeptRehearsalLedgerSaysItsClock(t *testing.T) {
+	path := rehearsedStop(t)
+	l, err := ledger.OpenReadOnly(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mark := l.Rehearsal()
+	l.Close()
+	if mark != "stop-for-review" {
+		t.Fatalf("the kept ledger is marked %q, want the scenario's name", mark)
+	}
+	const words = "Runs on a rehearsal's clock"
+	md := reviewCmd("--ledger", path, "--format", "md")
+	wantExit(t, md, exitOK)
+	if !strings.Contains(md.stdout, words) {
+		t.Fatalf("the review of a kept rehearsal ledger does not say its clock:\n%s", md.stdout)
+	}
+	js := reviewCmd("--ledger", path, "--format", "json")
+	wantExit(t, js, exitOK)
+	var rep struct{ Rehearsal string }
+	if err := json.Unmarshal([]byte(js.stdout), &rep); err != nil || rep.Rehearsal != "stop-for-review" {
+		t.Fatalf("json rehearsal %q (%v)", rep.Rehearsal, err)
+	}
+
+	e := newGateEnv(t)
+	e.must("claim", "--task", "t-1", "--customer", "c-1", "--as", "wf")
+	md = reviewCmd("--ledger", e.ledger, "--format", "md")
+	wantExit(t, md, exitOK)
+	if strings.Contains(md.stdout, words) {
+		t.Fatalf("a production ledger's review speaks of a rehearsal's clock:\n%s", md.stdout)
+	}
+}
+
+// TestRehearseRefusesALedgerWithHistory: rehearse --ledger never marks a
+// ledger that already holds history as a rehearsal's (a workflow could run
+// rehearse on the production ledger); the ledger is left as it was.
+func TestRehearseRefusesALedgerWithHistory(t *testing.T) {
+	e := newGateEnv(t)
+	e.must("claim", "--task", "t-1", "--customer", "c-1", "--as", "wf")
+	before := historyLines(t, e)
+	var out, errOut bytes.Buffer
+	code := run([]string{"rehearse", "overlapping-reply", "--ledger", e.ledger}, &out, &errOut)
+	if code != exitOther || !strings.Contains(out.String(), "already holds history") {
+		t.Fatalf("exit %d, want %d saying the ledger holds history\nstdout: %s\nstderr: %s", code, exitOther, out.String(), errOut.String())
+	}
+	l, err := ledger.OpenReadOnly(e.ledger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if l.Rehearsal() != "" {
+		t.Fatalf("the production ledger is now marked %q", l.Rehearsal())
+	}
+	if after := historyLines(t, e); len(after) != len(before) {
+		t.Fatalf("the refused rehearsal recorded %v", after[len(before):])
+	}
+}
+
+// TestRehearseWorkflowOnPostgres: a rehearsal kept in a PostgreSQL ledger
+// marks it as the rehearsal's, so the workflow's own gate processes open
+// it on the rehearsal's clock: the killed run's attempt is recovered once
+// the restart runs out the rehearsal's lease, the rerun reconciles, and
+// every history line is on the rehearsal's time, not the server's.
+func TestRehearseWorkflowOnPostgres(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and starts PostgreSQL")
+	}
+	bin := gatehouseBinary(t)
+	t.Setenv("PATH", filepath.Dir(bin)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	loc := pgtest.Database(t)
+	var out, errOut bytes.Buffer
+	code := run([]string{"rehearse", filepath.Join("..", "..", "examples", "ack-crash-after-accept.yaml"), "--ledger", loc}, &out, &errOut)
+	if code != exitOK {
+		t.Fatalf("rehearse on PostgreSQL: exit %d\n%s\n%s", code, out.String(), errOut.String())
+	}
+	l, err := ledger.OpenReadOnly(loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if l.Rehearsal() != "ack-crash-after-accept" {
+		t.Fatalf("the kept ledger is marked %q", l.Rehearsal())
+	}
+	events, err := l.History(context.Background(), ledger.HistoryFilter{})
+	if err != nil || len(events) == 0 {
+		t.Fatalf("history: %d lines, %v", len(events), err)
+	}
+	for _, e := range events {
+		if e.At.Before(scenarios.Start) || e.At.After(scenarios.Start.Add(time.Hour)) {
+			t.Errorf("event at %s is not on the rehearsal's clock: %s", e.At, e.Message)
+		}
 	}
 }
