@@ -100,11 +100,22 @@ func openPostgres(loc string, o options, readOnly bool) (*Ledger, error) {
 		db.Close()
 		return nil, fmt.Errorf("open ledger %s: %w", shown, err)
 	}
+	if o.rehearsalClock {
+		mark, err := pgRehearsal(ctx, db)
+		if err == nil {
+			err = refuseUnlessRehearsal(shown, mark)
+		}
+		if err != nil {
+			db.Close()
+			return nil, err
+		}
+	}
 	if readOnly {
 		if err := l.checkPostgresReadable(ctx, o.olderSchema); err != nil {
 			db.Close()
 			return nil, fmt.Errorf("open ledger %s: %w", shown, err)
 		}
+		l.loadRehearsal(ctx, db)
 		return l, nil
 	}
 	if o.existing {
@@ -124,6 +135,7 @@ func openPostgres(loc string, o options, readOnly bool) (*Ledger, error) {
 	}
 	l.loadIdentity(ctx, db)
 	l.loadRestored(ctx, db)
+	l.loadRehearsal(ctx, db)
 	if !o.noRecover {
 		if _, err := l.Recover(ctx); err != nil {
 			db.Close()
@@ -131,6 +143,31 @@ func openPostgres(loc string, o options, readOnly bool) (*Ledger, error) {
 		}
 	}
 	return l, nil
+}
+
+// pgRehearsal reads the rehearsal mark of a PostgreSQL ledger without
+// creating or migrating anything: "" where no ledger is, or its schema
+// predates the mark.
+func pgRehearsal(ctx context.Context, db *sql.DB) (string, error) {
+	var exists bool
+	if err := db.QueryRowContext(ctx, `SELECT to_regclass('gatehouse_schema') IS NOT NULL`).Scan(&exists); err != nil {
+		return "", fmt.Errorf("read the schema version: %w", err)
+	}
+	if !exists {
+		return "", nil
+	}
+	var version int
+	if err := db.QueryRowContext(ctx, `SELECT version FROM gatehouse_schema`).Scan(&version); err != nil {
+		return "", fmt.Errorf("read the schema version: %w", err)
+	}
+	if version < rehearsalSchema {
+		return "", nil
+	}
+	var name string
+	if err := db.QueryRowContext(ctx, `SELECT rehearsal FROM ledger_identity`).Scan(&name); err != nil {
+		return "", fmt.Errorf("read the rehearsal mark: %w", err)
+	}
+	return name, nil
 }
 
 // pgMigration is one schema file as PostgreSQL runs it: its own spelling in

@@ -78,6 +78,9 @@ func OpenReadOnly(path string, opts ...Option) (*Ledger, error) {
 		return openPostgres(path, o, true)
 	}
 	if err := statLedger(path); err != nil {
+		if o.rehearsalClock {
+			return nil, fmt.Errorf("%w: %w", ErrNotRehearsal, err)
+		}
 		return nil, err
 	}
 	if err := checkHeader(path); err != nil {
@@ -92,7 +95,18 @@ func OpenReadOnly(path string, opts ...Option) (*Ledger, error) {
 		r.Close()
 		return nil, fmt.Errorf("open ledger %s: %w", path, err)
 	}
+	if o.rehearsalClock {
+		mark, err := sqliteRehearsal(r)
+		if err == nil {
+			err = refuseUnlessRehearsal(path, mark)
+		}
+		if err != nil {
+			r.Close()
+			return nil, err
+		}
+	}
 	l.loadIdentity(context.Background(), r)
+	l.loadRehearsal(context.Background(), r)
 	return l, nil
 }
 

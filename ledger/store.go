@@ -98,6 +98,9 @@ type Ledger struct {
 	// an action proposed from then on may be one the lost history proposed
 	// and sent (see unverifiedAtBirth).
 	everRestored atomic.Bool
+	// rehearsal names the scenario whose rehearsal created the ledger
+	// (ledger_identity.rehearsal, see MarkRehearsal); read at open.
+	rehearsal atomic.Pointer[string]
 	// notice, when set, is told who holds the write lock a write waits for.
 	notice func(string)
 	// seenMode is what the last permission check found (see CheckedOpen).
@@ -132,8 +135,11 @@ type options struct {
 	onDemand    bool
 	existing    bool
 	olderSchema bool
-	ctx         context.Context // what Open's own writes (migration, recovery) run under
-	notice      func(string)    // told when a write waits for another's lock (WithWaitNotice)
+	// rehearsalClock: clock is a rehearsal's, offered from outside; the
+	// ledger is opened only if its records mark it as a rehearsal's.
+	rehearsalClock bool
+	ctx            context.Context // what Open's own writes (migration, recovery) run under
+	notice         func(string)    // told when a write waits for another's lock (WithWaitNotice)
 }
 
 // WithContext makes Open's own work (migration, the recovery pass) end
@@ -190,8 +196,13 @@ func Open(path string, opts ...Option) (*Ledger, error) {
 	if err := checkLocation(path); err != nil {
 		return nil, err
 	}
-	if o.existing {
+	if o.existing || o.rehearsalClock {
 		if err := statLedger(path); err != nil {
+			if o.rehearsalClock {
+				// A rehearsal creates and marks its ledger before it
+				// runs anything that could read its clock.
+				return nil, fmt.Errorf("%w: %w", ErrNotRehearsal, err)
+			}
 			return nil, err
 		}
 	}
@@ -204,6 +215,16 @@ func Open(path string, opts ...Option) (*Ledger, error) {
 	if l.w, err = openWriter(path); err != nil {
 		return nil, err
 	}
+	if o.rehearsalClock {
+		mark, err := sqliteRehearsal(l.w)
+		if err == nil {
+			err = refuseUnlessRehearsal(path, mark)
+		}
+		if err != nil {
+			l.w.Close()
+			return nil, err
+		}
+	}
 	if err := l.migrate(ctx); err != nil {
 		l.w.Close()
 		return nil, fmt.Errorf("open ledger %s: %w", path, err)
@@ -215,6 +236,7 @@ func Open(path string, opts ...Option) (*Ledger, error) {
 	l.r.SetMaxOpenConns(4)
 	l.loadIdentity(ctx, l.r)
 	l.loadRestored(ctx, l.r)
+	l.loadRehearsal(ctx, l.r)
 	if !o.noRecover {
 		if _, err := l.Recover(ctx); err != nil {
 			l.Close()
@@ -394,6 +416,23 @@ func readIdentity(db *sql.DB) (identity, error) {
 		}
 	}
 	return id, nil
+}
+
+// sqliteRehearsal reads the rehearsal mark of an SQLite ledger without
+// changing the file: "" when its schema predates the mark.
+func sqliteRehearsal(db *sql.DB) (string, error) {
+	id, err := readIdentity(db)
+	if err != nil {
+		return "", err
+	}
+	if id.version < rehearsalSchema {
+		return "", nil
+	}
+	var name string
+	if err := db.QueryRow(`SELECT rehearsal FROM ledger_identity`).Scan(&name); err != nil {
+		return "", fmt.Errorf("read the rehearsal mark: %w", err)
+	}
+	return name, nil
 }
 
 func identityError(appID, version, tables int) error {

@@ -25,6 +25,9 @@ func (r Report) WriteJSON(w io.Writer) error {
 func (r Report) WriteMarkdown(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Incident review: %s\n\n", r.Ledger)
+	if r.Rehearsal != "" {
+		fmt.Fprintf(&b, "Runs on a rehearsal's clock: the ledger of a rehearsal of %s, whose times are the rehearsal's pretend time, not the wall clock's.\n\n", r.Rehearsal)
+	}
 	fmt.Fprintf(&b, "Window: %s to %s (%d history lines).\n\n", orDash(r.Window.Since), orDash(r.Window.Until), r.Window.Events)
 	r.mdStop(&b)
 	fmt.Fprintf(&b, "## At %s\n\n", r.Moment)

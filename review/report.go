@@ -32,11 +32,14 @@ func fmtTime(ns int64) string { return time.Unix(0, ns).UTC().Format(TimeFormat)
 // Report is the review of one window of a ledger's history, as a team files
 // it: the same content as Markdown or JSON.
 type Report struct {
-	Ledger string  `json:"ledger"`
-	Window Window  `json:"window"`
-	Stop   *Stop   `json:"stop"`
-	Moment string  `json:"moment"` // the moment the buckets describe
-	Counts []Count `json:"bucket_counts"`
+	Ledger string `json:"ledger"`
+	// Rehearsal names the scenario whose rehearsal created the ledger
+	// (its records say so): its times are the rehearsal's pretend clock's.
+	Rehearsal string  `json:"rehearsal,omitempty"`
+	Window    Window  `json:"window"`
+	Stop      *Stop   `json:"stop"`
+	Moment    string  `json:"moment"` // the moment the buckets describe
+	Counts    []Count `json:"bucket_counts"`
 	// Buckets holds every action that existed at the moment, by bucket.
 	Buckets        []BucketActions `json:"buckets"`
 	Unknown        []Unknown       `json:"unknown_outcomes"`
@@ -196,7 +199,7 @@ type Inferred struct {
 // lines the report quotes.
 func Build(ctx context.Context, l *ledger.Ledger, h *History, opts Options) (Report, error) {
 	from, to := h.Window(opts.Since, opts.Until)
-	r := Report{Ledger: ledgerName(h.Path), Window: Window{Events: to - from}}
+	r := Report{Ledger: ledgerName(h.Path), Rehearsal: l.Rehearsal(), Window: Window{Events: to - from}}
 	r.Window.Since, r.Window.Until = windowEnds(h, opts, from, to)
 	moment, err := r.chooseStop(ctx, l, h, opts, from, to)
 	if err != nil {

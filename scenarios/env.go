@@ -34,7 +34,9 @@ const sender = "support@shop.example"
 // Options configure a run.
 type Options struct {
 	// LedgerPath keeps the ledger in this file instead of a temporary one.
-	// The file must not exist yet or be an empty ledger.
+	// The file must not exist yet or be an empty ledger (or a ledger
+	// already marked as a rehearsal's): the rehearsal marks it as its own,
+	// and a ledger that holds history is refused (ledger.ErrHasHistory).
 	LedgerPath string
 }
 
@@ -87,6 +89,13 @@ func newEnv(ctx context.Context, sc *Scenario, opts Options) (*env, error) {
 	if err := e.openLedger(); err != nil {
 		e.close()
 		return nil, err
+	}
+	// Before anything else is written: the commands the scenario runs
+	// read the rehearsal's clock, and the ledger opens on it only if its
+	// records say it is a rehearsal's.
+	if err := e.l.MarkRehearsal(ctx, sc.Name); err != nil {
+		e.close()
+		return nil, fmt.Errorf("rehearse %s: %w", sc.Name, err)
 	}
 	if err := e.register(ctx, sc.World); err != nil {
 		e.close()

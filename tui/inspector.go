@@ -99,7 +99,9 @@ func NewInspector(th Theme, cfg InspectorConfig) *Inspector {
 }
 
 // Title implements Screen.
-func (in *Inspector) Title() string { return "inspector · " + in.cfg.Source }
+func (in *Inspector) Title() string {
+	return "inspector · " + in.cfg.Source + clockWords(in.cfg.Ledger)
+}
 
 // Busy implements Screen.
 func (in *Inspector) Busy() bool { return in.ops > 0 || !in.loaded }

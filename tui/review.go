@@ -152,7 +152,7 @@ func (rv *Review) Title() string {
 	if rv.operating {
 		mode = "operating mode"
 	}
-	return "review · " + rv.cfg.Source + " · " + mode
+	return "review · " + rv.cfg.Source + clockWords(rv.cfg.Ledger) + " · " + mode
 }
 
 // Busy implements Screen.

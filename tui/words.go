@@ -41,6 +41,16 @@ func orText(s, alt string) string {
 // carries it).
 func sourceName(l *ledger.Ledger) string { return ledger.RedactLocation(l.Path()) }
 
+// clockWords is what a screen's title adds for a ledger whose records mark
+// it as a rehearsal's: its times are the rehearsal's pretend time, not the
+// wall clock's, and the reader must know before reading any of them.
+func clockWords(l *ledger.Ledger) string {
+	if l == nil || l.Rehearsal() == "" {
+		return ""
+	}
+	return " · on a rehearsal's clock"
+}
+
 // stateWord is a state in plain words; short gives the form for a narrow
 // column (at most 9 columns wide).
 func stateWord(s ledger.State, short bool) string {

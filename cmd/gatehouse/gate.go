@@ -262,7 +262,7 @@ func (g *gateRun) ledger() (*ledger.Ledger, error) {
 		l, err = ledger.Open(g.ledgerPath, opts...)
 	}
 	if err != nil {
-		return nil, err
+		return nil, notRehearsal(err)
 	}
 	g.l = l
 	g.opened = l.Activity()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -36,9 +37,12 @@ type rehearsalClock struct {
 // rehearsal's clock when $GATEHOUSE_REHEARSAL_CLOCK names one.
 //
 // A pretend clock must never reach a real ledger (its leases and its
-// history would follow someone else's time), so the clock is used only
-// when it is served on this machine's loopback and names the very ledger
-// the verb opens; anything else is refused with one line saying so.
+// history would follow someone else's time, and an attempt still in
+// flight could be judged absent). Anyone on the host can serve a clock, so
+// what the clock says is no evidence: the ledger opens on it only if its
+// own records mark it as a rehearsal's (ledger.WithRehearsalClock, refused
+// otherwise; see notRehearsal). The clock must also be served on this
+// machine's loopback and name the very ledger the verb opens.
 func ledgerOptions(ledgerPath string) ([]ledger.Option, error) {
 	leaseOpts, err := leaseOption()
 	if err != nil {
@@ -62,13 +66,24 @@ func ledgerOptions(ledgerPath string) ([]ledger.Option, error) {
 			rehearsalClockEnv, ledger.RedactLocation(served), ledger.RedactLocation(ledgerPath))
 	}
 	c.last = t
-	opts := []ledger.Option{ledger.WithClock(c)}
+	opts := []ledger.Option{ledger.WithRehearsalClock(c)}
 	if lease > 0 {
 		// The rehearsal's restart runs out its own lease; attempts this
 		// process starts must carry the same one.
 		opts = append(opts, ledger.WithLease(lease))
 	}
 	return opts, nil
+}
+
+// notRehearsal turns the ledger's refusal of a rehearsal's clock into the
+// command line's: refused at the door (exit 2), naming the variable, which
+// outside a rehearsal has no business being set.
+func notRehearsal(err error) error {
+	if !errors.Is(err, ledger.ErrNotRehearsal) {
+		return err
+	}
+	return &exitError{code: exitUsage, err: fmt.Errorf("$%s is set, but a rehearsal's clock is honoured only on the ledger its rehearsal created, and this is %w; unset it outside a rehearsal (nothing was recorded)",
+		rehearsalClockEnv, err)}
 }
 
 // loopbackHost reports whether host is this machine's loopback.
