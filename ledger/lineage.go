@@ -60,6 +60,79 @@ var ErrNewerHistory = errors.New("the ledger holds history newer than the backup
 // It is a kind of ErrHeld: the action waits, nothing was sent.
 var ErrNotVerifiedYet = fmt.Errorf("not verified since the restore (%w)", ErrHeld)
 
+// ErrBackup means the ledger is a copy written by ledger backup, whatever
+// put it where a ledger is expected (a hand copy over the live file, a
+// script, a snapshot of the backup folder): a backup is never written as a
+// live ledger, since it trusts a past the world has moved on from. It is
+// read as any ledger; ledger restore puts it back, and ledger
+// mark-restored (ToMarkRestored) tells a copy already in place what it is.
+// Only SQLite ledgers have backups of their own: a PostgreSQL ledger is
+// backed up with the server's tools (ErrPostgresBackup), whose copies
+// carry no mark and are told with mark-restored.
+var ErrBackup = errors.New("the ledger is a backup")
+
+// ToMarkRestored lets Open open a ledger that is a backup put in place, so
+// that MarkRestored can say what it is. It runs no recovery pass, and
+// every other write stays refused with ErrBackup until the mark is given.
+func ToMarkRestored() Option {
+	return func(o *options) { o.openBackup, o.noRecover = true, true }
+}
+
+// asRestoreCopy opens restore's own copy of a backup, which it migrates
+// and marks restored before it puts it in place.
+func asRestoreCopy() Option {
+	return func(o *options) { o.openBackup, o.writeBackup, o.noRecover = true, true, true }
+}
+
+// backupWriteKey marks a context whose write may change a backup: marking
+// it restored, and a migration, which reads the mark itself.
+type backupWriteKey struct{}
+
+func writingBackup(ctx context.Context) context.Context {
+	return context.WithValue(ctx, backupWriteKey{}, true)
+}
+
+func mayWriteBackup(ctx context.Context) bool {
+	ok, _ := ctx.Value(backupWriteKey{}).(bool)
+	return ok
+}
+
+// refuseBackup is the first read of every write transaction on SQLite:
+// checked in the transaction that writes, not once at open, so that a
+// backup copied over a ledger a long-running process holds open is
+// refused too. A ledger without an identity row yet is not a backup.
+func (t *wtx) refuseBackup() error {
+	var point, at int64
+	err := t.QueryRow(`SELECT backup_point, backup_at FROM ledger_identity`).Scan(&point, &at)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil
+	case err != nil:
+		return fmt.Errorf("read the ledger's backup mark: %w", err)
+	case point == 0 && at == 0:
+		return nil
+	}
+	return backupError(t.l.path, point, fromNS(at))
+}
+
+// refuseBackupBeforeMigration is refuseBackup for a file whose schema may
+// predate lineage (which a backup's cannot: ledger backup marks only a
+// copy that has it).
+func (t *wtx) refuseBackupBeforeMigration() error {
+	var n int
+	if err := t.QueryRow(`SELECT count(*) FROM pragma_table_info('ledger_identity') WHERE name = 'backup_at'`).Scan(&n); err != nil || n == 0 {
+		return err
+	}
+	return t.refuseBackup()
+}
+
+func backupError(path string, point int64, at time.Time) error {
+	return fmt.Errorf("%w (written by ledger backup at history line %d%s) and is never written as a live ledger; nothing was recorded. "+
+		"To put a backup back, run gatehouse ledger restore --ledger %s --from FILE; if this file was copied into place by hand, "+
+		"run gatehouse ledger mark-restored --ledger %s --as WHO --reason WHY",
+		ErrBackup, point, takenAt(at), path, path)
+}
+
 // Lineage reads the ledger's identity, generation and restore marks.
 func (l *Ledger) Lineage(ctx context.Context) (Lineage, error) {
 	var lin Lineage
@@ -129,16 +202,17 @@ type RestoreMark struct {
 // that had not ended (sent, cancelled, failed) and its audience releases
 // may have been executed after the copy was taken, so each is looked up at
 // its destination before its first send (see Execute and SendAudience).
-// It starts a new generation and records it in the history. Restore calls
-// it; a ledger put back by other means (a file copied by hand, a
-// filesystem snapshot, pg_restore) needs it said, by `ledger
-// mark-restored`, while no process has the ledger open.
+// It starts a new generation and records it in the history, and a backup
+// it is given stops being one. Restore calls it; a ledger put back by
+// other means (a file copied by hand, a filesystem snapshot, pg_restore)
+// needs it said, by `ledger mark-restored`, while no process has the
+// ledger open (a backup copied into place is opened with ToMarkRestored).
 func (l *Ledger) MarkRestored(ctx context.Context, actor, reason string) (RestoreMark, error) {
 	if strings.TrimSpace(actor) == "" {
 		return RestoreMark{}, invalidf("mark restored: say who (--as)")
 	}
 	var m RestoreMark
-	err := l.write(ctx, func(t *wtx) error {
+	err := l.write(writingBackup(ctx), func(t *wtx) error {
 		if _, err := t.permit(actor, VerbMarkRestored, "", ""); err != nil {
 			return err
 		}

@@ -210,7 +210,9 @@ func printRestoreMark(out io.Writer, m ledger.RestoreMark) {
 }
 
 // ledgerMarkRestoredCmd is for a ledger put back by anything but ledger
-// restore: the gate cannot tell a hand copy from the original.
+// restore: the gate cannot tell a hand copy of a live ledger from the
+// original, and refuses every write to a backup copied into place until
+// it is marked.
 func ledgerMarkRestoredCmd(ledgerPath func(string) (string, error)) *cobra.Command {
 	var actor, reason, token string
 	cmd := ledgerVerb("mark-restored", "Tell a ledger put back by hand, a snapshot or pg_restore that it is a restored copy", func(ctx context.Context, cmd *cobra.Command) error {
@@ -229,7 +231,7 @@ func ledgerMarkRestoredCmd(ledgerPath func(string) (string, error)) *cobra.Comma
 				return err
 			}
 		}
-		l, err := ledger.Open(path, ledger.WithoutRecovery())
+		l, err := ledger.Open(path, ledger.ToMarkRestored())
 		if err != nil {
 			return err
 		}

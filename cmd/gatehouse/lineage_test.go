@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"gatehouse/ledger"
 	"gatehouse/testmailbox"
 )
 
@@ -98,5 +101,94 @@ func TestMarkRestored(t *testing.T) {
 	wantExit(t, e.send(key, "alice", "crm.consent=yes"), exitHeld, "found after restore")
 	if files := e.emlFiles(); len(files) != 1 {
 		t.Fatalf("%d files in the outbox, want 1", len(files))
+	}
+}
+
+// copyIntoPlace is an operator's `rm L-wal L-shm; cp FROM L`.
+func copyIntoPlace(t *testing.T, from, ledgerPath string) {
+	t.Helper()
+	data, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, suffix := range []string{"-wal", "-shm"} {
+		os.Remove(ledgerPath + suffix)
+	}
+	if err := os.WriteFile(ledgerPath, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestBackupCopiedIntoPlaceRefusesEveryWrite: a backup taken, a send that
+// arrives, then the backup copied over the ledger by hand, and the same
+// send again. The copy still carries the mark ledger backup gave it, so
+// the send is refused at the door (exit 2, naming restore and
+// mark-restored) and the file is left as it was: 1 arrival. Every reading
+// verb reads it as before, the inspector until the operator acts, and
+// ledger restore puts it back as a restored ledger, which holds the send
+// it finds at the mailbox.
+func TestBackupCopiedIntoPlaceRefusesEveryWrite(t *testing.T) {
+	mb := startMailbox(t)
+	e := newGateEnv(t)
+	target := mb.Target() + "&settle=1h"
+	key := e.approvedTo(target, "enq-sent", "alice", "crm.consent=yes")
+	backup := filepath.Join(t.TempDir(), "monday.db")
+	wantExit(t, ledgerCmd("backup", "--ledger", e.ledger, "--to", backup), exitOK)
+	send := func() result {
+		return e.gate("send", "--key", key, "--as", "alice", "--destination", target, "--material", "crm.consent=yes")
+	}
+	wantExit(t, send(), exitOK)
+	arrivals := func() int {
+		n, err := mb.Count(context.Background(), testmailbox.Filter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	copyIntoPlace(t, backup, e.ledger)
+	copied, err := os.ReadFile(e.ledger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := send()
+	if n := arrivals(); n != 1 {
+		t.Fatalf("%d arrivals after the send was repeated on a backup copied into place (exit %d), want 1", n, r.code)
+	}
+	wantExit(t, r, exitUsage, "is a backup", "ledger restore", "ledger mark-restored")
+	for _, write := range []result{
+		e.gate("propose", "--as", "ack-workflow", "--task", "task-enq-sent", "--customer", "cust-42", "--event", "enq-2",
+			"--type", "reply_ack", "--target", "task-enq-sent", "--to", "ada@example.com", "--subject", "Hi", "--body", "Hello", "--destination", target),
+		e.gate("claim", "--task", "task-new", "--as", "alice"),
+		ledgerCmd("recover", "--ledger", e.ledger),
+		ledgerCmd("migrate", "--ledger", e.ledger),
+	} {
+		wantExit(t, write, exitUsage, "is a backup")
+	}
+	for _, args := range readVerbs(key, "none") {
+		if args[0] == "audience" {
+			continue // the ledger has no release
+		}
+		var out, errOut bytes.Buffer
+		if code := run(append(args, "--ledger", e.ledger), &out, &errOut); code != exitOK {
+			t.Errorf("%s on a backup in place: exit %d: %s", strings.Join(args, " "), code, errOut.String())
+		}
+	}
+	l, err := openInspected(e.ledger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Claim(context.Background(), ledger.TaskRef{ID: "task-ops"}, "operator"); !errors.Is(err, ledger.ErrBackup) {
+		t.Errorf("an operation through the inspector on a backup: %v, want ErrBackup", err)
+	}
+	l.Close()
+	if now, _ := os.ReadFile(e.ledger); !bytes.Equal(now, copied) {
+		t.Fatal("a refused write changed the backup in place")
+	}
+
+	wantExit(t, ledgerCmd("restore", "--ledger", e.ledger, "--from", backup, "--as", "ops", "--reason", "put Monday back properly"), exitOK)
+	wantExit(t, send(), exitHeld, "found after restore")
+	if n := arrivals(); n != 1 {
+		t.Fatalf("%d arrivals, want 1", n)
 	}
 }
