@@ -37,10 +37,12 @@ invariants and names its late evidence (with --records it first reads the
 destinations' records of attempts settled as not arrived again), migrate
 applies pending schema migrations, and recover marks attempts whose executor
 is gone as unknown. A restored ledger looks every action that had not ended
-up at its destination before its first send. Exit codes: 0 done (check: no
-violation; late evidence is a finding, not a violation), 1 a failure, a
-violation, or records that check --records could not read, 2 usage or a
-restore refused. See docs/RELIABILITY.md before copying a ledger by hand.`,
+up at its destination before its first send. A backup copied into place
+refuses every write until it is restored or marked restored. Exit codes: 0
+done (check: no violation; late evidence is a finding, not a violation), 1 a
+failure, a violation, or records that check --records could not read, 2
+usage, a restore refused, or a write to a backup. See docs/RELIABILITY.md
+before copying a ledger by hand.`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
