@@ -338,7 +338,7 @@ func prepareRestore(ctx context.Context, path, from string, opts RestoreOptions,
 	if err := checkBackupIdentity(name); err != nil {
 		return name, fmt.Errorf("restore from %s: %w", from, err)
 	}
-	copyOpts := []Option{WithoutRecovery()}
+	copyOpts := []Option{asRestoreCopy()}
 	if opts.Clock != nil {
 		copyOpts = append(copyOpts, WithClock(opts.Clock))
 	}

@@ -3,8 +3,10 @@ package ledger
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -59,6 +61,79 @@ var ErrNewerHistory = errors.New("the ledger holds history newer than the backup
 // up and not found, but what the lost history sent may still land.
 // It is a kind of ErrHeld: the action waits, nothing was sent.
 var ErrNotVerifiedYet = fmt.Errorf("not verified since the restore (%w)", ErrHeld)
+
+// ErrBackup means the ledger is a copy written by ledger backup, whatever
+// put it where a ledger is expected (a hand copy over the live file, a
+// script, a snapshot of the backup folder): a backup is never written as a
+// live ledger, since it trusts a past the world has moved on from. It is
+// read as any ledger; ledger restore puts it back, and ledger
+// mark-restored (ToMarkRestored) tells a copy already in place what it is.
+// Only SQLite ledgers have backups of their own: a PostgreSQL ledger is
+// backed up with the server's tools (ErrPostgresBackup), whose copies
+// carry no mark and are told with mark-restored.
+var ErrBackup = errors.New("the ledger is a backup")
+
+// ToMarkRestored lets Open open a ledger that is a backup put in place, so
+// that MarkRestored can say what it is. It runs no recovery pass, and
+// every other write stays refused with ErrBackup until the mark is given.
+func ToMarkRestored() Option {
+	return func(o *options) { o.openBackup, o.noRecover = true, true }
+}
+
+// asRestoreCopy opens restore's own copy of a backup, which it migrates
+// and marks restored before it puts it in place.
+func asRestoreCopy() Option {
+	return func(o *options) { o.openBackup, o.writeBackup, o.noRecover = true, true, true }
+}
+
+// backupWriteKey marks a context whose write may change a backup: marking
+// it restored, and a migration, which reads the mark itself.
+type backupWriteKey struct{}
+
+func writingBackup(ctx context.Context) context.Context {
+	return context.WithValue(ctx, backupWriteKey{}, true)
+}
+
+func mayWriteBackup(ctx context.Context) bool {
+	ok, _ := ctx.Value(backupWriteKey{}).(bool)
+	return ok
+}
+
+// refuseBackup is the first read of every write transaction on SQLite:
+// checked in the transaction that writes, not once at open, so that a
+// backup copied over a ledger a long-running process holds open is
+// refused too. A ledger without an identity row yet is not a backup.
+func (t *wtx) refuseBackup() error {
+	var point, at int64
+	err := t.QueryRow(`SELECT backup_point, backup_at FROM ledger_identity`).Scan(&point, &at)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil
+	case err != nil:
+		return fmt.Errorf("read the ledger's backup mark: %w", err)
+	case point == 0 && at == 0:
+		return nil
+	}
+	return backupError(t.l.path, point, fromNS(at))
+}
+
+// refuseBackupBeforeMigration is refuseBackup for a file whose schema may
+// predate lineage (which a backup's cannot: ledger backup marks only a
+// copy that has it).
+func (t *wtx) refuseBackupBeforeMigration() error {
+	var n int
+	if err := t.QueryRow(`SELECT count(*) FROM pragma_table_info('ledger_identity') WHERE name = 'backup_at'`).Scan(&n); err != nil || n == 0 {
+		return err
+	}
+	return t.refuseBackup()
+}
+
+func backupError(path string, point int64, at time.Time) error {
+	return fmt.Errorf("%w (written by ledger backup at history line %d%s) and is never written as a live ledger; nothing was recorded. "+
+		"To put a backup back, run gatehouse ledger restore --ledger %s --from FILE; if this file was copied into place by hand, "+
+		"run gatehouse ledger mark-restored --ledger %s --as WHO --reason WHY",
+		ErrBackup, point, takenAt(at), path, path)
+}
 
 // Lineage reads the ledger's identity, generation and restore marks.
 func (l *Ledger) Lineage(ctx context.Context) (Lineage, error) {
@@ -129,16 +204,17 @@ type RestoreMark struct {
 // that had not ended (sent, cancelled, failed) and its audience releases
 // may have been executed after the copy was taken, so each is looked up at
 // its destination before its first send (see Execute and SendAudience).
-// It starts a new generation and records it in the history. Restore calls
-// it; a ledger put back by other means (a file copied by hand, a
-// filesystem snapshot, pg_restore) needs it said, by `ledger
-// mark-restored`, while no process has the ledger open.
+// It starts a new generation and records it in the history, and a backup
+// it is given stops being one. Restore calls it; a ledger put back by
+// other means (a file copied by hand, a filesystem snapshot, pg_restore)
+// needs it said, by `ledger mark-restored`, while no process has the
+// ledger open (a backup copied into place is opened with ToMarkRestored).
 func (l *Ledger) MarkRestored(ctx context.Context, actor, reason string) (RestoreMark, error) {
 	if strings.TrimSpace(actor) == "" {
 		return RestoreMark{}, invalidf("mark restored: say who (--as)")
 	}
 	var m RestoreMark
-	err := l.write(ctx, func(t *wtx) error {
+	err := l.write(writingBackup(ctx), func(t *wtx) error {
 		if _, err := t.permit(actor, VerbMarkRestored, "", ""); err != nil {
 			return err
 		}
@@ -177,10 +253,112 @@ func (t *wtx) markRestored(actor, reason string) (RestoreMark, error) {
 	}
 	n, _ = res.RowsAffected()
 	m.UnverifiedReleases = int(n)
+	epochs, err := t.newestEpochs()
+	if err != nil {
+		return m, err
+	}
+	t.note(map[string]any{restoreEpochsDetail: epochs}, "")
 	return m, t.event(actor, "", "", EvRestored, reason,
 		"%s marked the ledger restored: generation %d begins. %d action(s) that had not ended and %d audience release(s) are unverified: "+
-			"what the ledger sent after its copy was taken is unknown to it, so each is looked up at its destination before its first send.",
-		actor, m.Generation, m.UnverifiedActions, m.UnverifiedReleases)
+			"what the ledger sent after its copy was taken is unknown to it, so each is looked up at its destination before its first send, "+
+			"and records that answer from another epoch than the newest it recorded for them (%s) prove nothing.",
+		actor, m.Generation, m.UnverifiedActions, m.UnverifiedReleases, epochs)
+}
+
+// restoreEpochsDetail is the restore's history line's record of
+// restoreEpochs.
+const restoreEpochsDetail = "records_epochs"
+
+// restoreEpochs is, for each destination identity, the epoch its records
+// reported when the newest attempt the restored copy holds was handed to
+// it: what they must still answer from after the restore for their
+// silence to say that the lost history sent nothing there. A restore
+// records it in its history line (markRestored), where the post-restore
+// look reads it.
+type restoreEpochs map[string]string
+
+func (e restoreEpochs) String() string {
+	if len(e) == 0 {
+		return "none recorded"
+	}
+	ids := make([]string, 0, len(e))
+	for id := range e {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for i, id := range ids {
+		ids[i] = id + " " + orDash(e[id])
+	}
+	return strings.Join(ids, ", ")
+}
+
+// newestEpochs reads, from the copy being marked restored (so before its
+// backup point), the epoch of each destination's newest attempt.
+func (t *wtx) newestEpochs() (restoreEpochs, error) {
+	rows, err := t.Query(`SELECT destination, max(id) FROM attempts WHERE destination <> '' GROUP BY destination`)
+	if err != nil {
+		return nil, fmt.Errorf("read the destinations' newest attempts: %w", err)
+	}
+	newest := map[string]int64{}
+	for rows.Next() {
+		var id string
+		var at int64
+		if err := rows.Scan(&id, &at); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		newest[id] = at
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return nil, err
+	}
+	epochs := restoreEpochs{}
+	for id, at := range newest {
+		var epoch string
+		if err := t.QueryRow(`SELECT epoch FROM attempts WHERE id = ?`, at).Scan(&epoch); err != nil {
+			return nil, fmt.Errorf("read the epoch of attempt %d: %w", at, err)
+		}
+		epochs[id] = epoch
+	}
+	return epochs, nil
+}
+
+// readRestoreEpochs reads what the newest restore recorded (nil for a
+// restore recorded before restores kept it: then no epoch is known).
+func readRestoreEpochs(q queryer) (restoreEpochs, error) {
+	var detail string
+	err := q.QueryRow(`SELECT detail FROM events WHERE action_key = '' AND kind = ? ORDER BY id DESC LIMIT 1`, string(EvRestored)).Scan(&detail)
+	if errors.Is(err, sql.ErrNoRows) || err == nil && detail == "" {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the restore's epochs: %w", err)
+	}
+	var d map[string]restoreEpochs
+	if err := json.Unmarshal([]byte(detail), &d); err != nil {
+		return nil, fmt.Errorf("read the restore's epochs: %w", err)
+	}
+	return d[restoreEpochsDetail], nil
+}
+
+// epochProblem says why records of identity answering from epoch now
+// cannot establish what the lost history sent there, or "" when they can:
+// they answer from the epoch the newest attempt before the backup point
+// recorded. Records of another epoch were cleared or restarted since and
+// prove nothing. Where no attempt there recorded an epoch, a reset cannot
+// be ruled out, unless the records name no epoch at all (records that
+// cannot forget, see destination.EpochReporter).
+func (e restoreEpochs) epochProblem(identity, now string) string {
+	then, ok := e[identity]
+	switch {
+	case ok && then == now, !ok && now == "":
+		return ""
+	case !ok:
+		return fmt.Sprintf("the records of %s answer from epoch %s, and the ledger recorded no epoch of theirs before its backup point, so a reset of those records since cannot be ruled out",
+			identity, now)
+	}
+	return fmt.Sprintf("the records of %s answer from epoch %s, but the newest the ledger recorded for them before its backup point is %s: they were cleared or restarted since, so finding nothing there proves nothing",
+		identity, orDash(now), firstNonEmpty(then, "none recorded"))
 }
 
 // unverifiedAtBirth marks an action a restored ledger proposes for the
@@ -252,6 +430,10 @@ func (l *Ledger) VerifyRestored(ctx context.Context, req ExecuteRequest, dest de
 //     was found (its Message-ID was drawn after the backup, so it is
 //     evidence for a person, never proof);
 //   - no records, or a lookup that fails → held for a person;
+//   - nothing, from records of another epoch than the newest the ledger
+//     recorded for them before its backup point (or, where it recorded
+//     none, from records that name one) → held for a person: cleared
+//     records prove nothing;
 //   - nothing, while what the lost history sent may still land (the
 //     restore plus a lease and dest's settle time: an attempt begun just
 //     before the restore) → refused, nothing changed, the look recorded;
@@ -266,6 +448,7 @@ func (l *Ledger) verifyRestored(ctx context.Context, req ExecuteRequest, dest de
 	var a Action
 	var since time.Time
 	var unverified bool
+	var epochs restoreEpochs
 	if err := l.read(ctx, func(tx queryTx) error {
 		var s int64
 		err := tx.QueryRow(`SELECT since FROM unverified_actions WHERE action_key = ?`, req.Key).Scan(&s)
@@ -276,7 +459,10 @@ func (l *Ledger) verifyRestored(ctx context.Context, req ExecuteRequest, dest de
 			return err
 		}
 		unverified, since = true, fromNS(s)
-		a, err = getAction(tx, req.Key)
+		if a, err = getAction(tx, req.Key); err != nil {
+			return err
+		}
+		epochs, err = readRestoreEpochs(tx)
 		return err
 	}); err != nil || !unverified {
 		return Action{}, err
@@ -289,6 +475,10 @@ func (l *Ledger) verifyRestored(ctx context.Context, req ExecuteRequest, dest de
 		return Action{}, nil
 	}
 	res, lookErr := lookUp(ctx, ownRecords(dest), ep, destination.LookupQuery{ActionKey: a.Key})
+	epochProblem := ""
+	if lookErr == nil {
+		epochProblem = epochs.epochProblem(ep.Destination, res.Epoch)
+	}
 	until := since.Add(l.restoreSettle(dest))
 	var out Action
 	err := l.write(ctx, func(t *wtx) error {
@@ -300,7 +490,7 @@ func (l *Ledger) verifyRestored(ctx context.Context, req ExecuteRequest, dest de
 		if _, still, err := t.unverifiedSince(a.Key); err != nil || !still || cur.Version != a.Version {
 			return err // verified, or moved on, meanwhile: the decision judges it
 		}
-		return t.judgeRestored(&out, req.Executor, ep, res, lookErr, until)
+		return t.judgeRestored(&out, req.Executor, ep, res, lookErr, epochProblem, until)
 	})
 	return out, err
 }
@@ -313,8 +503,9 @@ func (l *Ledger) restoreSettle(dest destination.Destination) time.Duration {
 }
 
 // judgeRestored records what one look at the records found for an
-// unverified action and what follows from it.
-func (t *wtx) judgeRestored(a *Action, actor string, ep destination.Endpoint, res destination.LookupResult, lookErr error, until time.Time) error {
+// unverified action and what follows from it; epochProblem, when not "",
+// says why the records' silence proves nothing (see epochProblem).
+func (t *wtx) judgeRestored(a *Action, actor string, ep destination.Endpoint, res destination.LookupResult, lookErr error, epochProblem string, until time.Time) error {
 	var found []string
 	for _, m := range res.Messages {
 		if m.ActionKey == "" || m.ActionKey == a.Key {
@@ -334,6 +525,12 @@ func (t *wtx) judgeRestored(a *Action, actor string, ep destination.Endpoint, re
 		return t.refuseWith(a, StateHeld, HoldUnverified, actor, EvHeld,
 			&StateError{Key: a.Key, State: a.State, Err: ErrHeld, Hint: reason},
 			"%s tried to send %s after a restore, but %v; it is held until a person has checked the destination.", actor, a.Key, lookErr)
+	case epochProblem != "":
+		reason := fmt.Sprintf("unverified after restore: whether the lost history sent it cannot be established: %s. A person must check the destination", epochProblem)
+		return t.refuseWith(a, StateHeld, HoldUnverified, actor, EvHeld,
+			&StateError{Key: a.Key, State: a.State, Err: ErrHeld, Hint: reason},
+			"%s tried to send %s after a restore; nothing carrying its key was found at %s, but whether the lost history sent it cannot be established: %s. It is held until a person has checked the destination.",
+			actor, a.Key, ep.Destination, epochProblem)
 	case t.now().Before(until):
 		return t.refuseWith(a, "", "", actor, EvRestoreCheck,
 			&StateError{Key: a.Key, State: a.State, Err: ErrNotVerifiedYet,
@@ -362,8 +559,9 @@ type RestoreCheck struct {
 // if the restored ledger never saw it proposed), the others may be sent.
 // Before the restore's settle time has passed the run is refused, nothing
 // sent: what the lost history sent may still land. A destination without
-// records refuses the run until a person has checked it (AudienceSend.
-// RestoreCheckedBy).
+// records, or records of another epoch than the restore recorded for them
+// (see epochProblem), refuses the run until a person has checked it
+// (AudienceSend.RestoreCheckedBy).
 func (s *sendRun) verifyRelease(ctx context.Context, dest destination.Destination) (RestoreCheck, error) {
 	var rc RestoreCheck
 	l := s.l
@@ -407,6 +605,13 @@ func (s *sendRun) verifyRelease(ctx context.Context, dest destination.Destinatio
 		return rc, &StateError{Key: "release " + rel, Err: ErrHeld,
 			Hint: fmt.Sprintf("the ledger was restored and %s keeps no records the gate can consult; a person must check what arrived, then send with --restore-checked-by REASON", ep.Destination)}
 	}
+	var epochs restoreEpochs
+	if err := l.read(ctx, func(tx queryTx) (err error) {
+		epochs, err = readRestoreEpochs(tx)
+		return err
+	}); err != nil {
+		return rc, fmt.Errorf("send release %s: %w", rel, err)
+	}
 	for after := 0; ; {
 		page, err := l.audienceRows(ctx, rel, RowEligible, after, false, audiencePage, 0)
 		if err != nil {
@@ -427,6 +632,11 @@ func (s *sendRun) verifyRelease(ctx context.Context, dest destination.Destinatio
 				return rc, &StateError{Key: "release " + rel, Err: ErrHeld,
 					Hint: fmt.Sprintf("after the restore, the records of %s could not be consulted for %s (%v); nothing was sent; run again, or check by hand and send with --restore-checked-by REASON",
 						ep.Destination, r.ActionKey, err)}
+			}
+			if problem := epochs.epochProblem(ep.Destination, res.Epoch); problem != "" {
+				return rc, &StateError{Key: "release " + rel, Err: ErrHeld,
+					Hint: fmt.Sprintf("after the restore, what the lost history sent to the recipients of release %s cannot be established: %s; nothing was sent; check by hand and send with --restore-checked-by REASON",
+						rel, problem)}
 			}
 			lk := look{row: r}
 			for _, m := range res.Messages {

@@ -108,6 +108,10 @@ type Ledger struct {
 	// group lets this handle's concurrent executions share transactions
 	// (see groupCommit).
 	group groupCommit
+	// opensBackup lets Open open a file marked as a backup (ToMarkRestored,
+	// restore's own copy); writesBackup lets every write change it
+	// (restore's own copy only). Otherwise a backup is refused (ErrBackup).
+	opensBackup, writesBackup bool
 }
 
 // Activity is what one ledger handle asked of its store since it was
@@ -138,6 +142,8 @@ type options struct {
 	// rehearsalClock: clock is a rehearsal's, offered from outside; the
 	// ledger is opened only if its records mark it as a rehearsal's.
 	rehearsalClock bool
+	openBackup     bool            // ToMarkRestored, or restore's own copy
+	writeBackup    bool            // restore's own copy: every write may change a backup
 	ctx            context.Context // what Open's own writes (migration, recovery) run under
 	notice         func(string)    // told when a write waits for another's lock (WithWaitNotice)
 }
@@ -183,8 +189,9 @@ var ErrTooNew = errors.New("ledger schema is newer than this gatehouse")
 // path, applies pending migrations and recovers attempts left in flight by
 // dead executors. A file that is not an SQLite database, or an SQLite
 // database that is not a gatehouse ledger, or a ledger from a newer
-// gatehouse is refused and left untouched. Tools that only read use
-// OpenReadOnly.
+// gatehouse is refused and left untouched, and so is a backup written by
+// ledger backup (ErrBackup), whatever put it in place: restore it, or mark
+// it restored (ToMarkRestored). Tools that only read use OpenReadOnly.
 func Open(path string, opts ...Option) (*Ledger, error) {
 	o := options{clock: clock.System{}, lease: 2 * time.Minute}
 	for _, opt := range opts {
@@ -209,7 +216,8 @@ func Open(path string, opts ...Option) (*Ledger, error) {
 	if err := checkHeader(path); err != nil {
 		return nil, err
 	}
-	l := &Ledger{path: path, clock: o.clock, lease: o.lease, holder: processHolder(), notice: o.notice}
+	l := &Ledger{path: path, clock: o.clock, lease: o.lease, holder: processHolder(), notice: o.notice,
+		opensBackup: o.openBackup, writesBackup: o.writeBackup}
 	ctx := o.context()
 	var err error
 	if l.w, err = openWriter(path); err != nil {
@@ -518,7 +526,9 @@ func (l *Ledger) migrate(ctx context.Context) error {
 		return err
 	}
 	known := schemaVersions()
-	return l.write(ctx, func(tx *wtx) error {
+	// The file may predate the tables the guard of every write reads: the
+	// migration reads the backup mark itself, before it changes anything.
+	return l.write(writingBackup(ctx), func(tx *wtx) error {
 		var appID, version int
 		if err := tx.QueryRow("PRAGMA application_id").Scan(&appID); err != nil {
 			return fmt.Errorf("read application id: %w", err)
@@ -532,6 +542,11 @@ func (l *Ledger) migrate(ctx context.Context) error {
 		}
 		if err := identityError(appID, version, tables); err != nil {
 			return err
+		}
+		if !l.opensBackup {
+			if err := tx.refuseBackupBeforeMigration(); err != nil {
+				return err
+			}
 		}
 		for _, m := range files {
 			if m.version <= version {
@@ -663,6 +678,15 @@ func (l *Ledger) tryWrite(ctx context.Context, durable bool, fn func(*wtx) error
 		}
 		if t.tx, err = beginSQLite(conn); err != nil {
 			return err
+		}
+		if !l.writesBackup && !mayWriteBackup(ctx) {
+			if err := t.refuseBackup(); err != nil {
+				t.rollback()
+				if isBusy(err) || !isStorageFailure(err) {
+					return err
+				}
+				return fmt.Errorf("%w: %w", ErrNotRecorded, err)
+			}
 		}
 	}
 	t.lockForDecision()

@@ -3,6 +3,7 @@ package proof_test
 import (
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -739,8 +740,8 @@ func droppingLateReports(w *searchWorld) lateRecorder {
 // backup, the mailbox keeps it. The restore nemesis takes backups at
 // random points and puts one back, three ways an operator does: `ledger
 // restore` without --discard-newer over a ledger that moved on (refused,
-// nothing changed), with --discard-newer, and a copy put back by hand
-// followed by `ledger mark-restored`. SQLite only: a PostgreSQL ledger is
+// nothing changed), with --discard-newer, and a copy put back by hand,
+// refused by the workflows' open until `ledger mark-restored`. SQLite only: a PostgreSQL ledger is
 // restored with the server's tools, which the search does not drive.
 
 // searchBackup is one backup the search took.
@@ -898,16 +899,11 @@ func (w *searchWorld) opRestore() {
 			w.t.Fatalf("copy %s over the ledger: %v", name, err)
 		}
 	}
+	if mode == 2 && w.putBack == nil {
+		w.markHandCopy(name, newer)
+	}
 	if w.l, err = w.open(); err != nil {
 		w.t.Fatalf("open the ledger after the restore: %v", err)
-	}
-	if mode == 2 && w.putBack == nil {
-		m, err := w.l.MarkRestored(w.ctx, "ops", "a copy put back by hand")
-		w.logf("copy %s over the ledger by hand (newer history: %v); mark-restored → generation %d, %d unverified: %v",
-			name, newer, m.Generation, m.UnverifiedActions, errWord(err))
-		if err != nil {
-			w.problem("mark-restored after a hand copy of %s: %v", name, err)
-		}
 	}
 	if !restored {
 		return
@@ -922,6 +918,38 @@ func (w *searchWorld) opRestore() {
 	w.life++
 	w.scanned = w.lastLine()
 	w.restoredAt = w.clock.Now()
+}
+
+// markHandCopy is the operator after a backup was copied over the ledger
+// by hand: the copy still carries its backup mark, so the workflows'
+// open is refused (every write is) and the file left as it was, until
+// mark-restored says what it is.
+func (w *searchWorld) markHandCopy(name string, newer bool) {
+	digest := fileDigest(w.t, w.path)
+	l, err := w.open()
+	switch {
+	case !errors.Is(err, ledger.ErrBackup):
+		w.problem("a backup copied into place (%s) was opened for writing before it was marked restored: %v", name, err)
+		if l != nil {
+			l.Close()
+		}
+	case fileDigest(w.t, w.path) != digest:
+		w.problem("the refused open of a backup copied into place (%s) changed the file", name)
+	default:
+		w.count["backup copied into place: refused until marked restored"]++
+	}
+	if l, err = ledger.Open(w.path, ledger.ToMarkRestored(), ledger.WithClock(w.clock), ledger.WithLease(searchLease)); err != nil {
+		w.t.Fatalf("open the copy of %s to mark it restored: %v", name, err)
+	}
+	m, err := l.MarkRestored(w.ctx, "ops", "a copy put back by hand")
+	w.logf("copy %s over the ledger by hand (newer history: %v); refused until marked; mark-restored → generation %d, %d unverified: %v",
+		name, newer, m.Generation, m.UnverifiedActions, errWord(err))
+	if err != nil {
+		w.problem("mark-restored after a hand copy of %s: %v", name, err)
+	}
+	if err := l.Close(); err != nil {
+		w.t.Fatalf("close the ledger marked restored: %v", err)
+	}
 }
 
 // sendBeforeRestore is the send the restore forgets: the disk dies right
@@ -969,8 +997,22 @@ func (w *searchWorld) putBackDouble(from string) bool {
 }
 
 // copiedUnmarked is the old defect: a backup put back and not marked
-// restored, so the ledger trusts a past the world has moved on from.
-func copiedUnmarked(w *searchWorld, from string) error { return copyBackupByHand(from, w.path) }
+// restored, written by a gate that cannot tell it from the live ledger,
+// so it trusts a past the world has moved on from. The gate now refuses
+// every write to a file its backup marked; erasing the mark stands for
+// the gate without that refusal (and for a hand copy of the live file,
+// which carries no mark).
+func copiedUnmarked(w *searchWorld, from string) error {
+	if err := copyBackupByHand(from, w.path); err != nil {
+		return err
+	}
+	db, err := sql.Open("sqlite3", "file:"+w.path)
+	if err != nil {
+		return err
+	}
+	_, err = db.Exec(`UPDATE ledger_identity SET backup_point = 0, backup_at = 0`)
+	return errors.Join(err, db.Close())
+}
 
 // copyBackupByHand is an operator's cp of a backup over a stopped ledger:
 // the copy's pages, and no WAL or index of the ledger it replaced.

@@ -902,11 +902,10 @@ func searchSize() (seeds []uint64, ops int) {
 // Message-ID with another sender, content or recipient; another ledger's
 // copy), reports that come after their attempt was settled, and restores of
 // older backups (refused over newer history, with --discard-newer, and a
-// hand copy marked restored; SQLite only). The checker counts arrivals by
-// the Message-IDs of each action's attempts, those a restore made the
-// ledger forget among them, and only messages that are the attempt's in
-// every other respect too: no duplicate,
-// no loss, no contradiction among the gate's own messages; every foreign
+// hand copy, refused until marked restored; SQLite only). The checker
+// counts arrivals by the Message-IDs of each action's attempts, those a
+// restore made the ledger forget among them, and only messages that are
+// the attempt's in every other respect too: no duplicate, no loss, no contradiction among the gate's own messages; every foreign
 // message or look-alike met by a reconcile ends as a named contradiction;
 // every late report is kept and changes nothing; every answer agrees with
 // the state it left. A failing seed prints the operations that reproduce
@@ -1000,7 +999,9 @@ func buildGatehouse(t *testing.T) string {
 //     carries the attempt's (a loss);
 //   - late reports dropped, as the ledger did with every one but a late
 //     acceptance (a report that left no trace);
-//   - a backup put back and not marked restored (issue 25): the ledger
+//   - a backup put back and not marked restored (issue 25), written by a
+//     gate that cannot tell it from the live ledger (issue 35: a backup's
+//     own mark now refuses every write; the double erases it): the ledger
 //     trusts its past and sends again what the lost history sent (a
 //     duplicate, seen only by counting the forgotten attempts' arrivals).
 //

@@ -37,10 +37,12 @@ invariants and names its late evidence (with --records it first reads the
 destinations' records of attempts settled as not arrived again), migrate
 applies pending schema migrations, and recover marks attempts whose executor
 is gone as unknown. A restored ledger looks every action that had not ended
-up at its destination before its first send. Exit codes: 0 done (check: no
-violation; late evidence is a finding, not a violation), 1 a failure, a
-violation, or records that check --records could not read, 2 usage or a
-restore refused. See docs/RELIABILITY.md before copying a ledger by hand.`,
+up at its destination before its first send. A backup copied into place
+refuses every write until it is restored or marked restored. Exit codes: 0
+done (check: no violation; late evidence is a finding, not a violation), 1 a
+failure, a violation, or records that check --records could not read, 2
+usage, a restore refused, or a write to a backup. See docs/RELIABILITY.md
+before copying a ledger by hand.`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
@@ -210,7 +212,9 @@ func printRestoreMark(out io.Writer, m ledger.RestoreMark) {
 }
 
 // ledgerMarkRestoredCmd is for a ledger put back by anything but ledger
-// restore: the gate cannot tell a hand copy from the original.
+// restore: the gate cannot tell a hand copy of a live ledger from the
+// original, and refuses every write to a backup copied into place until
+// it is marked.
 func ledgerMarkRestoredCmd(ledgerPath func(string) (string, error)) *cobra.Command {
 	var actor, reason, token string
 	cmd := ledgerVerb("mark-restored", "Tell a ledger put back by hand, a snapshot or pg_restore that it is a restored copy", func(ctx context.Context, cmd *cobra.Command) error {
@@ -229,7 +233,7 @@ func ledgerMarkRestoredCmd(ledgerPath func(string) (string, error)) *cobra.Comma
 				return err
 			}
 		}
-		l, err := ledger.Open(path, ledger.WithoutRecovery())
+		l, err := ledger.Open(path, ledger.ToMarkRestored())
 		if err != nil {
 			return err
 		}

@@ -95,6 +95,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		code = ee.code
 	} else if errors.Is(err, ledger.ErrKeyValueDSN) {
 		code = exitUsage // a location in the wrong form, whichever verb was given it
+	} else if errors.Is(err, ledger.ErrBackup) {
+		code = exitUsage // a backup in place of a ledger, whichever verb would have written it
 	}
 	if wantsJSON(args) && out.n == 0 {
 		b, _ := json.Marshal(map[string]any{"error": err.Error(), "exit_code": code})

@@ -94,7 +94,7 @@ func Code(err error) int {
 		return Denied
 	case errors.Is(err, ledger.ErrUnknownConsent), errors.Is(err, ledger.ErrResubscribe):
 		return Consent
-	case errors.Is(err, ledger.ErrInvalid):
+	case errors.Is(err, ledger.ErrInvalid), errors.Is(err, ledger.ErrBackup):
 		return Usage
 	}
 	return Other

@@ -34,6 +34,7 @@ func TestCodeNamesEveryRefusal(t *testing.T) {
 		{ledger.ErrUnknownConsent, Consent},
 		{ledger.ErrNothingToReconcile, NothingToDo},
 		{ledger.ErrInvalid, Usage},
+		{ledger.ErrBackup, Usage},
 		{ledger.ErrWrongState, Other},
 		{errors.New("disk full"), Other},
 	}
