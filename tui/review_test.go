@@ -320,8 +320,14 @@ func TestReviewRateBucketFiltersTimeline(t *testing.T) {
 func reviewedCopy(t *testing.T) (path string, before map[string][]byte, l *ledger.Ledger) {
 	t.Helper()
 	src, _ := reviewLedger(t)
-	path = filepath.Join(t.TempDir(), "ledger.db")
-	if _, err := src.Backup(context.Background(), path, false); err != nil {
+	// A live copy, as a restore makes it: a backup file itself refuses
+	// every write, and operating mode must be able to write.
+	dir := t.TempDir()
+	backup, path := filepath.Join(dir, "backup.db"), filepath.Join(dir, "ledger.db")
+	if _, err := src.Backup(context.Background(), backup, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ledger.Restore(context.Background(), path, backup); err != nil {
 		t.Fatal(err)
 	}
 	before = fileBytes(t, path)
