@@ -34,7 +34,7 @@ type Proposal struct {
 	// reached with (destination.Endpoint.Settings): kept with the action so
 	// a send that names no destination connects the way it was proposed,
 	// but not approved, since they change nothing about where the message
-	// goes.
+	// goes. A settle time among them is bound through Settle.
 	DestinationSettings string
 	// Settle is the settle time of the endpoint the action goes to
 	// (destination.Endpoint.Settle): how long after an attempt's lease its

@@ -107,8 +107,9 @@ type Action struct {
 	// destinations were bound.
 	Destination string
 	// Lookup is where the destination's records are consulted (a test
-	// mailbox API); not approved, since it changes nothing about where the
-	// message goes. A send that names no destination reaches it with it.
+	// mailbox API, an HTTP destination's duplicate control); bound by the
+	// approval digest, since other records could prove a sent message
+	// absent. A send that names no destination reaches it with it.
 	Lookup string
 	// DestinationSettings are the connection settings the destination is
 	// reached with (destination.Endpoint.Settings), kept from the proposal;
