@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -258,5 +259,47 @@ func TestAudienceSendNamingAnotherSettleTimeIsRefused(t *testing.T) {
 			t.Fatalf("%s: approval binds %s, attempt settles %s after its lease; want 1m0s both", r.ActionKey,
 				d.Approvals[0].Settle, d.Attempts[0].SettlesAt.Sub(d.Attempts[0].LeaseUntil))
 		}
+	}
+}
+
+// TestRestoreCheckWaitsOutTheApprovedSettleTime: after a restore, a send
+// whose destination declares a shorter settle time than the approved one
+// neither sends nor ends the restore's wait; the action is looked up and
+// sent only once the restore, a lease and the approved settle time are
+// over.
+func TestRestoreCheckWaitsOutTheApprovedSettleTime(t *testing.T) {
+	sqliteOnly(t)
+	w := newWorld(t)
+	approved := time.Minute
+	w.dest.Settle = approved
+	_, err := w.l.Claim(w.ctx, ledger.TaskRef{ID: "task-7"}, "wf-ack")
+	w.must(err)
+	p := ackProposal("wf-ack")
+	p.Settle = &approved
+	a, err := w.l.Propose(w.ctx, p)
+	w.must(err)
+	_, err = w.l.Approve(w.ctx, a.Key, "lead", consentYes)
+	w.must(err)
+	backup := filepath.Join(t.TempDir(), "backup.db")
+	_, err = w.l.Backup(w.ctx, backup, false)
+	w.must(err)
+	_, err = w.restoreBackup(backup, false)
+	w.must(err)
+	w.clock.Advance(2*time.Minute + 2*time.Second) // the default lease and a second's settle time are over
+	req := ledger.ExecuteRequest{Key: a.Key, Executor: "wf-ack", Reread: consentYes}
+
+	w.dest.Settle = time.Second
+	if _, err := w.l.Execute(w.ctx, req, w.dest); err == nil || w.dest.Calls() != 0 {
+		t.Fatalf("send declaring 1s after the restore: %v, %d handed over; want refused, nothing sent", err, w.dest.Calls())
+	}
+	w.dest.Settle = approved
+	if _, err := w.l.Execute(w.ctx, req, w.dest); !errors.Is(err, ledger.ErrNotVerifiedYet) || w.dest.Calls() != 0 {
+		t.Fatalf("send declaring the approved settle time before it passed: %v, %d handed over; want not verified yet", err, w.dest.Calls())
+	}
+	w.clock.Advance(approved)
+	_, err = w.l.Execute(w.ctx, req, w.dest)
+	w.must(err)
+	if n := w.dest.Arrivals(a.Key); n != 1 {
+		t.Fatalf("%d arrivals, want 1", n)
 	}
 }
