@@ -245,9 +245,15 @@ type Endpoint struct {
 	// in them is the same destination.
 	Settings string
 	// Settle is how long after an attempt's lease its message may still
-	// land here (SettleTimeOf): the attempt records it, and reconciliation
-	// concludes absence only once it has passed. Never compared.
+	// land here (SettleTimeOf). A proposal states it and its approval binds
+	// it: a send through an endpoint declaring another is refused, and
+	// every attempt settles on the bound one, so reconciliation concludes
+	// absence only once that has passed.
 	Settle time.Duration
+	// DefaultSettle is the settle time the destination's kind declares
+	// when its URL names none (DefaultSettleTimeOf): the least an attempt
+	// settles on under an approval recorded before approvals bound one.
+	DefaultSettle time.Duration
 }
 
 // Configured is the optional capability of a destination reached with
@@ -291,6 +297,7 @@ func EndpointOf(d Destination) Endpoint {
 		ep.Settings = c.Settings()
 	}
 	ep.Settle = SettleTimeOf(d)
+	ep.DefaultSettle = DefaultSettleTimeOf(d)
 	return ep
 }
 
@@ -330,6 +337,26 @@ func SettleTimeOf(d Destination) time.Duration {
 		return max(s.SettleTime(), 0)
 	}
 	return DefaultSettleTime
+}
+
+// DefaultSettler is the optional capability of a destination whose URL
+// may name its settle time apart from everything an approval always bound
+// (an SMTP target's settle=, which is neither its identity nor its
+// records' endpoint): DefaultSettleTime is what it declares when its URL
+// names none. A destination whose settle time follows from its identity
+// (a file's 0) or from its records' endpoint (an HTTP profile) needs none.
+type DefaultSettler interface {
+	DefaultSettleTime() time.Duration
+}
+
+// DefaultSettleTimeOf is the settle time d's kind declares when its URL
+// names none: DefaultSettleTime for a DefaultSettler, SettleTimeOf
+// otherwise.
+func DefaultSettleTimeOf(d Destination) time.Duration {
+	if s, ok := d.(DefaultSettler); ok {
+		return max(s.DefaultSettleTime(), 0)
+	}
+	return SettleTimeOf(d)
 }
 
 // Outcome is what the destination did with one attempt.

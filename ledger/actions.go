@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"gatehouse/destination"
 )
@@ -33,8 +34,14 @@ type Proposal struct {
 	// reached with (destination.Endpoint.Settings): kept with the action so
 	// a send that names no destination connects the way it was proposed,
 	// but not approved, since they change nothing about where the message
-	// goes.
+	// goes. A settle time among them is bound through Settle.
 	DestinationSettings string
+	// Settle is the settle time of the endpoint the action goes to
+	// (destination.Endpoint.Settle): how long after an attempt's lease its
+	// message may still land there. The approval binds it; changing it is
+	// a revision. Nil when the proposer states none, which leaves it
+	// unbound (see settleOf): give it wherever the endpoint is known.
+	Settle *time.Duration
 	// Sender is the From address; DefaultSender when empty.
 	Sender  string
 	Subject string
@@ -89,6 +96,9 @@ func (p Proposal) Validate() error {
 	}
 	if err := ValidateHeaderText("destination", p.Destination); err != nil {
 		return err
+	}
+	if p.Settle != nil && *p.Settle < 0 {
+		return &FieldError{Field: "settle time", Reason: fmt.Sprintf("%s is negative; a destination's settle time is 0 or more", *p.Settle)}
 	}
 	if p.Request != "" || isHTTPDestination(p.Destination) {
 		return p.validateRequest()
@@ -232,7 +242,7 @@ func (t *wtx) repropose(a *Action, p Proposal, digest string) error {
 			return t.blockDuplicate(a, p.Actor, "proposal")
 		}
 	}
-	if digest == a.Digest {
+	if digest == a.Digest && p.settle() == a.Settle {
 		formatting := a.Body != p.Body || a.Subject != p.Subject || a.Recipient != p.Recipient || a.RecipientName != p.RecipientName
 		if formatting || a.DestinationSettings != p.DestinationSettings {
 			if _, err := t.Exec(`UPDATE actions SET recipient = ?, recipient_name = ?, subject = ?, body = ?, destination_settings = ?, version = version + 1, updated_at = ? WHERE key = ?`,
@@ -266,10 +276,11 @@ func (t *wtx) repropose(a *Action, p Proposal, digest string) error {
 	}
 	changed := describeChange(*a, p)
 	if _, err := t.Exec(`UPDATE actions SET recipient = ?, recipient_name = ?, destination = ?, lookup = ?, destination_settings = ?, sender = ?, subject = ?, body = ?, digest = ?,
-		request = ?, version = version + 1, updated_at = ? WHERE key = ?`,
-		p.Recipient, p.RecipientName, p.Destination, p.Lookup, p.DestinationSettings, p.Sender, p.Subject, p.Body, digest, p.Request, ns(t.now()), a.Key); err != nil {
+		request = ?, settle = ?, version = version + 1, updated_at = ? WHERE key = ?`,
+		p.Recipient, p.RecipientName, p.Destination, p.Lookup, p.DestinationSettings, p.Sender, p.Subject, p.Body, digest, p.Request, int64(p.settle()), ns(t.now()), a.Key); err != nil {
 		return err
 	}
+	a.Settle = p.settle()
 	a.Request = p.Request
 	a.Recipient, a.RecipientName, a.Subject, a.Body, a.Digest = p.Recipient, p.RecipientName, p.Subject, p.Body, digest
 	a.Destination, a.Lookup, a.DestinationSettings, a.Sender = p.Destination, p.Lookup, p.DestinationSettings, p.Sender
@@ -314,6 +325,9 @@ func describeChange(a Action, p Proposal) string {
 	if a.Request != p.Request {
 		parts = append(parts, requestChange(a.Request, p.Request))
 	}
+	if a.Settle != p.settle() {
+		parts = append(parts, fmt.Sprintf("settle time %s → %s", settleDescription(a.Settle), settleDescription(p.settle())))
+	}
 	if len(parts) == 0 {
 		parts = append(parts, "content changed")
 	}
@@ -352,7 +366,7 @@ func (t *wtx) insertAction(p Proposal, key, digest, taskID, corrects string, st 
 	at := fromNS(ns(t.now()))
 	a := Action{Key: key, TaskID: taskID, Customer: p.Customer, Event: p.Event, ActionType: p.ActionType, Target: p.Target,
 		Revision: p.Revision, Recipient: p.Recipient, RecipientName: p.RecipientName, Destination: p.Destination,
-		Lookup: p.Lookup, DestinationSettings: p.DestinationSettings, Sender: p.Sender, Subject: p.Subject, Body: p.Body, Request: p.Request, Digest: digest, State: st,
+		Lookup: p.Lookup, DestinationSettings: p.DestinationSettings, Settle: p.settle(), Sender: p.Sender, Subject: p.Subject, Body: p.Body, Request: p.Request, Digest: digest, State: st,
 		ProposedBy: p.Actor, Corrects: corrects, Version: 1, CreatedAt: at, UpdatedAt: at}
 	if t.holdInsert(a) {
 		// In a batch on SQLite the row waits for the request's next
@@ -362,10 +376,10 @@ func (t *wtx) insertAction(p Proposal, key, digest, taskID, corrects string, st 
 		return a, nil
 	}
 	if err := t.later("record action "+key, `INSERT INTO actions (key, task_id, customer, event, action_type, target, revision,
-		recipient, recipient_name, destination, lookup, destination_settings, sender, subject, body, digest, state, proposed_by, corrects, created_at, updated_at, request)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		recipient, recipient_name, destination, lookup, destination_settings, sender, subject, body, digest, state, proposed_by, corrects, created_at, updated_at, request, settle)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		key, taskID, p.Customer, p.Event, p.ActionType, p.Target, p.Revision,
-		p.Recipient, p.RecipientName, p.Destination, p.Lookup, p.DestinationSettings, p.Sender, p.Subject, p.Body, digest, string(st), p.Actor, corr, ns(a.CreatedAt), ns(a.UpdatedAt), p.Request); err != nil {
+		p.Recipient, p.RecipientName, p.Destination, p.Lookup, p.DestinationSettings, p.Sender, p.Subject, p.Body, digest, string(st), p.Actor, corr, ns(a.CreatedAt), ns(a.UpdatedAt), p.Request, int64(a.Settle)); err != nil {
 		return Action{}, err
 	}
 	t.movedKey, t.movedTo = key, string(st)
@@ -375,8 +389,8 @@ func (t *wtx) insertAction(p Proposal, key, digest, taskID, corrects string, st 
 	return a, nil
 }
 
-const insertApprovalSQL = `INSERT INTO approvals (action_key, approver, digest, recipient, target, destination, sender, owner, material, at, policy_version)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+const insertApprovalSQL = `INSERT INTO approvals (action_key, approver, digest, recipient, target, destination, sender, owner, material, at, policy_version, settle)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 const invalidateApprovalsSQL = `UPDATE approvals SET valid = 0, invalidated = ? WHERE action_key = ? AND valid = 1`
 
@@ -478,7 +492,7 @@ func (t *wtx) approve(a *Action, approver string, material []MaterialRead) error
 		}
 	}
 	at := ns(t.now())
-	args := []any{key, approver, a.Digest, a.Recipient, a.Target, a.Destination, a.Sender, tk.Owner, string(snapshot), at, policyVersion}
+	args := []any{key, approver, a.Digest, a.Recipient, a.Target, a.Destination, a.Sender, tk.Owner, string(snapshot), at, policyVersion, int64(a.Settle)}
 	if pending {
 		t.batch.pendingApproval = args // inserted with the action's row (see batchState.pendingApproval)
 	} else if err := t.later("record approval of "+key, insertApprovalSQL, args...); err != nil {
@@ -494,7 +508,7 @@ func (t *wtx) approve(a *Action, approver string, material []MaterialRead) error
 		act.CreatedAt, act.UpdatedAt = fromNS(ns(act.CreatedAt)), fromNS(ns(act.UpdatedAt)) // as the rows hold them
 		t.batch.approved = &freshApproval{action: act, approval: Approval{ActionKey: key, Approver: approver, Digest: a.Digest,
 			Recipient: a.Recipient, Target: a.Target, Destination: a.Destination, Sender: a.Sender, Owner: tk.Owner,
-			Material: sortMaterial(material), At: fromNS(at), Valid: true, PolicyVersion: policyVersion}}
+			Material: sortMaterial(material), At: fromNS(at), Valid: true, PolicyVersion: policyVersion, Settle: a.Settle}}
 	}
 	t.note(map[string]any{"material": materialMap(material), "recipient": a.Recipient, "sender": a.Sender,
 		"destination": a.Destination, "digest": a.Digest, "owner": tk.Owner}, "")
@@ -529,7 +543,7 @@ func describeMaterial(m []MaterialRead) string {
 	return strings.Join(parts, ", ")
 }
 
-const currentApprovalRead = `SELECT id, action_key, approver, digest, recipient, target, destination, sender, owner, material, at, policy_version
+const currentApprovalRead = `SELECT id, action_key, approver, digest, recipient, target, destination, sender, owner, material, at, policy_version, settle
 	FROM approvals WHERE action_key = ? AND valid = 1 ORDER BY id DESC LIMIT 1`
 
 // currentApproval returns the valid approval of an action, if any.
@@ -538,7 +552,7 @@ func currentApproval(q queryer, key string) (Approval, bool, error) {
 	var mat string
 	var at int64
 	err := q.QueryRow(currentApprovalRead, key).Scan(&ap.ID, &ap.ActionKey, &ap.Approver, &ap.Digest, &ap.Recipient, &ap.Target, &ap.Destination, &ap.Sender,
-		&ap.Owner, &mat, &at, &ap.PolicyVersion)
+		&ap.Owner, &mat, &at, &ap.PolicyVersion, &ap.Settle)
 	if errors.Is(err, sql.ErrNoRows) {
 		return ap, false, nil
 	}
@@ -634,6 +648,9 @@ func (l *Ledger) Correct(ctx context.Context, c Correction) (Action, error) {
 			ActionType: orig.ActionType, Target: orig.Target, Revision: maxRev + 1,
 			Recipient: firstNonEmpty(c.Recipient, orig.Recipient), Subject: c.Subject, Body: c.Body, Actor: c.Actor,
 			Destination: orig.Destination, Lookup: orig.Lookup, Sender: orig.Sender}
+		if orig.Settle >= 0 {
+			p.Settle = &orig.Settle // the route the original was approved for
+		}
 		if c.Recipient != "" {
 			p.RecipientName = c.RecipientName
 		} else {

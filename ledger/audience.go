@@ -11,6 +11,7 @@ import (
 	"hash/maphash"
 	"io"
 	"strings"
+	"time"
 
 	"gatehouse/destination"
 	"gatehouse/ledger/audiencefile"
@@ -111,7 +112,10 @@ type AudienceSummary struct {
 	ApprovedBy   string
 	Destination  string // bound at approval ("" before destinations were bound)
 	Lookup       string // where the destination's records are consulted, bound with it
-	Sender       string
+	// Settle is the destination's settle time, bound with it
+	// (SettleUnbound on releases approved before approvals bound one).
+	Settle time.Duration
+	Sender string
 	// AllowImplicit: customers with implicit consent are eligible.
 	AllowImplicit bool
 	// LocalPart: how the release compares its customers' addresses.
@@ -526,9 +530,10 @@ func (t *wtx) withdrawRecipient(releaseID, customerID, key, actor, reason string
 	switch {
 	case errors.Is(err, ErrNotFound):
 		var subject, body, actionType, email, dest, lookup, sender string
-		if err := t.QueryRow(`SELECT r.subject, r.body, r.action_type, a.email, r.destination, r.lookup, r.sender FROM audience_releases r
+		var settle time.Duration
+		if err := t.QueryRow(`SELECT r.subject, r.body, r.action_type, a.email, r.destination, r.lookup, r.sender, r.settle FROM audience_releases r
 			JOIN audience_rows a ON a.release_id = r.id WHERE r.id = ? AND a.customer_id = ? AND a.status = 'eligible'`,
-			releaseID, customerID).Scan(&subject, &body, &actionType, &email, &dest, &lookup, &sender); err != nil {
+			releaseID, customerID).Scan(&subject, &body, &actionType, &email, &dest, &lookup, &sender, &settle); err != nil {
 			return fmt.Errorf("remove %s from %s: %w", customerID, releaseID, err)
 		}
 		task, err := t.ensureTask("release:"+releaseID, "", subject, actor)
@@ -537,6 +542,9 @@ func (t *wtx) withdrawRecipient(releaseID, customerID, key, actor, reason string
 		}
 		p := Proposal{Customer: customerID, Event: releaseID, ActionType: actionType, Target: "audience",
 			Recipient: email, Subject: subject, Body: body, Actor: actor, Destination: dest, Lookup: lookup, Sender: sender}
+		if settle >= 0 {
+			p.Settle = &settle
+		}
 		_, err = t.insertAction(p, key, p.content().Digest(), task.ID, "", StateCancelled)
 		return err
 	case err != nil:
@@ -556,14 +564,21 @@ func (t *wtx) withdrawRecipient(releaseID, customerID, key, actor, reason string
 }
 
 // ApproveAudience binds the send approval of a release to its content and
-// source file, the destination it goes to and the sender it comes from.
+// source file, the destination it goes to and the sender it comes from. It
+// binds no settle time (see settleOf): ApproveAudienceAt does.
 func (l *Ledger) ApproveAudience(ctx context.Context, releaseID, approver, dest, sender string) error {
-	return l.ApproveAudienceAt(ctx, releaseID, approver, destination.Endpoint{Destination: dest}, sender)
+	return l.approveAudience(ctx, releaseID, approver, destination.Endpoint{Destination: dest}, SettleUnbound, sender)
 }
 
-// ApproveAudienceAt is ApproveAudience for a destination whose records are
-// consulted at ep.Lookup: the approval binds that endpoint too.
+// ApproveAudienceAt is ApproveAudience for the endpoint ep, as
+// destination.EndpointOf gives it: the approval binds its records endpoint
+// and its settle time too, and a send through an endpoint that declares
+// another is refused.
 func (l *Ledger) ApproveAudienceAt(ctx context.Context, releaseID, approver string, ep destination.Endpoint, sender string) error {
+	return l.approveAudience(ctx, releaseID, approver, ep, ep.Settle, sender)
+}
+
+func (l *Ledger) approveAudience(ctx context.Context, releaseID, approver string, ep destination.Endpoint, settle time.Duration, sender string) error {
 	dest := ep.Destination
 	if approver == "" {
 		return invalidf("approve release %s: approver is empty", releaseID)
@@ -592,8 +607,8 @@ func (l *Ledger) ApproveAudienceAt(ctx context.Context, releaseID, approver stri
 		if err != nil {
 			return err
 		}
-		if _, err := t.Exec(`UPDATE audience_releases SET approved_by = ?, approved_at = ?, approved_digest = ?, destination = ?, lookup = ?, sender = ? WHERE id = ?`,
-			approver, ns(t.now()), content, dest, ep.Lookup, sender, releaseID); err != nil {
+		if _, err := t.Exec(`UPDATE audience_releases SET approved_by = ?, approved_at = ?, approved_digest = ?, destination = ?, lookup = ?, sender = ?, settle = ? WHERE id = ?`,
+			approver, ns(t.now()), content, dest, ep.Lookup, sender, int64(max(settle, SettleUnbound)), releaseID); err != nil {
 			return err
 		}
 		return t.event(approver, "", "", EvApproved, "", "%s approved sending release %s from %s via %s (content %s).",

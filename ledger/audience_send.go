@@ -15,10 +15,10 @@ func (l *Ledger) AudienceSummary(ctx context.Context, releaseID string) (Audienc
 	s := AudienceSummary{ReleaseID: releaseID, Arrived: -1}
 	err := l.read(ctx, func(tx queryTx) error {
 		err := tx.QueryRow(`SELECT source_name, source_digest, action_type, subject, approved_by, allow_implicit, case_sensitive_local_part,
-			destination, lookup, sender
+			destination, lookup, sender, settle
 			FROM audience_releases WHERE id = ?`, releaseID).
 			Scan(&s.SourceName, &s.SourceDigest, &s.ActionType, &s.Subject, &s.ApprovedBy, &s.AllowImplicit, &s.LocalPart,
-				&s.Destination, &s.Lookup, &s.Sender)
+				&s.Destination, &s.Lookup, &s.Sender, &s.Settle)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("release %s: %w", releaseID, ErrNotFound)
 		}
@@ -322,13 +322,14 @@ func (l *Ledger) untouchedRecipients(ctx context.Context, releaseID string) (boo
 // the deciding transaction: of two first sends at once, the second is
 // judged against the binding the first recorded.
 func (l *Ledger) bindRelease(ctx context.Context, rel AudienceSummary, req AudienceSend, ep destination.Endpoint) (AudienceSummary, error) {
-	if rel.Destination == ep.Destination && (ep.Lookup == "" || ep.Lookup == rel.Lookup) && (req.From == "" || destination.SameAddress(req.From, rel.Sender)) {
+	if rel.Destination == ep.Destination && (ep.Lookup == "" || ep.Lookup == rel.Lookup) && (req.From == "" || destination.SameAddress(req.From, rel.Sender)) &&
+		otherSettle("", rel.Settle, ep) == nil {
 		return rel, nil // bound already, and to this send's endpoint: nothing to write
 	}
 	dest := ep.Destination
 	err := l.write(ctx, func(t *wtx) error {
-		if err := t.QueryRow(`SELECT destination, lookup, sender FROM audience_releases WHERE id = ?`, rel.ReleaseID).
-			Scan(&rel.Destination, &rel.Lookup, &rel.Sender); err != nil {
+		if err := t.QueryRow(`SELECT destination, lookup, sender, settle FROM audience_releases WHERE id = ?`, rel.ReleaseID).
+			Scan(&rel.Destination, &rel.Lookup, &rel.Sender, &rel.Settle); err != nil {
 			return fmt.Errorf("read release %s: %w", rel.ReleaseID, notFound(err))
 		}
 		var de *DestinationError
@@ -341,13 +342,15 @@ func (l *Ledger) bindRelease(ctx context.Context, rel AudienceSummary, req Audie
 		case req.From != "" && !destination.SameAddress(req.From, rel.Sender):
 			de = &DestinationError{Key: "release " + rel.ReleaseID, Field: "sender", Recorded: rel.Sender, Named: req.From}
 		default:
-			return nil
+			// The settle time every recipient's attempt settles on.
+			if de = otherSettle("release "+rel.ReleaseID, rel.Settle, ep); de == nil {
+				return nil
+			}
 		}
 		if de != nil {
 			if err := t.event(req.Actor, "", "", EvWrongDestination, "",
 				"The gate refused %s's send of release %s %s %s: the approved %s is %s; nothing was sent.",
-				req.Actor, rel.ReleaseID, map[string]string{"destination": "to", "sender": "from", "records endpoint": "with records at"}[de.Field],
-				de.Named, de.Field, de.Recorded); err != nil {
+				req.Actor, rel.ReleaseID, namedAs[de.Field], de.Named, de.Field, de.Recorded); err != nil {
 				return err
 			}
 			return refuse(de)
@@ -452,6 +455,9 @@ func (s *sendRun) newRecipient(r AudienceRow) (*newRecipient, error) {
 	p := Proposal{Task: TaskRef{ID: "release:" + s.req.ReleaseID}, Customer: r.CustomerID, Event: s.req.ReleaseID,
 		ActionType: s.rel.ActionType, Target: "audience", Recipient: r.Email, Subject: s.rel.Subject, Body: s.body, Actor: s.req.Actor,
 		Destination: s.rel.Destination, Lookup: s.rel.Lookup, Sender: s.rel.Sender}.withDefaults()
+	if s.rel.Settle >= 0 {
+		p.Settle = &s.rel.Settle // each recipient's approval binds the release's
+	}
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}

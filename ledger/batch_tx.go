@@ -268,11 +268,11 @@ func (t *wtx) flushPending() error {
 	}
 	if _, err := t.tx.Exec(`INSERT INTO actions (key, task_id, customer, event, action_type, target, revision,
 		recipient, recipient_name, destination, lookup, sender, subject, body, digest, state, reason, hold_cause, version,
-		proposed_by, corrects, created_at, updated_at, request)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		proposed_by, corrects, created_at, updated_at, request, settle)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		a.Key, a.TaskID, a.Customer, a.Event, a.ActionType, a.Target, a.Revision,
 		a.Recipient, a.RecipientName, a.Destination, a.Lookup, a.Sender, a.Subject, a.Body, a.Digest, string(a.State), a.Reason,
-		string(a.HoldCause), a.Version, a.ProposedBy, corr, ns(a.CreatedAt), ns(a.UpdatedAt), a.Request); err != nil {
+		string(a.HoldCause), a.Version, a.ProposedBy, corr, ns(a.CreatedAt), ns(a.UpdatedAt), a.Request, int64(a.Settle)); err != nil {
 		return fmt.Errorf("record action %s: %w", a.Key, err)
 	}
 	if approval != nil {

@@ -100,7 +100,7 @@ func TestActionCountsSurviveBulkUpdatesDriftAndMigration(t *testing.T) {
 		`ALTER TABLE audience_rows DROP COLUMN address`, `ALTER TABLE audience_rows DROP COLUMN carrier_line`,
 		`ALTER TABLE actions DROP COLUMN request`, `ALTER TABLE attempts DROP COLUMN wire`, `ALTER TABLE attempts DROP COLUMN provider_key`,
 		`ALTER TABLE attempts DROP COLUMN key_generation`, `ALTER TABLE attempts DROP COLUMN http_status`,
-		`ALTER TABLE attempts DROP COLUMN destination_action_id`, `DROP TABLE policies`, `DROP TABLE actor_mode`, `DROP TABLE actor_tokens`, `DROP TABLE actors`, `ALTER TABLE approvals DROP COLUMN policy_version`, `PRAGMA user_version = 9`,
+		`ALTER TABLE attempts DROP COLUMN destination_action_id`, `DROP TABLE policies`, `DROP TABLE actor_mode`, `DROP TABLE actor_tokens`, `DROP TABLE actors`, `ALTER TABLE approvals DROP COLUMN policy_version`, `ALTER TABLE actions DROP COLUMN settle`, `ALTER TABLE approvals DROP COLUMN settle`, `ALTER TABLE audience_releases DROP COLUMN settle`, `PRAGMA user_version = 9`,
 	}
 	if onPostgres() {
 		downgrade = []string{
@@ -115,7 +115,7 @@ func TestActionCountsSurviveBulkUpdatesDriftAndMigration(t *testing.T) {
 			`ALTER TABLE audience_rows DROP COLUMN address`, `ALTER TABLE audience_rows DROP COLUMN carrier_line`,
 			`ALTER TABLE actions DROP COLUMN request`, `ALTER TABLE attempts DROP COLUMN wire`, `ALTER TABLE attempts DROP COLUMN provider_key`,
 			`ALTER TABLE attempts DROP COLUMN key_generation`, `ALTER TABLE attempts DROP COLUMN http_status`,
-			`ALTER TABLE attempts DROP COLUMN destination_action_id`, `DROP TABLE policies`, `DROP TABLE actor_mode`, `DROP TABLE actor_tokens`, `DROP TABLE actors`, `ALTER TABLE approvals DROP COLUMN policy_version`, `UPDATE gatehouse_schema SET version = 9`,
+			`ALTER TABLE attempts DROP COLUMN destination_action_id`, `DROP TABLE policies`, `DROP TABLE actor_mode`, `DROP TABLE actor_tokens`, `DROP TABLE actors`, `ALTER TABLE approvals DROP COLUMN policy_version`, `ALTER TABLE actions DROP COLUMN settle`, `ALTER TABLE approvals DROP COLUMN settle`, `ALTER TABLE audience_releases DROP COLUMN settle`, `UPDATE gatehouse_schema SET version = 9`,
 		}
 	}
 	for _, q := range downgrade {

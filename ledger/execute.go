@@ -502,10 +502,11 @@ func missingMaterial(ap Approval, reread []MaterialRead) []string {
 	return missing
 }
 
-// bindDestination checks the destination and sender the caller is about to
-// use against the approved ones. An approval recorded before destinations
-// were bound is bound now, to this first send's destination, and the
-// history says so.
+// bindDestination checks the destination, its records endpoint, its settle
+// time and the sender the caller is about to use against the approved ones.
+// An approval recorded before destinations were bound is bound now, to
+// this first send's destination, and the history says so; one recorded
+// before settle times were bound keeps none (see settleOf).
 func (t *wtx) bindDestination(a *Action, ap *Approval, req ExecuteRequest) error {
 	dest := req.Endpoint.Destination
 	if ap.Destination == "" {
@@ -534,12 +535,15 @@ func (t *wtx) bindDestination(a *Action, ap *Approval, req ExecuteRequest) error
 	case req.From != "" && !strings.EqualFold(req.From, ap.Sender):
 		de = &DestinationError{Key: a.Key, Field: "sender", Recorded: ap.Sender, Named: req.From}
 	default:
-		return nil
+		// Another settle time would have reconciliation conclude absence
+		// on other terms than the approved ones.
+		if de = otherSettle(a.Key, ap.Settle, req.Endpoint); de == nil {
+			return nil
+		}
 	}
 	return t.refuseWith(a, "", "", req.Executor, EvWrongDestination, de,
 		"The gate refused %s's send of %s %s %s: the approved %s is %s; nothing was sent.",
-		req.Executor, a.Key, map[string]string{"destination": "to", "sender": "from", "records endpoint": "with records at"}[de.Field],
-		de.Named, de.Field, de.Recorded)
+		req.Executor, a.Key, namedAs[de.Field], de.Named, de.Field, de.Recorded)
 }
 
 // refuseUnlessOwner enforces that only the task's owner executes, and that
@@ -652,7 +656,7 @@ func (t *wtx) startAttempt(a *Action, ap Approval, req ExecuteRequest, checks []
 	if err != nil {
 		return Attempt{}, err
 	}
-	settle := max(req.Endpoint.Settle, 0)
+	settle := settleOf(ap.Settle, req.Endpoint)
 	att := Attempt{ActionKey: a.Key, Number: n + 1, TransportID: NewTransportID(ledgerID, n+1), Executor: req.Executor,
 		Holder: t.l.holder, StartedAt: t.now(), LeaseUntil: t.now().Add(t.l.lease),
 		Destination: ap.Destination, Lookup: a.Lookup, Epoch: req.Endpoint.Epoch, Recipient: a.Recipient,

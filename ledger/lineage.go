@@ -439,8 +439,9 @@ func (l *Ledger) VerifyRestored(ctx context.Context, req ExecuteRequest, dest de
 //     before the restore) → refused, nothing changed, the look recorded;
 //   - nothing after that → the mark ends and the send goes on.
 //
-// Only an approved action sent to its approved destination is looked up;
-// anything else is left to the decision, which refuses it as it would.
+// Only an approved action sent to its approved destination, declaring its
+// approved settle time, is looked up; anything else is left to the
+// decision, which refuses it as it would.
 func (l *Ledger) verifyRestored(ctx context.Context, req ExecuteRequest, dest destination.Destination) (Action, error) {
 	if !l.restored.Load() {
 		return Action{}, nil
@@ -471,7 +472,7 @@ func (l *Ledger) verifyRestored(ctx context.Context, req ExecuteRequest, dest de
 	if a.Destination == "" {
 		ep = destination.EndpointOf(dest) // approved before destinations were bound: this send binds it
 	}
-	if a.State != StateApproved || dest.Identity() != ep.Destination {
+	if a.State != StateApproved || dest.Identity() != ep.Destination || otherSettle(a.Key, a.Settle, destination.EndpointOf(dest)) != nil {
 		return Action{}, nil
 	}
 	res, lookErr := lookUp(ctx, ownRecords(dest), ep, destination.LookupQuery{ActionKey: a.Key})
@@ -479,7 +480,7 @@ func (l *Ledger) verifyRestored(ctx context.Context, req ExecuteRequest, dest de
 	if lookErr == nil {
 		epochProblem = epochs.epochProblem(ep.Destination, res.Epoch)
 	}
-	until := since.Add(l.restoreSettle(dest))
+	until := since.Add(l.restoreSettle(a.Settle, dest))
 	var out Action
 	err := l.write(ctx, func(t *wtx) error {
 		cur, err := getAction(t, a.Key)
@@ -497,9 +498,10 @@ func (l *Ledger) verifyRestored(ctx context.Context, req ExecuteRequest, dest de
 
 // restoreSettle is how long after a restore what the lost history sent may
 // still land: an attempt begun just before the restore holds its lease,
-// and a relay may hold its message for the settle time after that.
-func (l *Ledger) restoreSettle(dest destination.Destination) time.Duration {
-	return l.lease + destination.SettleTimeOf(dest)
+// and a relay may hold its message for the settle time after that, the
+// one approved (bound) and never a shorter one dest declares.
+func (l *Ledger) restoreSettle(bound time.Duration, dest destination.Destination) time.Duration {
+	return l.lease + settleOf(bound, destination.EndpointOf(dest))
 }
 
 // judgeRestored records what one look at the records found for an
@@ -577,7 +579,7 @@ func (s *sendRun) verifyRelease(ctx context.Context, dest destination.Destinatio
 		return rc, fmt.Errorf("send release %s: read its restore mark: %w", s.req.ReleaseID, err)
 	}
 	since := fromNS(sinceNS)
-	until := since.Add(l.restoreSettle(dest))
+	until := since.Add(l.restoreSettle(s.rel.Settle, dest))
 	rel := s.req.ReleaseID
 	if by := strings.TrimSpace(s.req.RestoreCheckedBy); by != "" {
 		return rc, l.write(ctx, func(t *wtx) error {

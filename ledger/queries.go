@@ -76,7 +76,7 @@ func (l *Ledger) Detail(ctx context.Context, key string) (ActionDetail, error) {
 }
 
 func listApprovals(q queryer, key string) ([]Approval, error) {
-	rows, err := q.Query(`SELECT id, action_key, approver, digest, recipient, target, destination, sender, owner, material, at, valid, invalidated
+	rows, err := q.Query(`SELECT id, action_key, approver, digest, recipient, target, destination, sender, owner, material, at, valid, invalidated, settle
 		FROM approvals WHERE action_key = ? ORDER BY id DESC`, key)
 	if err != nil {
 		return nil, err
@@ -89,7 +89,7 @@ func listApprovals(q queryer, key string) ([]Approval, error) {
 		var at int64
 		var valid int
 		if err := rows.Scan(&ap.ID, &ap.ActionKey, &ap.Approver, &ap.Digest, &ap.Recipient, &ap.Target, &ap.Destination, &ap.Sender,
-			&ap.Owner, &mat, &at, &valid, &ap.Invalidated); err != nil {
+			&ap.Owner, &mat, &at, &valid, &ap.Invalidated, &ap.Settle); err != nil {
 			return nil, err
 		}
 		ap.At, ap.Valid = fromNS(at), valid == 1

@@ -284,7 +284,7 @@ func (t *wtx) setOwner(tk *Task, owner string) error {
 const actionCols = `key, task_id, customer, event, action_type, target, revision, recipient,
 	recipient_name, destination, lookup, destination_settings, sender,
 	subject, body, digest, state, reason, hold_cause, proposed_by, COALESCE(corrects, ''),
-	late_arrivals, version, created_at, updated_at, request`
+	late_arrivals, version, created_at, updated_at, request, settle`
 
 func scanAction(s interface{ Scan(...any) error }) (Action, error) {
 	var a Action
@@ -293,7 +293,7 @@ func scanAction(s interface{ Scan(...any) error }) (Action, error) {
 	err := s.Scan(&a.Key, &a.TaskID, &a.Customer, &a.Event, &a.ActionType, &a.Target,
 		&a.Revision, &a.Recipient, &a.RecipientName, &a.Destination, &a.Lookup, &a.DestinationSettings, &a.Sender,
 		&a.Subject, &a.Body, &a.Digest, &st, &a.Reason, &hc,
-		&a.ProposedBy, &a.Corrects, &a.LateArrivals, &a.Version, &cr, &up, &a.Request)
+		&a.ProposedBy, &a.Corrects, &a.LateArrivals, &a.Version, &cr, &up, &a.Request, &a.Settle)
 	a.State, a.HoldCause = State(st), HoldCause(hc)
 	a.CreatedAt, a.UpdatedAt = fromNS(cr), fromNS(up)
 	return a, err

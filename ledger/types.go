@@ -107,16 +107,21 @@ type Action struct {
 	// destinations were bound.
 	Destination string
 	// Lookup is where the destination's records are consulted (a test
-	// mailbox API); not approved, since it changes nothing about where the
-	// message goes. A send that names no destination reaches it with it.
+	// mailbox API, an HTTP destination's duplicate control); bound by the
+	// approval digest, since other records could prove a sent message
+	// absent. A send that names no destination reaches it with it.
 	Lookup string
 	// DestinationSettings are the connection settings the destination is
 	// reached with (destination.Endpoint.Settings), kept from the proposal;
 	// never approved and never a secret.
 	DestinationSettings string
-	Sender              string // the From address the approval binds
-	Subject             string
-	Body                string
+	// Settle is the settle time of the endpoint it was proposed for, which
+	// its approval binds (SettleUnbound on actions recorded before
+	// approvals bound one).
+	Settle  time.Duration
+	Sender  string // the From address the approval binds
+	Subject string
+	Body    string
 	// Request is the canonical JSON of the HTTP request the action is
 	// (destination.Request.Canonical), "" for a message: what the approval
 	// digest binds in place of subject and body.
@@ -163,6 +168,11 @@ type Approval struct {
 	// PolicyVersion is the version of the approval policies the approval
 	// was given under on a registered ledger (0: an open ledger's).
 	PolicyVersion int64
+	// Settle is the settle time the approval bound: a send whose
+	// destination declares another is refused, and every attempt under it
+	// settles on it. SettleUnbound on approvals recorded before approvals
+	// bound one (see settleOf).
+	Settle time.Duration
 }
 
 // Attempt is one try at the destination.

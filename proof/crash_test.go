@@ -89,10 +89,11 @@ func (w *world) approvedActions(owner string, n int) {
 	w.task, w.owner = "task-1", owner
 	_, err := l.Claim(w.ctx, ledger.TaskRef{ID: w.task, Customer: "acme"}, owner)
 	must(w.t, err)
+	ep := w.destination()
 	for i := 1; i <= n; i++ {
 		p := ledger.Proposal{Task: ledger.TaskRef{ID: w.task}, Customer: fmt.Sprintf("c%d", i), Event: "enq-1",
 			ActionType: "reply_ack", Target: w.task, Recipient: fmt.Sprintf("c%d@example.org", i),
-			Destination: w.destination().Destination, Lookup: w.destination().Lookup,
+			Destination: ep.Destination, Lookup: ep.Lookup, Settle: &ep.Settle,
 			Subject: "We received your enquiry", Body: "We will answer within a day.", Actor: owner}
 		a, err := l.Propose(w.ctx, p)
 		must(w.t, err)

@@ -179,7 +179,7 @@ func TestMultiHost(t *testing.T) {
 		ep := destination.EndpointOf(dest)
 		p := ledger.Proposal{Task: ledger.TaskRef{ID: "task-1"}, Customer: "c", Event: event, ActionType: "reply_ack",
 			Target: "task-1", Recipient: event + "@example.org", Subject: "Hello", Body: "We are on it.", Actor: "wf",
-			Destination: ep.Destination, Lookup: ep.Lookup, DestinationSettings: ep.Settings}
+			Destination: ep.Destination, Lookup: ep.Lookup, DestinationSettings: ep.Settings, Settle: &ep.Settle}
 		act, err := l.Propose(ctx, p)
 		if err != nil {
 			t.Fatal(err)
@@ -332,7 +332,7 @@ func killAtStepBoundaries(t *testing.T, ctx context.Context, loc string, mb *tes
 		event := strings.ReplaceAll(boundary, " ", "-")
 		act, err := l.Propose(ctx, ledger.Proposal{Task: ledger.TaskRef{ID: "task-1"}, Customer: "c", Event: event, ActionType: "reply_ack",
 			Target: "task-1", Recipient: event + "@example.org", Subject: "Hello", Body: "We are on it.", Actor: "wf",
-			Destination: ep.Destination, Lookup: ep.Lookup, DestinationSettings: ep.Settings})
+			Destination: ep.Destination, Lookup: ep.Lookup, DestinationSettings: ep.Settings, Settle: &ep.Settle})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -665,12 +665,14 @@ func (b budgetIgnored) Send(ctx context.Context, msg destination.Message) (desti
 	return b.LookingDestination.Send(context.WithoutCancel(ctx), msg)
 }
 
-// noSettleTime is a wrapper that declares no settle time: absence is
-// concluded as soon as the lease ran out, while a relay may still hold the
-// message.
+// noSettleTime is a wrapper that declares no settle time, nor does its
+// kind: absence is concluded as soon as the lease ran out, while a relay
+// may still hold the message.
 type noSettleTime struct{ *smtpdest.LookingDestination }
 
 func (noSettleTime) SettleTime() time.Duration { return 0 }
+
+func (noSettleTime) DefaultSettleTime() time.Duration { return 0 }
 
 // idOnlyRecords judges a found message by its Message-ID alone: whatever
 // carries the attempt's Message-ID is reported with the attempt's

@@ -725,7 +725,7 @@ func approveOne(t *testing.T, ctx context.Context, path, target, body string) st
 	must(t, err)
 	a, err := l.Propose(ctx, ledger.Proposal{Task: ledger.TaskRef{ID: "task-1"}, Customer: "ada", Event: "enq-1",
 		ActionType: "reply_ack", Target: "task-1", Recipient: "ada@example.org", Destination: ep.Destination, Lookup: ep.Lookup,
-		DestinationSettings: ep.Settings, Subject: "We received your enquiry", Body: body, Actor: "wf-ack"})
+		DestinationSettings: ep.Settings, Settle: &ep.Settle, Subject: "We received your enquiry", Body: body, Actor: "wf-ack"})
 	must(t, err)
 	_, err = l.Approve(ctx, a.Key, "lead", consentYes)
 	must(t, err)

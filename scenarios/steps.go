@@ -47,7 +47,7 @@ func (a *actionState) proposal(task Task, actor string, ep destination.Endpoint)
 		Task:     ledger.TaskRef{ID: a.taskID, Customer: a.customer, Subject: task.Subject},
 		Customer: a.customer, Event: a.event, ActionType: a.typ, Target: a.target, Revision: a.revision,
 		Recipient: a.to, Subject: a.subject, Body: a.body, Actor: actor,
-		Destination: ep.Destination, Lookup: ep.Lookup, DestinationSettings: ep.Settings, Sender: sender,
+		Destination: ep.Destination, Lookup: ep.Lookup, DestinationSettings: ep.Settings, Settle: &ep.Settle, Sender: sender,
 	}
 }
 

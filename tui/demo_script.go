@@ -281,10 +281,11 @@ func (e demoEnv) approvedReply(ctx context.Context, actor, actionType string) er
 	}
 	subject := map[string]string{"reply_ack": "We have received your enquiry",
 		"reply_personal": "About your damaged parcel"}[actionType]
+	ep := destination.EndpointOf(e.dest)
 	a, err := e.l.Propose(ctx, ledger.Proposal{Task: demoRef, Customer: demoCustomer, Event: "enquiry-4711",
 		ActionType: actionType, Target: demoTask, Recipient: "ada@example.com", Subject: subject,
 		Body: "Hello Ada,\n\nthank you for writing to us.", Actor: actor,
-		Destination: e.dest.Identity(), Lookup: destination.EndpointOf(e.dest).Lookup})
+		Destination: ep.Destination, Lookup: ep.Lookup, Settle: &ep.Settle})
 	if err != nil {
 		return err
 	}

@@ -56,7 +56,7 @@ func proposeVerb() verbSpec {
 				f := k.facts
 				p = ledger.Proposal{Task: ledger.TaskRef{ID: task, Customer: f.Customer, Subject: taskSubject},
 					Customer: f.Customer, Event: f.Event, ActionType: f.ActionType, Target: f.Target, Revision: f.Revision,
-					Recipient: c.to, RecipientName: c.toName, Destination: ep.Destination, Lookup: ep.Lookup, DestinationSettings: ep.Settings, Sender: from,
+					Recipient: c.to, RecipientName: c.toName, Destination: ep.Destination, Lookup: ep.Lookup, DestinationSettings: ep.Settings, Settle: &ep.Settle, Sender: from,
 					Subject: c.subject, Body: body, Actor: g.actor}
 				if r.given() {
 					// The body read is the request's; the write is the

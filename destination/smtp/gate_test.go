@@ -141,7 +141,7 @@ func approvedActionWithBody(t *testing.T, l *ledger.Ledger, ep destination.Endpo
 		t.Fatal(err)
 	}
 	a, err := l.Propose(ctx, ledger.Proposal{Task: ledger.TaskRef{ID: "task-7"}, Customer: "cust-42", Event: "enquiry-1001",
-		ActionType: "reply_ack", Target: "task-7", Destination: ep.Destination, Lookup: ep.Lookup, Recipient: "ada@example.com", Subject: "We received your enquiry",
+		ActionType: "reply_ack", Target: "task-7", Destination: ep.Destination, Lookup: ep.Lookup, Settle: &ep.Settle, Recipient: "ada@example.com", Subject: "We received your enquiry",
 		Body: body, Actor: "wf-ack"})
 	if err != nil {
 		t.Fatal(err)

@@ -115,7 +115,7 @@ func pausedAfterAnotherSent(t *testing.T, phase smtpdest.Phase, scale time.Durat
 	if _, err := other.ReleaseHold(ctx, key, "lead", "nothing arrived"); err != nil {
 		t.Fatal(err)
 	}
-	second, err := smtpdest.New(mb.Target())
+	second, err := smtpdest.New(mb.Target(), smtpdest.WithSettleTime(300*time.Millisecond*scale)) // the approved settle time
 	if err != nil {
 		t.Fatal(err)
 	}

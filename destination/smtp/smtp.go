@@ -61,14 +61,16 @@ const DefaultFrom = "gatehouse@localhost"
 
 // Compile-time checks: only LookingDestination offers Lookup.
 var (
-	_ destination.Destination   = (*Destination)(nil)
-	_ destination.Destination   = (*LookingDestination)(nil)
-	_ destination.Records       = (*LookingDestination)(nil)
-	_ destination.EpochReporter = (*LookingDestination)(nil)
-	_ destination.Configured    = (*Destination)(nil)
-	_ destination.Configured    = (*LookingDestination)(nil)
-	_ destination.Settler       = (*Destination)(nil)
-	_ destination.Settler       = (*LookingDestination)(nil)
+	_ destination.Destination    = (*Destination)(nil)
+	_ destination.Destination    = (*LookingDestination)(nil)
+	_ destination.Records        = (*LookingDestination)(nil)
+	_ destination.EpochReporter  = (*LookingDestination)(nil)
+	_ destination.Configured     = (*Destination)(nil)
+	_ destination.Configured     = (*LookingDestination)(nil)
+	_ destination.Settler        = (*Destination)(nil)
+	_ destination.Settler        = (*LookingDestination)(nil)
+	_ destination.DefaultSettler = (*Destination)(nil)
+	_ destination.DefaultSettler = (*LookingDestination)(nil)
 )
 
 type config struct {
@@ -101,6 +103,12 @@ func (d *Destination) SettleTime() time.Duration {
 	if d.cfg.settle >= 0 {
 		return d.cfg.settle
 	}
+	return d.DefaultSettleTime()
+}
+
+// DefaultSettleTime implements destination.DefaultSettler: the settle
+// time when neither the target (settle=) nor an option names one.
+func (d *Destination) DefaultSettleTime() time.Duration {
 	return max(DefaultSettleTime, d.cfg.connectTimeout+2*d.cfg.commandTimeout+d.cfg.dataTimeout)
 }
 

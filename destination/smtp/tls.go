@@ -41,7 +41,8 @@ type Settings struct {
 	CA       string `json:"ca,omitempty"`       // PEM certificates to trust instead of the system's
 	Insecure bool   `json:"insecure,omitempty"` // verify no certificate at all (explicitly)
 	// Settle is the settle time the target named (a Go duration), "" for
-	// the default: how long after a lease a relay may still deliver.
+	// the default: how long after a lease a relay may still deliver. The
+	// gate binds it at approval through destination.Endpoint.Settle.
 	Settle string `json:"settle,omitempty"`
 }
 
