@@ -303,3 +303,37 @@ func TestRestoreCheckWaitsOutTheApprovedSettleTime(t *testing.T) {
 		t.Fatalf("%d arrivals, want 1", n)
 	}
 }
+
+// TestRestoreCheckWaitsOutTheLedgersLease: the wait after a restore covers
+// the lease an attempt the restore lost could have held. That attempt is
+// another process's, so the sending process's own shorter lease
+// ($GATEHOUSE_LEASE) must not end the wait sooner: the wait is the longest
+// lease the ledger recorded, and never less than the default.
+func TestRestoreCheckWaitsOutTheLedgersLease(t *testing.T) {
+	sqliteOnly(t)
+	w := newWorld(t)
+	_, err := w.l.Claim(w.ctx, ledger.TaskRef{ID: "task-7"}, "wf-ack")
+	w.must(err)
+	a, err := w.l.Propose(w.ctx, ackProposal("wf-ack"))
+	w.must(err)
+	_, err = w.l.Approve(w.ctx, a.Key, "lead", consentYes)
+	w.must(err)
+	backup := filepath.Join(t.TempDir(), "backup.db")
+	_, err = w.l.Backup(w.ctx, backup, false)
+	w.must(err)
+	_, err = w.restoreBackup(backup, false)
+	w.must(err)
+	w.l.Close()
+	w.open(ledger.WithLease(time.Second)) // the sending process's own, short lease
+	w.clock.Advance(2 * time.Second)
+	req := ledger.ExecuteRequest{Key: a.Key, Executor: "wf-ack", Reread: consentYes}
+	if _, err := w.l.Execute(w.ctx, req, w.dest); !errors.Is(err, ledger.ErrNotVerifiedYet) || w.dest.Calls() != 0 {
+		t.Fatalf("send 2s after the restore from a process whose lease is 1s: %v, %d handed over; want not verified yet (the default lease is not over)", err, w.dest.Calls())
+	}
+	w.clock.Advance(ledger.DefaultLease)
+	_, err = w.l.Execute(w.ctx, req, w.dest)
+	w.must(err)
+	if n := w.dest.Arrivals(a.Key); n != 1 {
+		t.Fatalf("%d arrivals, want 1", n)
+	}
+}

@@ -450,6 +450,7 @@ func (l *Ledger) verifyRestored(ctx context.Context, req ExecuteRequest, dest de
 	var since time.Time
 	var unverified bool
 	var epochs restoreEpochs
+	var lease time.Duration
 	if err := l.read(ctx, func(tx queryTx) error {
 		var s int64
 		err := tx.QueryRow(`SELECT since FROM unverified_actions WHERE action_key = ?`, req.Key).Scan(&s)
@@ -463,7 +464,10 @@ func (l *Ledger) verifyRestored(ctx context.Context, req ExecuteRequest, dest de
 		if a, err = getAction(tx, req.Key); err != nil {
 			return err
 		}
-		epochs, err = readRestoreEpochs(tx)
+		if epochs, err = readRestoreEpochs(tx); err != nil {
+			return err
+		}
+		lease, err = l.restoreLease(tx)
 		return err
 	}); err != nil || !unverified {
 		return Action{}, err
@@ -480,7 +484,7 @@ func (l *Ledger) verifyRestored(ctx context.Context, req ExecuteRequest, dest de
 	if lookErr == nil {
 		epochProblem = epochs.epochProblem(ep.Destination, res.Epoch)
 	}
-	until := since.Add(l.restoreSettle(a.Settle, dest))
+	until := since.Add(l.restoreSettle(lease, a.Settle, dest))
 	var out Action
 	err := l.write(ctx, func(t *wtx) error {
 		cur, err := getAction(t, a.Key)
@@ -497,11 +501,26 @@ func (l *Ledger) verifyRestored(ctx context.Context, req ExecuteRequest, dest de
 }
 
 // restoreSettle is how long after a restore what the lost history sent may
-// still land: an attempt begun just before the restore holds its lease,
-// and a relay may hold its message for the settle time after that, the
-// one approved (bound) and never a shorter one dest declares.
-func (l *Ledger) restoreSettle(bound time.Duration, dest destination.Destination) time.Duration {
-	return l.lease + settleOf(bound, destination.EndpointOf(dest))
+// still land: an attempt begun just before the restore holds its lease
+// (lost, see restoreLease), and a relay may hold its message for the
+// settle time after that, the one approved (bound) and never a shorter
+// one dest declares.
+func (l *Ledger) restoreSettle(lease, bound time.Duration, dest destination.Destination) time.Duration {
+	return lease + settleOf(bound, destination.EndpointOf(dest))
+}
+
+// restoreLease is the longest lease an attempt the restore lost could have
+// held. That attempt's own row is gone, so it is judged from what the
+// ledger kept: the longest lease any of its attempts recorded, and never
+// less than the default lease. The sending process's own lease
+// ($GATEHOUSE_LEASE) counts only where it is longer: a process started with
+// a short lease must not end the wait for another's attempt sooner.
+func (l *Ledger) restoreLease(q queryer) (time.Duration, error) {
+	var longest int64
+	if err := q.QueryRow(`SELECT COALESCE(MAX(lease_until - started_at), 0) FROM attempts`).Scan(&longest); err != nil {
+		return 0, fmt.Errorf("read the longest lease recorded: %w", err)
+	}
+	return max(l.lease, DefaultLease, time.Duration(longest)), nil
 }
 
 // judgeRestored records what one look at the records found for an
@@ -579,7 +598,14 @@ func (s *sendRun) verifyRelease(ctx context.Context, dest destination.Destinatio
 		return rc, fmt.Errorf("send release %s: read its restore mark: %w", s.req.ReleaseID, err)
 	}
 	since := fromNS(sinceNS)
-	until := since.Add(l.restoreSettle(s.rel.Settle, dest))
+	var lease time.Duration
+	if err := l.read(ctx, func(tx queryTx) (err error) {
+		lease, err = l.restoreLease(tx)
+		return err
+	}); err != nil {
+		return rc, fmt.Errorf("send release %s: %w", s.req.ReleaseID, err)
+	}
+	until := since.Add(l.restoreSettle(lease, s.rel.Settle, dest))
 	rel := s.req.ReleaseID
 	if by := strings.TrimSpace(s.req.RestoreCheckedBy); by != "" {
 		return rc, l.write(ctx, func(t *wtx) error {

@@ -167,8 +167,11 @@ func (o options) context() context.Context {
 // WithClock makes the ledger read time from c.
 func WithClock(c clock.Clock) Option { return func(o *options) { o.clock = c } }
 
+// DefaultLease is the lease of an attempt whose process sets none (WithLease).
+const DefaultLease = 2 * time.Minute
+
 // WithLease sets how long an attempt may stay in flight before recovery may
-// declare its outcome unknown (default 2 minutes). It must exceed the
+// declare its outcome unknown (default DefaultLease). It must exceed the
 // destination's longest send.
 func WithLease(d time.Duration) Option { return func(o *options) { o.lease = d } }
 
@@ -193,7 +196,7 @@ var ErrTooNew = errors.New("ledger schema is newer than this gatehouse")
 // ledger backup (ErrBackup), whatever put it in place: restore it, or mark
 // it restored (ToMarkRestored). Tools that only read use OpenReadOnly.
 func Open(path string, opts ...Option) (*Ledger, error) {
-	o := options{clock: clock.System{}, lease: 2 * time.Minute}
+	o := options{clock: clock.System{}, lease: DefaultLease}
 	for _, opt := range opts {
 		opt(&o)
 	}
