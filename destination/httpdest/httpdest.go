@@ -291,11 +291,13 @@ func (d *Destination) Send(ctx context.Context, msg destination.Message) (destin
 }
 
 // EarlyAnswerWait is how long a send whose request was not written to its
-// last byte waits for an answer the provider may have sent already. An
-// answer sent before the provider closed arrives before the close does, so
-// it is normally there at once; the wait covers a provider that answered
-// and stopped reading without closing.
-const EarlyAnswerWait = 500 * time.Millisecond
+// last byte waits for an answer the provider may have sent. An answer sent
+// before the provider closed arrives before the close that failed the
+// write, and one sent while the executor stood still at its commit point
+// arrived meanwhile, so it is there at once; the wait only covers one
+// still on its way, and is kept short because a provider that is simply
+// waiting for the last byte answers nothing.
+const EarlyAnswerWait = 50 * time.Millisecond
 
 // earlyAnswer reads what the provider answered to a request whose last
 // byte the gate did not hand over (cause says why), and failed is the

@@ -247,6 +247,35 @@ func TestPausedExecutorNeverHandsOverTheLastByte(t *testing.T) {
 	}
 }
 
+// TestEarlyAnswerWhilePausedAtTheCommitPoint: an executor stands still at
+// its commit point past its budget while the provider, having read the
+// header fields, answers 201 and closes. The last byte is never handed
+// over, yet the provider says it acted: unknown, naming its id, never
+// "not delivered".
+func TestEarlyAnswerWhilePausedAtTheCommitPoint(t *testing.T) {
+	p := startProvider(t, mode{early: true, status: 201, body: `{"id": "re_early", "object": "refund"}`})
+	d, err := httpdest.New(p.url() + "?dup=idempotency-key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := time.Now().Add(200 * time.Millisecond)
+	d.Pause = func(_ context.Context, at httpdest.Phase) {
+		if at == httpdest.PhaseCommit {
+			<-p.earlyDone
+			<-time.After(time.Until(end) + 50*time.Millisecond)
+		}
+	}
+	w, err := refund().Write(d.Profile, "refund-key", "gh_k1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rcpt, err := d.Send(stalledCtx{Context: context.Background(), end: end}, destination.Message{ActionKey: "refund-key", HTTP: &w})
+	if o := destination.ClassifyDelivery(err); o != destination.OutcomeUnknown || rcpt.DestinationID != "re_early" ||
+		!strings.Contains(err.Error(), "re_early") || !strings.Contains(err.Error(), destination.ErrBudgetSpent.Error()) {
+		t.Fatalf("answered while the executor stood still: %s, id %q (%v); want unknown naming re_early and the budget", o, rcpt.DestinationID, err)
+	}
+}
+
 // TestLookupByReference: the search finds the records holding the action
 // key, reports the gate's key at refid as their Message-ID and the
 // provider's id; a paged answer or a failing search is unavailable, never

@@ -44,11 +44,12 @@ type provider struct {
 	bodies    [][]byte // their bodies
 	wires     [][]byte // their bytes as received
 	resetDone chan struct{}
+	earlyDone chan struct{} // an early answer was written
 }
 
 func startProvider(t *testing.T, m mode) *provider {
 	t.Helper()
-	p := &provider{ln: loopback(t), mode: m, resetDone: make(chan struct{}, 1)}
+	p := &provider{ln: loopback(t), mode: m, resetDone: make(chan struct{}, 1), earlyDone: make(chan struct{}, 1)}
 	go p.serve()
 	return p
 }
@@ -114,6 +115,10 @@ func (p *provider) handle(c net.Conn) {
 		p.answered++
 		p.mu.Unlock()
 		p.answer(c, m)
+		select {
+		case p.earlyDone <- struct{}{}:
+		default:
+		}
 		return // closing with the body unread resets the connection
 	}
 	body, err := io.ReadAll(req.Body)
