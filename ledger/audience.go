@@ -180,8 +180,11 @@ func (l *Ledger) ImportAudience(ctx context.Context, in AudienceImport, dir Dire
 			return AudienceSummary{}, err
 		}
 	}
-	if _, err = io.Copy(io.MultiWriter(&stored, hash), in.Source); err != nil {
+	if _, err = io.Copy(io.MultiWriter(&stored, hash), io.LimitReader(in.Source, audiencefile.MaxBytes+1)); err != nil {
 		return AudienceSummary{}, fmt.Errorf("audience %s (%s): %w", in.ReleaseID, in.SourceName, err)
+	}
+	if err := withinLimits(in.SourceName, stored.Bytes()); err != nil {
+		return AudienceSummary{}, err
 	}
 	digest := "sha256:" + hex.EncodeToString(hash.Sum(nil))
 	// Refreshed customers must be durable (see UpsertCustomers).
@@ -256,6 +259,20 @@ func (in AudienceImport) validate() error {
 	}
 	if in.Source == nil {
 		return invalidf("audience import: no source file")
+	}
+	return nil
+}
+
+// withinLimits refuses an audience file over audiencefile's limits before
+// anything is recorded: over MaxBytes (the caller read one byte more than
+// the limit, never the rest), or over MaxRows (counted without resolving a
+// row, so a file too long is refused before its first row is looked up).
+func withinLimits(name string, file []byte) error {
+	if len(file) > audiencefile.MaxBytes {
+		return invalidf("audience file %s is over the limit of %d bytes (64 MiB); split the release into several", name, audiencefile.MaxBytes)
+	}
+	if _, err := audiencefile.CountRows(bytes.NewReader(file), audiencefile.MaxRows); err != nil {
+		return invalidf("audience file %s has more than %d rows, the limit of an audience file; split the release into several", name, audiencefile.MaxRows)
 	}
 	return nil
 }

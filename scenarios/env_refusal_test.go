@@ -9,11 +9,22 @@ import (
 
 // TestLoaderVariablesAreRefused: a scenario may not hand a run a variable
 // that makes a loader or an interpreter run code of its choosing before
-// the program's own, whether it sets it or inherits it. Each listed name,
-// and the LD_/DYLD_ families in any spelling, is refused with the file,
-// line and field.
+// the program's own, whether it sets it or inherits it. Each refused name,
+// a new member of every refused family and the members the families were
+// made for (PYTHONUSERBASE, PERLLIB, _JAVA_OPTIONS, JDK_JAVA_OPTIONS,
+// LUA_INIT), in any spelling, is refused with the file, line and field; a
+// workflow's own settings are not.
 func TestLoaderVariablesAreRefused(t *testing.T) {
-	names := append([]string{"LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "ld_preload", "DYLD_INSERT_LIBRARIES"}, codeStartNames...)
+	names := []string{"LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "ld_preload", "DYLD_INSERT_LIBRARIES",
+		"PYTHONUSERBASE", "PYTHONWARNINGS", "pythonpath", "PERLLIB", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS",
+		"LUA_INIT", "BASH_FUNC_x", "NPM_CONFIG_NODE_OPTIONS", "npm_config_script_shell", "GIT_CONFIG_COUNT",
+		"OPENSSL_CONF", "XDG_CONFIG_HOME", "R_PROFILE_USER"}
+	for _, c := range codeStarts {
+		names = append(names, c.name) // a family's prefix alone is one of its names
+		if c.family {
+			names = append(names, c.name+"ANY_NEW_ONE")
+		}
+	}
 	for _, field := range []string{"env", "inherit_env"} {
 		for _, name := range names {
 			t.Run(field+"/"+name, func(t *testing.T) {
@@ -46,7 +57,8 @@ steps:
 			})
 		}
 	}
-	for _, ok := range []string{"LANG", "TEAM", "LDAP_URL", "PYTHONUNBUFFERED"} {
+	for _, ok := range []string{"LANG", "TEAM", "ACK_APPROVER", "LDAP_URL", "ENVIRONMENT", "TZ", "CC",
+		"MALLOC_ARENA_MAX", "SSL_CERT_FILE", "PS", "LC_ALL", "GATE_MODE"} {
 		if StartsCode(ok) {
 			t.Errorf("%s is refused but starts no code", ok)
 		}

@@ -3,7 +3,6 @@ package scenarios
 import (
 	"errors"
 	"fmt"
-	"os"
 	"reflect"
 	"regexp"
 	"slices"
@@ -115,6 +114,9 @@ var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
 // The file must be UTF-8; a byte order mark is accepted. Any other encoding
 // is one problem that names it.
 func Parse(file string, src []byte) (*Scenario, error) {
+	if len(src) > MaxFileBytes {
+		return nil, Problems{tooLarge(file)}
+	}
 	var ee *textenc.Error
 	if errors.As(textenc.Check(src, true), &ee) {
 		pos := Pos{max(ee.Line, 1), max(ee.Col, 1)}
@@ -141,11 +143,12 @@ func Parse(file string, src []byte) (*Scenario, error) {
 	return sc, nil
 }
 
-// ParseFile reads and validates the scenario in path.
+// ParseFile reads and validates the scenario in path; a file over
+// MaxFileBytes is refused having read no more than the limit (ReadFile).
 func ParseFile(path string) (*Scenario, error) {
-	src, err := os.ReadFile(path)
+	src, err := ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("read scenario: %w", err)
+		return nil, err
 	}
 	return Parse(path, src)
 }
@@ -183,6 +186,9 @@ func (v *validator) run() {
 	v.world()
 	if len(sc.Steps) == 0 {
 		v.problem(sc.Pos, "add at least one step", "the scenario has no steps")
+	}
+	if !v.stepLimit() {
+		return
 	}
 	for i := range sc.Steps {
 		v.step(fmt.Sprintf("steps[%d]", i+1), &sc.Steps[i], false)

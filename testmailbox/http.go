@@ -63,7 +63,9 @@ type ErrorResponse struct {
 //
 // Bad parameters and bodies get 400, unknown ids and paths 404, a method a
 // path does not take 405 with an Allow header, each with an ErrorResponse
-// body in the API's own words (the web page's are pages). When the mailbox has an API token, a PUT or
+// body in the API's own words (the web page's are pages). Before anything
+// else, a request whose Host is not one of the mailbox's names gets 421
+// (see hostnames.go: DNS rebinding). When the mailbox has an API token, a PUT or
 // DELETE without it gets 401 before anything else is looked at. CORS is
 // closed: no reply carries Access-Control-Allow-* headers, so a browser
 // page elsewhere can neither read replies nor pass a preflight, and a
@@ -85,8 +87,13 @@ func (m *Mailbox) Handler() http.Handler {
 	mux.HandleFunc("GET /{$}", m.handlePage)
 	mux.HandleFunc("GET /messages/{id}", m.handleMessagePage)
 	mux.HandleFunc("GET /static/{file}", handleStatic)
+	names := m.ownNames()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		securityHeaders(w.Header())
+		if !names.allows(r.Host) {
+			misdirected(w, r, names)
+			return
+		}
 		if origin := r.Header.Get("Origin"); origin != "" && !sameOrigin(origin, r.Host) {
 			writeError(w, http.StatusForbidden, fmt.Sprintf("requests from web pages of another origin (%s) are refused", origin))
 			return
@@ -118,6 +125,19 @@ func (m *Mailbox) authorized(r *http.Request) bool {
 	}
 	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	return ok && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(m.cfg.APIToken)) == 1
+}
+
+// misdirected answers a request addressed to a name that is not the
+// mailbox's (421, RFC 9110 §15.5.20): a page that rebound its own name to
+// this address, or a proxy that forwards a name nobody told the mailbox.
+// The web page's routes get a page, the rest the API's JSON.
+func misdirected(w http.ResponseWriter, r *http.Request, names hostNames) {
+	msg := fmt.Sprintf("this mailbox answers only to its own names (%s), not Host %q; a name it is reached by legitimately is given with --http-name", names, r.Host)
+	if strings.HasPrefix(r.URL.Path, "/api/") {
+		writeError(w, http.StatusMisdirectedRequest, msg)
+		return
+	}
+	webError(w, http.StatusMisdirectedRequest, msg)
 }
 
 // sameOrigin reports whether a browser's Origin header names the host the

@@ -40,7 +40,7 @@ func FuzzHTTPQuery(f *testing.F) {
 		}
 		path := strings.Replace(apiEndpoints[int(endpoint)%len(apiEndpoints)], "{id}", id, 1)
 		req := &http.Request{Method: http.MethodGet, URL: &url.URL{Path: path, RawQuery: rawQuery},
-			Header: http.Header{}, Host: "mailbox.test", RequestURI: path}
+			Header: http.Header{}, Host: m.HTTPAddr(), RequestURI: path}
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req.WithContext(t.Context()))
 
@@ -78,7 +78,7 @@ func TestHTTPRefusesUnparseableQuery(t *testing.T) {
 	for _, q := range []string{"action_key=gh1%3Aother%zz", "to=bob@example.com;x", "message_id=%"} {
 		t.Run(q, func(t *testing.T) {
 			rec := httptest.NewRecorder()
-			m.Handler().ServeHTTP(rec, &http.Request{Method: http.MethodGet, Header: http.Header{},
+			m.Handler().ServeHTTP(rec, &http.Request{Method: http.MethodGet, Header: http.Header{}, Host: m.HTTPAddr(),
 				URL: &url.URL{Path: "/api/v1/messages", RawQuery: q}})
 			if rec.Code != http.StatusBadRequest {
 				t.Errorf("GET /api/v1/messages?%s = %d %s, want 400 with a JSON error", q, rec.Code, rec.Body)

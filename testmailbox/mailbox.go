@@ -11,6 +11,7 @@ package testmailbox
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -84,6 +85,11 @@ type Config struct {
 	// APIToken, when set, must accompany every state-changing API call
 	// (PUT and DELETE) as "Authorization: Bearer TOKEN"; reads stay open.
 	APIToken string
+	// HTTPNames are host names (or addresses) the HTTP API and web page
+	// answer to besides their own: the listen address, the loopback names
+	// when it is loopback, the TLS certificate's names. A request whose Host
+	// is none of them gets 421 on every route (see Handler).
+	HTTPNames []string
 
 	// TLS offers (or requires) STARTTLS; off by default in Go, on in the
 	// CLI. Without TLSCertFile/TLSKeyFile a self-signed certificate is
@@ -112,8 +118,9 @@ type Mailbox struct {
 	httpSrv *http.Server
 	httpLn  net.Listener
 
-	caFile string // PEM a client trusts the mailbox by; "" without TLS
-	tmpDir string // holds a generated certificate; removed by Close
+	caFile string           // PEM a client trusts the mailbox by; "" without TLS
+	cert   *tls.Certificate // the STARTTLS certificate; nil without TLS
+	tmpDir string           // holds a generated certificate; removed by Close
 
 	accepted, refused, dropped atomic.Int64
 	// sessions counts the SMTP connections open now (see Stats.Sessions).
@@ -177,6 +184,9 @@ func Start(ctx context.Context, cfg Config) (*Mailbox, error) {
 	if err := checkTLSConfig(cfg); err != nil {
 		return nil, err
 	}
+	if err := checkHTTPNames(cfg.HTTPNames); err != nil {
+		return nil, err
+	}
 	if err := checkExposure(ctx, &cfg); err != nil {
 		return nil, err
 	}
@@ -191,24 +201,24 @@ func Start(ctx context.Context, cfg Config) (*Mailbox, error) {
 		st.close()
 		return nil, err
 	}
-	if !cfg.NoHTTP {
-		var lc net.ListenConfig
-		m.httpLn, err = lc.Listen(ctx, "tcp", cfg.HTTPAddr)
-		if err != nil {
-			m.ln.Close()
-			st.close()
-			return nil, fmt.Errorf("listen http on %s: %w", cfg.HTTPAddr, err)
-		}
-		m.httpSrv = &http.Server{Handler: m.Handler(), ReadHeaderTimeout: 10 * time.Second}
-		go m.httpSrv.Serve(m.httpLn)
-	}
-
 	s := smtp.NewServer(backend{m})
 	if cfg.TLS != TLSOff {
+		// Before the HTTP API starts: the certificate's names are names it answers to.
 		if s.TLSConfig, err = m.setUpTLS(); err != nil {
 			m.closeListeners()
 			return nil, err
 		}
+		m.cert = &s.TLSConfig.Certificates[0]
+	}
+	if !cfg.NoHTTP {
+		var lc net.ListenConfig
+		m.httpLn, err = lc.Listen(ctx, "tcp", cfg.HTTPAddr)
+		if err != nil {
+			m.closeListeners()
+			return nil, fmt.Errorf("listen http on %s: %w", cfg.HTTPAddr, err)
+		}
+		m.httpSrv = &http.Server{Handler: m.Handler(), ReadHeaderTimeout: 10 * time.Second}
+		go m.httpSrv.Serve(m.httpLn)
 	}
 	s.Domain = cfg.Domain
 	s.MaxMessageBytes = cfg.MaxMessageBytes

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -77,8 +78,14 @@ func appScenarios(dir string) ([]*scenarios.Scenario, error) {
 	sort.Strings(files)
 	for _, f := range files {
 		sc, err := scenarios.ParseFile(f)
-		if err != nil {
-			return nil, err // every problem already names the file
+		var probs scenarios.Problems
+		switch {
+		case errors.As(err, &probs):
+			// Every problem names the file; a file over the size limit
+			// is refused having read no more than the limit.
+			return nil, &exitError{code: exitUsage, err: fmt.Errorf("--dir %s:\n%w", dir, probs)}
+		case err != nil:
+			return nil, usageErr("--dir %s: %v", dir, err)
 		}
 		list = append(list, sc)
 	}

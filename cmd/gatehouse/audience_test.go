@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"gatehouse/ledger/audiencefile"
 	"gatehouse/testmailbox"
 )
 
@@ -135,6 +137,20 @@ func TestAudienceErrors(t *testing.T) {
 	os.WriteFile(bad, []byte("name\nAda\n"), 0o644)
 	badCustomers := filepath.Join(t.TempDir(), "crm.csv")
 	os.WriteFile(badCustomers, []byte("customer_id,email,suppressed\nc1,a@x.org,no\n"), 0o644)
+	// Over the limits: 80 MB (sparse, so it costs no disk) and one row
+	// more than an audience file may have.
+	huge := filepath.Join(t.TempDir(), "huge.csv")
+	if f, err := os.Create(huge); err == nil {
+		f.Truncate(80 << 20)
+		f.Close()
+	}
+	long := filepath.Join(t.TempDir(), "long.csv")
+	var rows strings.Builder
+	rows.WriteString("customer_id\n")
+	for i := range audiencefile.MaxRows + 1 {
+		fmt.Fprintf(&rows, "c%d\n", i)
+	}
+	os.WriteFile(long, []byte(rows.String()), 0o644)
 	tests := []struct {
 		Name string
 		Args []string
@@ -144,6 +160,10 @@ func TestAudienceErrors(t *testing.T) {
 		{"MissingFile", []string{"reconcile", "--release", "r", "--as", "ops", "--subject", "s"}, exitUsage, "audience reconcile needs --file"},
 		{"MissingActor", []string{"reconcile", "--release", "r", "--file", e.file, "--subject", "s"}, exitUsage, "audience reconcile needs --as"},
 		{"UnusableFile", []string{"reconcile", "--release", "r", "--file", bad, "--as", "ops", "--subject", "s"}, exitOther, "bad.csv"},
+		{"FileOverTheByteLimit", []string{"reconcile", "--release", "r", "--file", huge, "--as", "ops", "--subject", "s"}, exitUsage,
+			fmt.Sprintf("audience file %s is over the limit of %d bytes (64 MiB)", huge, audiencefile.MaxBytes)},
+		{"FileOverTheRowLimit", []string{"reconcile", "--release", "r", "--file", long, "--as", "ops", "--subject", "s"}, exitUsage,
+			fmt.Sprintf("audience file %s has more than %d rows", long, audiencefile.MaxRows)},
 		{"CustomersWithoutConsent", []string{"reconcile", "--release", "r", "--file", e.file, "--customers", badCustomers, "--as", "ops", "--subject", "s"}, exitOther, "crm.csv:1: no consent column (have customer_id, email, suppressed)"},
 		{"BadConsentValueFlag", []string{"reconcile", "--release", "r", "--file", e.file, "--customers", e.custom, "--consent-value", "ja", "--as", "ops", "--subject", "s"}, exitUsage, "--consent-value \"ja\": want WORD=CLASS"},
 		{"ConsentValueUnknownClass", []string{"reconcile", "--release", "r", "--file", e.file, "--customers", e.custom, "--consent-value", "ja=maybe", "--as", "ops", "--subject", "s"}, exitUsage, "CLASS one of opted_in"},

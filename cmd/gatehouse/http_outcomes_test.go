@@ -4,13 +4,16 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -204,4 +207,130 @@ func stateOf(a ledger.Action) string {
 		return fmt.Sprintf("%s (%s)", a.State, a.HoldCause)
 	}
 	return string(a.State)
+}
+
+// earlyProvider makes a refund as soon as it has read a request's header
+// fields and the start of its body (where the gate's reference sits),
+// answers 201 with the refund and closes, the rest of the body unread: a
+// provider that acts before the request's last byte. Its search finds the
+// refunds it made.
+type earlyProvider struct {
+	ln      net.Listener
+	mu      sync.Mutex
+	refunds []map[string]any
+}
+
+func startEarlyProvider(t *testing.T) *earlyProvider {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &earlyProvider{ln: ln}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go p.handle(c)
+		}
+	}()
+	return p
+}
+
+var earlyRef = regexp.MustCompile(`"gatehouse_key":"([^"]*)","gatehouse_ref":"([^"]*)"`)
+
+func (p *earlyProvider) handle(c net.Conn) {
+	defer c.Close() // with the body unread: the connection is reset
+	c.(*net.TCPConn).SetReadBuffer(16 << 10)
+	br := bufio.NewReader(c)
+	req, err := http.ReadRequest(br)
+	if err != nil {
+		return
+	}
+	status, body := http.StatusOK, []byte(`{"object": "list", "data": []}`)
+	if req.Method == http.MethodGet {
+		p.mu.Lock()
+		var found []map[string]any
+		for _, r := range p.refunds {
+			if r["metadata"].(map[string]any)["gatehouse_key"] == req.URL.Query().Get("metadata[gatehouse_key]") {
+				found = append(found, r)
+			}
+		}
+		body, _ = json.Marshal(map[string]any{"object": "list", "data": found})
+		p.mu.Unlock()
+	} else {
+		head := make([]byte, 64<<10)
+		n, _ := io.ReadFull(req.Body, head)
+		m := earlyRef.FindSubmatch(head[:n])
+		if m == nil {
+			return
+		}
+		p.mu.Lock()
+		refund := map[string]any{"id": fmt.Sprintf("re_%d", len(p.refunds)+1), "object": "refund", "amount": 1250, "currency": "eur",
+			"metadata": map[string]any{"gatehouse_key": string(m[1]), "gatehouse_ref": string(m[2])}}
+		p.refunds = append(p.refunds, refund)
+		p.mu.Unlock()
+		status, body = http.StatusCreated, must1(json.Marshal(refund))
+	}
+	fmt.Fprintf(c, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
+		status, http.StatusText(status), len(body), body)
+}
+
+func (p *earlyProvider) made() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.refunds)
+}
+
+func must1[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// TestEarlyAnswerIsEvidence: a provider that answers 201 with its refund's
+// id after reading only the start of a large request, and closes, has
+// acted although the gate never handed over the last byte. The send is
+// unknown (exit 14) naming the id, never "not delivered; may be retried":
+// a workflow that retries what may be retried sends once, the reconcile
+// finds the refund in the provider's records (sent), a later send is
+// already sent, and the provider holds one refund.
+func TestEarlyAnswerIsEvidence(t *testing.T) {
+	p := startEarlyProvider(t)
+	dest := "http://" + p.ln.Addr().String() + "?dup=reference&ref=metadata.gatehouse_key&search=/v1/refunds"
+	file := filepath.Join(t.TempDir(), "refund.json")
+	// 8 MiB of notes: more than the sockets between gate and provider hold.
+	os.WriteFile(file, []byte(`{"method": "POST", "path": "/v1/refunds", "body": {"payment": "pay_1", "amount": 1250, "currency": "eur", "notes": "`+
+		strings.Repeat("n", 8<<20)+`"}}`), 0o644)
+	e := newGateEnv(t)
+	e.must("claim", "--task", "task-9", "--customer", "cust-42", "--as", "wf-refund")
+	key := strings.TrimSpace(e.must("propose", "--as", "wf-refund", "--destination", dest, "--request-file", file, "--task", "task-9",
+		"--customer", "cust-42", "--event", "return-88", "--type", "refund", "--target", "order-1001").stdout)
+	e.must("approve", "--key", key, "--as", "lead")
+	var sends []result
+	for len(sends) < 3 {
+		r := e.gate("send", "--key", key, "--as", "wf-refund")
+		sends = append(sends, r)
+		if r.code == exitUnknown || r.code == exitOK || r.code == exitDuplicate {
+			break
+		}
+	}
+	first := sends[0]
+	if len(sends) != 1 || first.code != exitUnknown || !strings.Contains(first.stdout+first.stderr, "re_1") {
+		t.Fatalf("%d send(s), the first exit %d: %s%s\nwant one send, unknown (exit %d) naming re_1; the provider made %d refund(s)",
+			len(sends), first.code, first.stdout, first.stderr, exitUnknown, p.made())
+	}
+	if r := e.gate("reconcile", "--key", key, "--as", "ops"); r.code != exitOK || !strings.Contains(r.stdout, "sent") {
+		t.Fatalf("reconcile: exit %d: %s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := e.gate("send", "--key", key, "--as", "wf-refund"); r.code != exitDuplicate {
+		t.Fatalf("a send after the reconcile: exit %d, want %d (already sent): %s%s", r.code, exitDuplicate, r.stdout, r.stderr)
+	}
+	if n := p.made(); n != 1 {
+		t.Fatalf("the provider made %d refunds, want 1", n)
+	}
 }

@@ -79,6 +79,12 @@ verifies this mailbox. AUTH is taken only after STARTTLS unless
 unless --allow-remote, which requires an API token for every PUT and
 DELETE (--api-token, or one generated and printed).
 
+The HTTP API and web page answer only requests addressed to the mailbox's
+own names (any other Host header gets 421, so a web page cannot rebind its
+own name to this address): localhost and the loopback addresses when it
+listens there, the address it listens on, the names in its TLS certificate,
+and each --http-name (a name it is reached by through a proxy or tunnel).
+
 Fault specs (repeat --fault for several):
   accept_then_drop[:count=N][:to=ADDR][:p=P][:seed=S]
   delay_reply=DURATION[…same fields]
@@ -117,6 +123,7 @@ Fault specs (repeat --fault for several):
 	f.BoolVar(&cfg.AllowInsecureAuth, "allow-insecure-auth", false, "take AUTH before STARTTLS, in clear text")
 	f.BoolVar(&cfg.AllowRemote, "allow-remote", false, "allow listen addresses that are not loopback (requires an API token)")
 	f.StringVar(&cfg.APIToken, "api-token", "", "`token` every PUT and DELETE must carry (default with --allow-remote: generated)")
+	f.StringArrayVar(&cfg.HTTPNames, "http-name", nil, "a host `name` the HTTP API and web page answer to besides their own (repeatable; any other Host gets 421)")
 	return cmd
 }
 

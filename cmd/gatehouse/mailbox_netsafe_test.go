@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net/http"
 	"net/url"
 	"os"
 	"strings"
@@ -105,6 +106,7 @@ func TestMailboxServeRefusals(t *testing.T) {
 		{"BadTLSMode", []string{"--tls", "sometimes"}, "want off, offer or require"},
 		{"CertWithoutKey", []string{"--tls-cert", "cert.pem"}, "--tls-key"},
 		{"AuthInClearWithoutAllowance", []string{"--tls", "off", "--auth"}, "--allow-insecure-auth"},
+		{"HTTPNameWithPort", []string{"--http-name", "mailbox.lan:8025"}, "--http-name"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"mailbox", "serve", "--smtp", "127.0.0.1:0", "--http", "127.0.0.1:0"}, tc.args...)
@@ -168,5 +170,31 @@ func TestGateReconcileAfterMailboxClear(t *testing.T) {
 	code, out, _ := runMailboxCLI("mailbox", "stats", "--api", api, "--json")
 	if code != 0 || !strings.Contains(out, `"accepted": 0`) || !strings.Contains(out, `"stored": 0`) {
 		t.Fatalf("after the reconcile the mailbox got something: exit %d\n%s", code, out)
+	}
+}
+
+// TestMailboxServeAnswersOnlyItsNames: the serving process answers a
+// request by its own address and by a name given with --http-name, and
+// refuses one whose Host is any other name (421), as a page that rebound
+// its name to the mailbox's address would send.
+func TestMailboxServeAnswersOnlyItsNames(t *testing.T) {
+	_, _, api, _ := startMailboxProcess(t, "--http-name", "mailbox.lan")
+	for host, want := range map[string]int{"": http.StatusOK, "mailbox.lan": http.StatusOK,
+		"rebind.attacker.example": http.StatusMisdirectedRequest} {
+		req, err := http.NewRequest(http.MethodGet, api+"/api/v1/messages", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if host != "" {
+			req.Host = host
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("GET /api/v1/messages with Host %q: %d, want %d", host, resp.StatusCode, want)
+		}
 	}
 }

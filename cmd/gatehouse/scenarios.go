@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -93,7 +92,11 @@ func showScenario(stdout, stderr io.Writer, arg string) error {
 		_, err = stdout.Write(src)
 		return err
 	}
-	src, err := os.ReadFile(arg)
+	src, err := scenarios.ReadFile(arg)
+	var probs scenarios.Problems
+	if errors.As(err, &probs) {
+		return &exitError{code: exitUsage, err: fmt.Errorf("scenarios show:\n%w", probs)}
+	}
 	if err != nil {
 		return usageErr("scenarios show: %v", err)
 	}

@@ -5,8 +5,9 @@
 //
 // It writes the request itself, so that it knows the phase a failure came
 // in: before the request's last byte nothing can have been done (not
-// delivered); after it, without a complete response, anything may have
-// been (unknown). The last byte is the commit point: it is handed over only
+// delivered), unless the provider answered all the same, which is
+// evidence that it acted (see earlyAnswer); after it, without a complete
+// response, anything may have been (unknown). The last byte is the commit point: it is handed over only
 // while the attempt's budget lasts, and the socket's deadline is the
 // budget's end, so a paused executor cannot land it later. Like every
 // backend it knows nothing of the ledger.
@@ -235,22 +236,41 @@ func (d *Destination) Send(ctx context.Context, msg destination.Message) (destin
 	if end, ok := ctx.Deadline(); ok {
 		conn.SetDeadline(end)
 	}
-	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
+	// Once ctx ends the socket's deadline is put in the past, unless the
+	// provider's early answer is being read (see earlyAnswer).
+	var fenceMu sync.Mutex
+	reading := false
+	stop := context.AfterFunc(ctx, func() {
+		fenceMu.Lock()
+		defer fenceMu.Unlock()
+		if !reading {
+			conn.SetDeadline(time.Unix(1, 0))
+		}
+	})
 	defer func() {
 		if !stop() {
 			keep = false // the cancellation's deadline may be on the socket
 		}
 	}()
+	// unwritten is the answer when the request's last byte was not handed
+	// over: not delivered, unless the provider answered all the same.
+	unwritten := func(cause, failed error) (destination.Receipt, error) {
+		fenceMu.Lock()
+		reading = true
+		conn.SetReadDeadline(oswait.Deadline(EarlyAnswerWait))
+		fenceMu.Unlock()
+		return d.earlyAnswer(conn, msg.HTTP, cause, failed)
+	}
 	d.pause(ctx, PhaseConnected)
 	if _, err := conn.Write(wire[:len(wire)-1]); err != nil {
-		return destination.Receipt{}, notDelivered("write the request to %s: %v; its last byte was not handed over, so the provider cannot act on it", d.identity, err)
+		return unwritten(err, notDelivered("write the request to %s: %v; its last byte was not handed over, so the provider cannot act on it", d.identity, err))
 	}
 	d.pause(ctx, PhaseCommit)
 	if err := destination.MayCommit(ctx); err != nil {
-		return destination.Receipt{}, &destination.DeliveryError{Outcome: destination.OutcomeNotDelivered, Err: err}
+		return unwritten(err, &destination.DeliveryError{Outcome: destination.OutcomeNotDelivered, Err: err})
 	}
 	if n, err := conn.Write(wire[len(wire)-1:]); n == 0 {
-		return destination.Receipt{}, notDelivered("write the request's last byte to %s: %v; nothing was committed", d.identity, err)
+		return unwritten(err, notDelivered("write the request's last byte to %s: %v; nothing was committed", d.identity, err))
 	}
 	resp, err := http.ReadResponse(conn.r, &http.Request{Method: msg.HTTP.Method})
 	if err != nil {
@@ -268,6 +288,54 @@ func (d *Destination) Send(ctx context.Context, msg destination.Message) (destin
 	rcpt, err := Classify(d.Profile, msg.HTTP.Key != "", resp.StatusCode, resp.Header, body)
 	rcpt.At = d.now()
 	return rcpt, err
+}
+
+// EarlyAnswerWait is how long a send whose request was not written to its
+// last byte waits for an answer the provider may have sent. An answer sent
+// before the provider closed arrives before the close that failed the
+// write, and one sent while the executor stood still at its commit point
+// arrived meanwhile, so it is there at once; the wait only covers one
+// still on its way, and is kept short because a provider that is simply
+// waiting for the last byte answers nothing.
+const EarlyAnswerWait = 50 * time.Millisecond
+
+// earlyAnswer reads what the provider answered to a request whose last
+// byte the gate did not hand over (cause says why), and failed is the
+// send's result when it answered nothing: then, as the commit point promises, it cannot have
+// acted. A provider may answer before it has read the whole request (after
+// its header fields, say) and act on what it read; the gate then has
+// evidence that it did, and "not delivered" would invite a retry that does
+// it again. So an answer is recorded as what it says: a refusal as a
+// refusal (the provider did nothing, as it would say of a complete
+// request), and anything else — a success with its id, an answer the gate
+// cannot read — as unknown, for the provider's records to settle.
+func (d *Destination) earlyAnswer(conn *keptConn, w *destination.HTTPWrite, cause, failed error) (destination.Receipt, error) {
+	if _, err := conn.r.Peek(1); err != nil {
+		return destination.Receipt{}, failed // not a byte of an answer: nothing was done
+	}
+	early := fmt.Sprintf("before the request's last byte was handed over (%v)", cause)
+	resp, err := http.ReadResponse(conn.r, &http.Request{Method: w.Method})
+	if err != nil {
+		return destination.Receipt{}, unknown("%s wrote something %s, and not a response the gate can read (%v); it may have acted on the part it read, so its records must say what it did", d.identity, early, err)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBytes+1))
+	resp.Body.Close()
+	if err != nil || len(body) > MaxResponseBytes {
+		return destination.Receipt{Status: resp.StatusCode}, unknown("%s answered %s %s but not completely (%v); it may have acted on the part it read, so its records must say what it did", d.identity, resp.Status, early, err)
+	}
+	rcpt, cerr := Classify(d.Profile, w.Key != "", resp.StatusCode, resp.Header, body)
+	rcpt.At = d.now()
+	switch destination.ClassifyDelivery(cerr) {
+	case destination.OutcomeRejectedTemporary, destination.OutcomeRejectedPermanent:
+		return rcpt, fmt.Errorf("%w (answered %s)", cerr, early)
+	case destination.OutcomeContradiction:
+		return rcpt, cerr
+	}
+	id := ""
+	if rcpt.DestinationID != "" {
+		id = " as " + rcpt.DestinationID
+	}
+	return rcpt, unknown("%s answered %s%s %s: it acted on a request the gate did not finish sending, so only its records can say what it did", d.identity, rcpt.Response, id, early)
 }
 
 func unknown(format string, a ...any) error {

@@ -47,11 +47,23 @@ var phases = []mode{
 	{name: "500", status: 500, body: errBody("api_error")},
 	{name: "503", status: 503, body: errBody("api_error")},
 	{name: "303", status: 303, body: ""},
+	{name: "201 before the last byte", early: true, status: 201, body: `{"id": "re_0123", "object": "refund"}`},
+	{name: "400 before the last byte", early: true, status: 400, body: errBody("invalid_request_error")},
+	{name: "422 idempotency_error before the last byte", early: true, status: 422, body: errBody("idempotency_error")},
 }
 
 func refund() destination.Request {
 	return destination.Request{Method: "POST", Path: "/v1/refunds",
 		Body: []byte(`{"payment": "pay_1", "amount": 1250, "currency": "eur", "reason": "requested_by_customer"}`)}
+}
+
+// bigRefund is a refund whose body no socket buffer holds whole (8 MiB of
+// notes), so that a provider that answers after the header fields and
+// closes does so while the write is still under way.
+func bigRefund() destination.Request {
+	r := refund()
+	r.Body = []byte(`{"payment": "pay_1", "amount": 1250, "currency": "eur", "notes": "` + strings.Repeat("n", 8<<20) + `"}`)
+	return r
 }
 
 // TestOutcomeByPhase drives every cell of the outcome table against a real
@@ -79,7 +91,12 @@ func TestOutcomeByPhase(t *testing.T) {
 			}
 			// A refusal before the last byte must leave the provider
 			// without a complete request; after it, with exactly one.
+			// A provider that answered before the last byte read none,
+			// and its answer is never taken for "not delivered".
 			switch {
+			case ph.early && (n != 0 || o == destination.OutcomeNotDelivered):
+				t.Errorf("%s / %s: %s, the provider read %d complete request(s), want an answer's outcome and none", ph.name, pr.name, o, n)
+			case ph.early:
 			case o == destination.OutcomeNotDelivered && n != 0:
 				t.Errorf("%s / %s: not delivered, but the provider read %d complete request(s)", ph.name, pr.name, n)
 			case o != destination.OutcomeNotDelivered && n != 1:
@@ -127,11 +144,18 @@ func sendAt(t *testing.T, ph mode, query string) (destination.Outcome, destinati
 			}
 		}
 	}
-	w, err := refund().Write(d.Profile, "refund-key", "gh_provider_key")
+	req := refund()
+	if ph.early {
+		req = bigRefund()
+	}
+	w, err := req.Write(d.Profile, "refund-key", "gh_provider_key")
 	if err != nil {
 		t.Fatal(err)
 	}
 	rcpt, err := d.Send(ctxT(t), destination.Message{ActionKey: "refund-key", Attempt: 1, TransportID: "t1", HTTP: &w})
+	if ph.early && p.answeredEarly() != 1 {
+		t.Fatalf("%s: the provider answered %d request(s) before their last byte, want 1 (%v)", ph.name, p.answeredEarly(), err)
+	}
 	return destination.ClassifyDelivery(err), rcpt, p.completed()
 }
 
@@ -220,6 +244,35 @@ func TestPausedExecutorNeverHandsOverTheLastByte(t *testing.T) {
 	}
 	if n := p.completed(); n != 1 {
 		t.Fatalf("the provider read %d complete requests, want only the second send's", n)
+	}
+}
+
+// TestEarlyAnswerWhilePausedAtTheCommitPoint: an executor stands still at
+// its commit point past its budget while the provider, having read the
+// header fields, answers 201 and closes. The last byte is never handed
+// over, yet the provider says it acted: unknown, naming its id, never
+// "not delivered".
+func TestEarlyAnswerWhilePausedAtTheCommitPoint(t *testing.T) {
+	p := startProvider(t, mode{early: true, status: 201, body: `{"id": "re_early", "object": "refund"}`})
+	d, err := httpdest.New(p.url() + "?dup=idempotency-key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := time.Now().Add(200 * time.Millisecond)
+	d.Pause = func(_ context.Context, at httpdest.Phase) {
+		if at == httpdest.PhaseCommit {
+			<-p.earlyDone
+			<-time.After(time.Until(end) + 50*time.Millisecond)
+		}
+	}
+	w, err := refund().Write(d.Profile, "refund-key", "gh_k1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rcpt, err := d.Send(stalledCtx{Context: context.Background(), end: end}, destination.Message{ActionKey: "refund-key", HTTP: &w})
+	if o := destination.ClassifyDelivery(err); o != destination.OutcomeUnknown || rcpt.DestinationID != "re_early" ||
+		!strings.Contains(err.Error(), "re_early") || !strings.Contains(err.Error(), destination.ErrBudgetSpent.Error()) {
+		t.Fatalf("answered while the executor stood still: %s, id %q (%v); want unknown naming re_early and the budget", o, rcpt.DestinationID, err)
 	}
 }
 

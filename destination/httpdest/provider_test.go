@@ -22,6 +22,10 @@ type mode struct {
 	drop bool
 	// half: read the whole request, begin a 201 and close mid-body.
 	half bool
+	// early: read only the header fields, answer with status and body
+	// at once and close, the rest of the request unread (the send is of
+	// bigRefund, which no socket buffer holds whole).
+	early bool
 	// status and body: the answer otherwise.
 	status int
 	body   string
@@ -36,14 +40,16 @@ type provider struct {
 	mu        sync.Mutex
 	mode      mode
 	complete  int      // requests read to their last byte
+	answered  int      // requests answered before their last byte was read
 	bodies    [][]byte // their bodies
 	wires     [][]byte // their bytes as received
 	resetDone chan struct{}
+	earlyDone chan struct{} // an early answer was written
 }
 
 func startProvider(t *testing.T, m mode) *provider {
 	t.Helper()
-	p := &provider{ln: loopback(t), mode: m, resetDone: make(chan struct{}, 1)}
+	p := &provider{ln: loopback(t), mode: m, resetDone: make(chan struct{}, 1), earlyDone: make(chan struct{}, 1)}
 	go p.serve()
 	return p
 }
@@ -95,9 +101,25 @@ func (p *provider) handle(c net.Conn) {
 		return
 	}
 	rec := &recorder{Conn: c}
+	if m.early {
+		// A small receive buffer, so that the sender's write is still
+		// under way when the connection closes.
+		c.(*net.TCPConn).SetReadBuffer(16 << 10)
+	}
 	req, err := http.ReadRequest(bufio.NewReader(rec))
 	if err != nil {
 		return
+	}
+	if m.early {
+		p.mu.Lock()
+		p.answered++
+		p.mu.Unlock()
+		p.answer(c, m)
+		select {
+		case p.earlyDone <- struct{}{}:
+		default:
+		}
+		return // closing with the body unread resets the connection
 	}
 	body, err := io.ReadAll(req.Body)
 	if err != nil {
@@ -115,6 +137,11 @@ func (p *provider) handle(c net.Conn) {
 		io.WriteString(c, "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 80\r\n\r\n{\"id\": \"re_")
 		return
 	}
+	p.answer(c, m)
+}
+
+// answer writes m's response.
+func (p *provider) answer(c net.Conn, m mode) {
 	resp := &http.Response{StatusCode: m.status, ProtoMajor: 1, ProtoMinor: 1, Header: http.Header{"Content-Type": {"application/json"}},
 		Body: io.NopCloser(stringsReader(m.body)), ContentLength: int64(len(m.body)), Close: true}
 	for k, v := range m.header {
@@ -127,6 +154,13 @@ func (p *provider) completed() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.complete
+}
+
+// answeredEarly is how many requests it answered before their last byte.
+func (p *provider) answeredEarly() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.answered
 }
 
 func stringsReader(s string) io.Reader { return &stringReader{s: s} }

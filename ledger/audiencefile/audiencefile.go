@@ -41,6 +41,40 @@ type Layout struct {
 	MailCol   int      // -1 when absent
 }
 
+// Limits of an audience file. A release is the customers one notice
+// goes to; the largest the project measures is 100,000 rows
+// (docs/BENCHMARKS.md), and the limits stand well above it. The file is
+// kept whole as the release's artifact, so its bytes bound the memory an
+// import takes; the rows bound the one transaction that records them.
+const (
+	// MaxBytes is the largest audience file read (64 MiB).
+	MaxBytes = 64 << 20
+	// MaxRows is the most data rows an audience file may have (1,000,000).
+	MaxRows = 1_000_000
+)
+
+// ErrTooLarge marks a file over MaxBytes or MaxRows; errors wrapping it
+// name the limit.
+var ErrTooLarge = errors.New("audience file over its limit")
+
+// CountRows counts the data rows of a file that Read would hand to its
+// callback, stopping with an error wrapping ErrTooLarge at the first row
+// past max. A file Read cannot use is not its concern: it reports no error
+// for it, and Read names the problem.
+func CountRows(r io.Reader, max int) (int, error) {
+	n := 0
+	_, err := Read(r, func(Row) error {
+		if n++; n > max {
+			return fmt.Errorf("%w: more than %d rows", ErrTooLarge, max)
+		}
+		return nil
+	})
+	if errors.Is(err, ErrTooLarge) {
+		return n, err
+	}
+	return n, nil
+}
+
 // ErrUnusable marks a file that cannot be used at all (no identity column,
 // duplicate columns, not UTF-8, broken quoting…). Errors wrapping it name the
 // line.

@@ -126,3 +126,25 @@ func FuzzRead(f *testing.F) {
 		}
 	})
 }
+
+// TestCountRows: rows are counted as Read hands them over (the header and
+// blank lines are not rows); counting stops at the first row past max with
+// ErrTooLarge; a file Read cannot use is left for Read to name.
+func TestCountRows(t *testing.T) {
+	for _, tc := range []struct {
+		file      string
+		max, want int
+		tooLarge  bool
+	}{
+		{"customer_id\nr1\n\nr2\nr3\n", 3, 3, false},
+		{"customer_id\nr1\nr2\nr3\nr4\n", 3, 4, true},
+		{"ann@example.com\nbob@example.com\n", 2, 2, false},
+		{"", 3, 0, false},
+		{"customer_id\n\"r1\n", 3, 0, false},
+	} {
+		n, err := audiencefile.CountRows(strings.NewReader(tc.file), tc.max)
+		if n != tc.want || errors.Is(err, audiencefile.ErrTooLarge) != tc.tooLarge || (err != nil && !tc.tooLarge) {
+			t.Errorf("CountRows(%q, %d) = %d, %v; want %d, too large %v", tc.file, tc.max, n, err, tc.want, tc.tooLarge)
+		}
+	}
+}
