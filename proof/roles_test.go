@@ -257,10 +257,18 @@ func wrapDouble(dest destination.Destination, kind string) destination.Destinati
 	case "twice":
 		return sendTwice{dest}
 	case "claim":
-		return claimOnly{dest.Identity()}
+		return claimOnly{dest.Identity(), destination.SettleTimeOf(dest)}
 	}
 	return dest
 }
+
+// The doubles declare the settle time of the destination they stand for:
+// the approval bound it, and a send declaring another is refused before
+// the double could show what the checker must catch.
+
+func (d sendTwice) SettleTime() time.Duration { return destination.SettleTimeOf(d.Destination) }
+
+func (c claimOnly) SettleTime() time.Duration { return c.settle }
 
 type sendTwice struct{ destination.Destination }
 
@@ -271,7 +279,10 @@ func (d sendTwice) Send(ctx context.Context, m destination.Message) (destination
 	return d.Destination.Send(ctx, m)
 }
 
-type claimOnly struct{ identity string }
+type claimOnly struct {
+	identity string
+	settle   time.Duration
+}
 
 func (c claimOnly) Identity() string { return c.identity }
 
