@@ -11,6 +11,7 @@ import (
 
 	"gatehouse/destination"
 	"gatehouse/destination/fake"
+	"gatehouse/internal/mailaddr"
 	"gatehouse/ledger"
 )
 
@@ -44,7 +45,7 @@ func importShared(t *testing.T, w *world, release string, local destination.Loca
 func arrivalsByAddress(d *fake.Destination) map[string]int {
 	out := map[string]int{}
 	for _, m := range d.Arrived() {
-		out[destination.NormalizeAddress(m.To, destination.FoldLocalPart)]++
+		out[mailaddr.Key(m.To)]++
 	}
 	return out
 }
