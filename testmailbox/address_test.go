@@ -3,9 +3,11 @@ package testmailbox
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -121,5 +123,32 @@ func TestOlderMailboxFileRefiled(t *testing.T) {
 	var v int
 	if err := again.store.read.QueryRowContext(context.Background(), `PRAGMA user_version`).Scan(&v); err != nil || v != schemaVersion {
 		t.Fatalf("schema version %d (%v), want %d", v, err, schemaVersion)
+	}
+}
+
+// TestInMemoryMailboxSurvivesAGivenUpRead: a reader whose context ends in
+// the middle of its read transaction (a client that gave up) makes
+// database/sql discard the connection; the in-memory mailbox keeps what it
+// holds all the same.
+func TestInMemoryMailboxSurvivesAGivenUpRead(t *testing.T) {
+	m := start(t, Config{})
+	sendUTF8(t, m, "ada@example.org", message("k1", "kept"))
+	ctx, cancel := context.WithCancel(context.Background())
+	tx, err := m.store.read.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := tx.QueryRow(`SELECT count(*) FROM messages`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("count %d (%v)", n, err)
+	}
+	cancel()
+	// database/sql ends the transaction itself, discarding its
+	// connection; wait until it has.
+	for !errors.Is(tx.QueryRow(`SELECT 1`).Scan(&n), sql.ErrTxDone) {
+		runtime.Gosched()
+	}
+	if n := mustCount(t, m, Filter{}); n != 1 {
+		t.Fatalf("after a reader gave up the mailbox holds %d messages, want 1", n)
 	}
 }

@@ -91,6 +91,11 @@ type storeRequest struct {
 type store struct {
 	write *sql.DB // one connection, used only by the writer goroutine and Clear
 	read  *sql.DB // equals write for an in-memory mailbox
+	// anchor keeps an in-memory mailbox's database alive (nil for a
+	// file): database/sql discards a connection whose transaction's
+	// context ends before it does (a reader that gave up), and with the
+	// last connection to it gone a shared-cache database is gone too.
+	anchor *sql.DB
 
 	insKey, insMsg, insRcpt *sql.Stmt
 
@@ -125,6 +130,17 @@ func openStore(path string) (*store, error) {
 		if err != nil {
 			return nil, fmt.Errorf("open in-memory mailbox: %w", err)
 		}
+		if s.anchor, err = sql.Open("sqlite3", "file:"+name+"?mode=memory&cache=shared"); err == nil {
+			err = s.anchor.Ping() // opens the connection it keeps
+		}
+		if err != nil {
+			s.write.Close()
+			return nil, fmt.Errorf("open in-memory mailbox: %w", err)
+		}
+		s.anchor.SetMaxOpenConns(1)
+		s.anchor.SetMaxIdleConns(1)
+		s.anchor.SetConnMaxLifetime(0)
+		s.anchor.SetConnMaxIdleTime(0)
 		s.write.SetMaxOpenConns(1)
 		s.write.SetMaxIdleConns(1)
 		s.write.SetConnMaxLifetime(0)
@@ -312,6 +328,9 @@ func (s *store) closeDBs() {
 		s.read.Close()
 	}
 	s.write.Close()
+	if s.anchor != nil {
+		s.anchor.Close()
+	}
 }
 
 // close stops the writer (arrivals still queued are answered with
