@@ -336,7 +336,7 @@ func (rr rowRules) decide(row *AudienceRow, c Customer, found bool, first int, d
 		// No identity, no way to tell whether another customer's
 		// address is the same mailbox: sent, it could be a second
 		// notice.
-		row.Reason = err.Error() + "; it is not sent, since it cannot be told apart from the other customers' addresses"
+		row.Reason = err.Error()
 		return RowExcluded, nil
 	}
 	row.Address = address

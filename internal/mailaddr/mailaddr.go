@@ -51,7 +51,7 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	return fmt.Sprintf("address %q cannot be compared with other addresses: %v", e.Address, e.Err)
+	return fmt.Sprintf("address %q cannot be told apart from other addresses: %v", e.Address, e.Err)
 }
 
 func (e *Error) Unwrap() error { return e.Err }
