@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"gatehouse/internal/mailaddr"
 	"gatehouse/internal/mailheader"
 	"gatehouse/internal/oswait"
 )
@@ -444,42 +445,17 @@ func NormalizeText(s string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
 
-// LocalPart says whether the local part of an address (what comes before
-// its last @) keeps its letter case when addresses are compared. RFC 5321
-// lets a server tell Ada@ from ada@; hardly any does, and a CRM that holds
-// both usually holds one person twice, so folding is the default.
-type LocalPart int
+// LocalPart says whether the local part of an address keeps its letter
+// case when addresses are compared (mailaddr.LocalPart; addresses are
+// compared by mailaddr.Identity and mailaddr.Same, the one normaliser the
+// ledger, the destinations and the test mailbox share).
+type LocalPart = mailaddr.LocalPart
 
 const (
 	// FoldLocalPart compares Ada@Example.org and ada@example.org as one
 	// address.
-	FoldLocalPart LocalPart = iota
-	// CaseSensitiveLocalPart compares them as two; the domain's case is
-	// folded still (DNS names have none).
-	CaseSensitiveLocalPart
+	FoldLocalPart = mailaddr.FoldLocalPart
+	// CaseSensitiveLocalPart compares them as two; the domain is folded
+	// still.
+	CaseSensitiveLocalPart = mailaddr.CaseSensitiveLocalPart
 )
-
-// NormalizeAddress is the one way addresses are compared: in a digest, an
-// approval's recipient against the action's, a found message's recipients
-// and sender against the attempt's, and the customers of an audience
-// against each other. Surrounding space is dropped and the domain's letter
-// case folded; the local part's too, unless local is
-// CaseSensitiveLocalPart. With FoldLocalPart the result is the whole
-// address trimmed and lower-cased, as digests have always computed it.
-func NormalizeAddress(addr string, local LocalPart) string {
-	addr = strings.TrimSpace(addr)
-	at := strings.LastIndexByte(addr, '@')
-	switch {
-	case local != CaseSensitiveLocalPart:
-		return strings.ToLower(addr)
-	case at < 0:
-		return addr // no domain: all of it is a local part
-	}
-	return addr[:at] + strings.ToLower(addr[at:])
-}
-
-// SameAddress reports whether a and b name one address as the gate compares
-// them (NormalizeAddress, local parts folded).
-func SameAddress(a, b string) bool {
-	return NormalizeAddress(a, FoldLocalPart) == NormalizeAddress(b, FoldLocalPart)
-}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"gatehouse/destination"
+	"gatehouse/internal/mailaddr"
 )
 
 // Proposal is a draft of one business action. Proposing is preparation: it
@@ -301,13 +302,13 @@ func (t *wtx) repropose(a *Action, p Proposal, digest string) error {
 
 func describeChange(a Action, p Proposal) string {
 	var parts []string
-	if !destination.SameAddress(a.Recipient, p.Recipient) {
+	if !mailaddr.Same(a.Recipient, p.Recipient) {
 		parts = append(parts, fmt.Sprintf("recipient %s → %s", a.Recipient, p.Recipient))
 	}
 	if destination.NormalizeText(a.RecipientName) != destination.NormalizeText(p.RecipientName) {
 		parts = append(parts, "recipient name changed")
 	}
-	if !strings.EqualFold(a.Sender, p.Sender) {
+	if !mailaddr.Same(a.Sender, p.Sender) {
 		parts = append(parts, fmt.Sprintf("sender %s → %s", orDash(a.Sender), p.Sender))
 	}
 	if a.Destination != p.Destination {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"gatehouse/destination"
+	"gatehouse/internal/mailaddr"
 	"gatehouse/ledger/audiencefile"
 )
 
@@ -90,8 +91,11 @@ type AudienceRow struct {
 	Consent    ConsentClass // the customer's consent class at reconciliation ("" for unresolved rows and rows reconciled before classes)
 	Lifecycle  string       // the customer's lifecycle stage at reconciliation, as the CRM wrote it
 	// Address is the customer's address as the release compares addresses
-	// (destination.NormalizeAddress); "" for unresolved rows and rows
-	// reconciled before addresses were compared.
+	// (mailaddr.Identity, with the release's local-part flag); "" for
+	// unresolved rows, rows excluded for their address, and rows reconciled
+	// before addresses were compared. Rows keep the address they were
+	// reconciled by: a release reconciled by an older gate keeps its
+	// carriers.
 	Address string
 	// CarrierLine is, for a covered row, the line of the customer whose
 	// notice goes to the address.
@@ -344,11 +348,19 @@ func (rr rowRules) decide(row *AudienceRow, c Customer, found bool, first int, d
 		return RowDuplicate, nil
 	}
 	row.Consent, row.Lifecycle = c.Class(), c.Lifecycle
-	row.Address = destination.NormalizeAddress(row.Email, rr.local)
 	if err := ValidateAddress("address", row.Email); err != nil {
 		row.Reason = err.Error()
 		return RowExcluded, nil
 	}
+	address, err := mailaddr.Identity(row.Email, rr.local)
+	if err != nil {
+		// No identity, no way to tell whether another customer's
+		// address is the same mailbox: sent, it could be a second
+		// notice.
+		row.Reason = err.Error()
+		return RowExcluded, nil
+	}
+	row.Address = address
 	if ok, why := c.EligibleFor(rr.allowImplicit); !ok {
 		row.Reason = why
 		return RowExcluded, nil

@@ -12,7 +12,7 @@ import (
 )
 
 // One notice per address. Customers of a release who share an address
-// (destination.NormalizeAddress, with the release's local-part flag) are
+// (mailaddr.Identity, with the release's local-part flag) are
 // duplicates by address: the first eligible one in source order carries
 // the notice, the others are covered by it. Should the carrier become
 // unable to receive it before its notice is handed over (removed, missing

@@ -11,6 +11,7 @@ import (
 
 	"gatehouse/destination"
 	"gatehouse/destination/fake"
+	"gatehouse/internal/mailaddr"
 	"gatehouse/ledger"
 )
 
@@ -44,7 +45,7 @@ func importShared(t *testing.T, w *world, release string, local destination.Loca
 func arrivalsByAddress(d *fake.Destination) map[string]int {
 	out := map[string]int{}
 	for _, m := range d.Arrived() {
-		out[destination.NormalizeAddress(m.To, destination.FoldLocalPart)]++
+		out[mailaddr.Key(m.To)]++
 	}
 	return out
 }
@@ -496,5 +497,76 @@ func TestRemovalDuringASendHandsTheAddressOnInTheSameRun(t *testing.T) {
 	}
 	if w.dest.Arrivals("gh1:c2:spring:notice:audience:r0") != 1 || s.Confirmed != 6 || s.Eligible != 6 {
 		t.Fatalf("c2 got %d, summary %+v", w.dest.Arrivals("gh1:c2:spring:notice:audience:r0"), s)
+	}
+}
+
+// spellingFamilies are the ways one mailbox is written that used to
+// compare as several addresses: each family's spellings are one mailbox,
+// mixed with a spelling of another family so that letter case alone could
+// not have folded them.
+var spellingFamilies = []struct {
+	Name      string
+	Spellings []string // in source order: the first carries the notice
+}{
+	{"ALabelAnyCase", []string{"ada@exämple.org", "ADA@XN--EXMPLE-CUA.ORG", "Ada@xn--EXMPLE-cua.org", "ada@xn--exmple-cua.org"}},
+	{"ULabel", []string{"ada@xn--exmple-cua.org", "ada@exämple.org", "ADA@EXÄMPLE.ORG"}},
+	{"NFD", []string{"ada@exämple.org", "ada@exa\u0308mple.org", "ADA@EXA\u0308MPLE.ORG"}},
+	{"Fullwidth", []string{"ada@example.org", "ada@ｅxample.org", "ADA@ＥＸＡＭＰＬＥ．ＯＲＧ", "ada@example\u3002org"}},
+	{"AllAtOnce", []string{"ada@xn--exmple-cua.org", "ada@exämple.org", "ada@exa\u0308mple.org", "ADA@XN--EXMPLE-CUA.ORG", "ada@ｅｘäｍｐｌｅ.org"}},
+}
+
+// TestOneNoticePerMailboxAcrossSpellings: customers whose addresses are
+// one mailbox in another spelling (an A-label in any case, a U-label, its
+// NFD form, fullwidth characters) are duplicates by address: the first in
+// source order carries the notice, to the address as its CRM wrote it,
+// and the others are covered by it. Bea, at another domain, gets her own;
+// Cy, whose domain cannot be mapped, is excluded, saying why.
+func TestOneNoticePerMailboxAcrossSpellings(t *testing.T) {
+	for _, f := range spellingFamilies {
+		t.Run(f.Name, func(t *testing.T) {
+			w := newWorld(t)
+			dir := crm{"bea": {ID: "bea", Email: "bea@example.net", Consent: "yes"},
+				"cy": {ID: "cy", Email: "cy@exa_mple.org", Consent: "yes"}}
+			file := "customer_id\n"
+			for i, s := range f.Spellings {
+				id := fmt.Sprintf("c%d", i+1)
+				dir[id] = ledger.Customer{ID: id, Email: s, Consent: "yes"}
+				file += id + "\n"
+			}
+			file += "bea\ncy\n"
+			s, err := w.l.ImportAudience(w.ctx, ledger.AudienceImport{ReleaseID: "spring", SourceName: "spellings.csv",
+				Source: strings.NewReader(file), ActionType: "notice", Subject: "Opening hours change",
+				Body: "Our opening hours change on 1 April.", Actor: "ops"}, dir)
+			w.must(err)
+			w.must(s.Check())
+			w.must(w.l.ApproveAudience(w.ctx, "spring", "lead", fake.DefaultName, ""))
+			for range 2 { // a re-run sends nothing new
+				s, err = w.l.SendAudience(w.ctx, ledger.AudienceSend{ReleaseID: "spring", Actor: "notice-bot", Concurrency: 4}, w.dest, dir)
+				w.must(err)
+			}
+			w.must(s.Check())
+			var to []string
+			for _, m := range w.dest.Arrived() {
+				to = append(to, m.To)
+			}
+			slices.Sort(to)
+			if want := []string{f.Spellings[0], "bea@example.net"}; !slices.Equal(to, want) {
+				t.Fatalf("arrivals to %q, want one notice to %q (as written) and one to Bea", to, want)
+			}
+			if s.Eligible != 2 || s.Covered != len(f.Spellings)-1 || s.Excluded != 1 || s.Confirmed != 2 {
+				t.Fatalf("counts %+v, want 2 eligible and confirmed, %d covered, 1 excluded", s, len(f.Spellings)-1)
+			}
+			byID := rowsByCustomer(t, w, "spring")
+			if r := byID["cy"]; r.Status != ledger.RowExcluded || r.Address != "" ||
+				!strings.Contains(r.Reason, `its domain "exa_mple.org" cannot be mapped as an international domain name`) {
+				t.Fatalf("cy: %s %q (address %q), want excluded for the domain", r.Status, r.Reason, r.Address)
+			}
+			for i := range f.Spellings[1:] {
+				id := fmt.Sprintf("c%d", i+2)
+				if r := byID[id]; r.Status != ledger.RowCovered || r.Reason != "covered by c1 (line 2): same address" {
+					t.Fatalf("%s (%q): %s %q, want covered by c1", id, r.Email, r.Status, r.Reason)
+				}
+			}
+		})
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"gatehouse/internal/mailaddr"
 	"gatehouse/ledger/audiencefile"
 )
 
@@ -76,7 +77,7 @@ func (l *Ledger) SampleRecipients(ctx context.Context, releaseID string, n int, 
 			s.CRMID = c.ID
 			s.CRMKey = "id:" + c.ID
 			if strings.HasPrefix(s.Identity, "email:") {
-				s.CRMKey = "email:" + strings.ToLower(c.Email)
+				s.CRMKey = "email:" + mailaddr.Folded(c.Email) // as audiencefile.Row.Identity writes it
 			}
 		}
 		s.Same = s.SourceKey == s.Identity && s.CRMKey == s.Identity && s.CRMID == s.CustomerID

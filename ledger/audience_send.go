@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"gatehouse/destination"
+	"gatehouse/internal/mailaddr"
 )
 
 // AudienceSummary reads a release's counts, including how far sending got.
@@ -322,7 +323,7 @@ func (l *Ledger) untouchedRecipients(ctx context.Context, releaseID string) (boo
 // the deciding transaction: of two first sends at once, the second is
 // judged against the binding the first recorded.
 func (l *Ledger) bindRelease(ctx context.Context, rel AudienceSummary, req AudienceSend, ep destination.Endpoint) (AudienceSummary, error) {
-	if rel.Destination == ep.Destination && (ep.Lookup == "" || ep.Lookup == rel.Lookup) && (req.From == "" || destination.SameAddress(req.From, rel.Sender)) &&
+	if rel.Destination == ep.Destination && (ep.Lookup == "" || ep.Lookup == rel.Lookup) && (req.From == "" || mailaddr.Same(req.From, rel.Sender)) &&
 		otherSettle("", rel.Settle, ep) == nil {
 		return rel, nil // bound already, and to this send's endpoint: nothing to write
 	}
@@ -339,7 +340,7 @@ func (l *Ledger) bindRelease(ctx context.Context, rel AudienceSummary, req Audie
 			de = &DestinationError{Key: "release " + rel.ReleaseID, Field: "destination", Recorded: rel.Destination, Named: dest}
 		case ep.Lookup != "" && ep.Lookup != rel.Lookup:
 			de = &DestinationError{Key: "release " + rel.ReleaseID, Field: "records endpoint", Recorded: orDash(rel.Lookup), Named: ep.Lookup}
-		case req.From != "" && !destination.SameAddress(req.From, rel.Sender):
+		case req.From != "" && !mailaddr.Same(req.From, rel.Sender):
 			de = &DestinationError{Key: "release " + rel.ReleaseID, Field: "sender", Recorded: rel.Sender, Named: req.From}
 		default:
 			// The settle time every recipient's attempt settles on.

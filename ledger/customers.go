@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"gatehouse/internal/mailaddr"
 )
 
 // customerColumns is what the mirror reads of a customer, in Customer's order.
@@ -161,7 +163,9 @@ func (t *wtx) importCustomers(in CustomerImport, rep *CustomerReport) (map[strin
 			return nil, err
 		}
 		if r.ID == "" {
-			r.ID = firstNonEmpty(old.ID, strings.ToLower(r.Email))
+			// The id is the address as the export spelled it, folded: the
+			// customers mirrored before keep theirs.
+			r.ID = firstNonEmpty(old.ID, mailaddr.Folded(r.Email))
 		}
 		if first, dup := seen[r.ID]; dup {
 			return nil, fmt.Errorf("customers %s: customer %s appears again (first at %s); one row per customer", r.Where(), r.ID, first.Where())

@@ -6,16 +6,20 @@ import (
 	"strings"
 
 	"gatehouse/destination"
+	"gatehouse/internal/mailaddr"
 )
 
 // Digest is the content digest approvals recorded before destinations were
 // bound (schema version 3 and earlier). It covers recipient, subject, body
 // and target after normalising formatting: letter case of the address,
-// surrounding space, line endings and runs of white space. So a re-wrapped
+// surrounding space, line endings and runs of white space. The address is
+// folded (mailaddr.Folded), not reduced to its identity: a digest recorded
+// by an older gate recomputes equal, and another spelling of the recipient
+// asks for approval again. So a re-wrapped
 // paragraph keeps its approval, while any changed word, recipient or target
 // does not.
 func Digest(recipient, subject, body, target string) string {
-	return digestOf(destination.NormalizeAddress(recipient, destination.FoldLocalPart), destination.NormalizeText(subject), destination.NormalizeText(body),
+	return digestOf(mailaddr.Folded(recipient), destination.NormalizeText(subject), destination.NormalizeText(body),
 		strings.TrimSpace(target))
 }
 
@@ -48,7 +52,7 @@ func (c Content) Digest() string {
 		// canonical JSON, where JSON formatting and key order are already
 		// gone and every value counts, with where it goes and how that
 		// destination's duplicate control reconciles it.
-		d := digestOf("v3", destination.NormalizeAddress(c.Recipient, destination.FoldLocalPart), strings.TrimSpace(c.Destination),
+		d := digestOf("v3", mailaddr.Folded(c.Recipient), strings.TrimSpace(c.Destination),
 			strings.TrimSpace(c.Lookup), c.Request, strings.TrimSpace(c.Target))
 		return "sha256:v3:" + strings.TrimPrefix(d, "sha256:")
 	}
@@ -56,8 +60,8 @@ func (c Content) Digest() string {
 		return Digest(c.Recipient, c.Subject, c.Body, c.Target)
 	}
 	d := digestOf("v2",
-		destination.NormalizeAddress(c.Recipient, destination.FoldLocalPart), destination.NormalizeText(c.RecipientName),
-		destination.NormalizeAddress(c.Sender, destination.FoldLocalPart), strings.TrimSpace(c.Destination), strings.TrimSpace(c.Lookup),
+		mailaddr.Folded(c.Recipient), destination.NormalizeText(c.RecipientName),
+		mailaddr.Folded(c.Sender), strings.TrimSpace(c.Destination), strings.TrimSpace(c.Lookup),
 		destination.NormalizeText(c.Subject), destination.NormalizeText(c.Body), strings.TrimSpace(c.Target))
 	return "sha256:v2:" + strings.TrimPrefix(d, "sha256:")
 }

@@ -10,6 +10,7 @@ import (
 
 	"gatehouse/destination"
 	"gatehouse/internal/clock"
+	"gatehouse/internal/mailaddr"
 	"gatehouse/internal/oswait"
 )
 
@@ -474,7 +475,7 @@ func (t *wtx) validApprovalOrRefuse(a *Action, executor string, fresh *freshAppr
 		why = "there is no valid approval"
 	case ap.Digest != a.Digest:
 		why = "the content changed after approval"
-	case !destination.SameAddress(ap.Recipient, a.Recipient):
+	case !mailaddr.Same(ap.Recipient, a.Recipient):
 		why = fmt.Sprintf("the recipient changed after approval (%s → %s)", ap.Recipient, a.Recipient)
 	case ap.Target != a.Target:
 		why = "the target changed after approval"
@@ -532,7 +533,7 @@ func (t *wtx) bindDestination(a *Action, ap *Approval, req ExecuteRequest) error
 		// Another records endpoint would have reconciliation ask records
 		// that never saw this message: "absent", and a duplicate.
 		de = &DestinationError{Key: a.Key, Field: "records endpoint", Recorded: orDash(a.Lookup), Named: req.Endpoint.Lookup}
-	case req.From != "" && !strings.EqualFold(req.From, ap.Sender):
+	case req.From != "" && !mailaddr.Same(req.From, ap.Sender):
 		de = &DestinationError{Key: a.Key, Field: "sender", Recorded: ap.Sender, Named: req.From}
 	default:
 		// Another settle time would have reconciliation conclude absence

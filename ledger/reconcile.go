@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"gatehouse/destination"
+	"gatehouse/internal/mailaddr"
 )
 
 // ReconcileRequest asks the gate to establish an unknown outcome.
@@ -329,12 +330,12 @@ func sameSender(found, recorded string) bool {
 		}
 		return s
 	}
-	return found != "" && destination.SameAddress(bare(found), bare(recorded))
+	return found != "" && mailaddr.Same(bare(found), bare(recorded))
 }
 
 func containsFold(list []string, s string) bool {
 	for _, x := range list {
-		if destination.SameAddress(x, s) {
+		if mailaddr.Same(x, s) {
 			return true
 		}
 	}

@@ -6,6 +6,9 @@ import (
 	"sort"
 	"strings"
 
+	"golang.org/x/net/idna"
+	"golang.org/x/text/unicode/norm"
+
 	"gatehouse/destination"
 	"gatehouse/testmailbox"
 )
@@ -58,7 +61,8 @@ func CheckAddresses(ctx context.Context, mb *testmailbox.Mailbox, eligible map[s
 	got := map[string]int{}
 	for _, m := range msgs {
 		for _, to := range m.To {
-			got[AddressKey(to, local)]++
+			key, _ := AddressKey(to, local)
+			got[key]++
 		}
 	}
 	v.Addresses = len(got)
@@ -83,18 +87,28 @@ func CheckAddresses(ctx context.Context, mb *testmailbox.Mailbox, eligible map[s
 
 // AddressKey is the checker's own reading of when two addresses are one
 // mailbox, written out here rather than borrowed from the code it checks
-// (destination.NormalizeAddress), so that a defect there cannot hide in
-// both: space around it never counts, nor the domain's letter case, nor
-// the local part's unless local says so.
-func AddressKey(addr string, local destination.LocalPart) string {
+// (internal/mailaddr), so that a defect there cannot hide in both: space
+// around it never counts; the domain is read as a resolver would look it
+// up (UTS #46, golang.org/x/net/idna) and written back as Unicode, where
+// mailaddr writes A-labels, so letter case, fullwidth forms, NFD and
+// A-labels in any case never count; the local part is read in NFC and its
+// letter case counts only when local says so. ok is false for an address
+// whose domain cannot be read: no customer with it may receive a notice,
+// since nobody can tell whether another customer's address is the same
+// mailbox (the key is then the address trimmed and lower-cased).
+func AddressKey(addr string, local destination.LocalPart) (key string, ok bool) {
 	addr = strings.TrimSpace(addr)
 	at := strings.LastIndex(addr, "@")
 	if at < 0 {
-		return addr
+		return addr, false
 	}
-	mailbox, domain := addr[:at], strings.ToLower(addr[at+1:])
+	domain, err := idna.Lookup.ToUnicode(addr[at+1:])
+	if err != nil {
+		return strings.ToLower(addr), false
+	}
+	mailbox := norm.NFC.String(addr[:at])
 	if local != destination.CaseSensitiveLocalPart {
 		mailbox = strings.ToLower(mailbox)
 	}
-	return mailbox + "@" + domain
+	return mailbox + "@" + domain, true
 }

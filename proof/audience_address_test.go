@@ -11,6 +11,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode"
+
+	"golang.org/x/net/idna"
+	"golang.org/x/text/unicode/norm"
 
 	"gatehouse/destination"
 	smtpdest "gatehouse/destination/smtp"
@@ -19,9 +23,11 @@ import (
 )
 
 // The audience search: each seed draws an audience whose customers share
-// addresses (the address in other letter case, with space around it, under
-// several ids, in a release that folds local parts or keeps them
-// case-sensitive) and turns nemeses on it between approval and the end of
+// addresses (the address in other letter case, with space around it, an
+// international domain as U-label, NFD or A-label in any case, fullwidth
+// letters and full stops, under several ids, in a release that folds local
+// parts or keeps them case-sensitive; now and then a domain that cannot be
+// mapped at all) and turns nemeses on it between approval and the end of
 // the send: consent withdrawn (the carrier is denied at send), customers
 // removed by a person, a fresh export that lacks some (or is declared
 // partial), duplicate rows by id, several connections at once, and a
@@ -73,7 +79,12 @@ func drawAddressScenario(seed int) addressScenario {
 		if rng.IntN(7) == 0 {
 			consent = "no"
 		}
-		sc.customers = append(sc.customers, ledger.Customer{ID: id, Email: variant(rng, fmt.Sprintf("p%d@example.org", rng.IntN(people))), Consent: consent})
+		p := rng.IntN(people)
+		domain := searchDomains[p%len(searchDomains)]
+		if p == people-1 && rng.IntN(3) == 0 {
+			domain = unmappableDomain
+		}
+		sc.customers = append(sc.customers, ledger.Customer{ID: id, Email: variant(rng, fmt.Sprintf("p%d", p), domain), Consent: consent})
 		rows = append(rows, id)
 		if rng.IntN(10) == 0 {
 			rows = append(rows, id)
@@ -106,16 +117,24 @@ func drawAddressScenario(seed int) addressScenario {
 	return sc
 }
 
+// searchDomains are the people's domains: ASCII, and international ones
+// (a two-label and a three-label name).
+var searchDomains = []string{"example.org", "exämple.org", "bücher.example.net"}
+
+// unmappableDomain is a domain UTS #46 cannot map (an underscore): its
+// customers can be told apart from nobody and must receive nothing.
+const unmappableDomain = "exa_mple.org"
+
 // variant writes an address as a CRM might: letters in other case, space
-// around it.
-func variant(rng *rand.Rand, addr string) string {
-	b := []byte(addr)
+// around it, and the domain in any spelling of it (spellDomain).
+func variant(rng *rand.Rand, local, domain string) string {
+	b := []byte(local)
 	for i := range b {
 		if rng.IntN(4) == 0 && b[i] >= 'a' && b[i] <= 'z' {
 			b[i] -= 'a' - 'A'
 		}
 	}
-	s := string(b)
+	s := string(b) + "@" + spellDomain(rng, domain)
 	switch rng.IntN(6) {
 	case 0:
 		s += " "
@@ -123,6 +142,60 @@ func variant(rng *rand.Rand, addr string) string {
 		s = " " + s
 	}
 	return s
+}
+
+// spellDomain writes a domain in one of the spellings a resolver reads as
+// the same name: as it is (a U-label where it has one), decomposed (NFD),
+// as A-labels, then with letters in other case and some letters and full
+// stops in their fullwidth forms.
+func spellDomain(rng *rand.Rand, domain string) string {
+	if domain == unmappableDomain {
+		return domain
+	}
+	switch rng.IntN(3) {
+	case 1:
+		domain = norm.NFD.String(domain)
+	case 2:
+		a, err := idna.Lookup.ToASCII(domain)
+		if err != nil {
+			panic(fmt.Sprintf("search domain %q: %v", domain, err))
+		}
+		domain = a
+	}
+	fullwidth := rng.IntN(3) == 0
+	var out strings.Builder
+	for _, r := range domain {
+		if rng.IntN(4) == 0 {
+			r = unicode.ToUpper(r)
+		}
+		switch {
+		case fullwidth && r == '.' && rng.IntN(2) == 0:
+			r = []rune{'\uff0e', '\u3002', '\uff61'}[rng.IntN(3)]
+		case fullwidth && r < 0x80 && unicode.IsLetter(r) && rng.IntN(2) == 0:
+			r += 0xfee0 // the letter's fullwidth form
+		}
+		out.WriteRune(r)
+	}
+	return out.String()
+}
+
+// spelling names the kind of spelling an address was drawn in, for the
+// search's tally of what it tried.
+func spelling(addr string) string {
+	_, domain, _ := strings.Cut(strings.TrimSpace(addr), "@")
+	switch {
+	case domain == unmappableDomain:
+		return "unmappable domains"
+	case strings.ContainsFunc(domain, func(r rune) bool { return r >= 0xff00 && r <= 0xffef || r == '\u3002' }):
+		return "fullwidth spellings"
+	case strings.Contains(strings.ToLower(domain), "xn--"):
+		return "A-label spellings"
+	case !norm.NFC.IsNormalString(domain):
+		return "NFD spellings"
+	case strings.ContainsFunc(domain, func(r rune) bool { return r >= 0x80 }):
+		return "U-label spellings"
+	}
+	return "ASCII spellings"
 }
 
 // expected is the model: the addresses that must receive the notice once.
@@ -134,8 +207,9 @@ func (sc addressScenario) expected() map[string]bool {
 	out := map[string]bool{}
 	for _, c := range sc.customers {
 		gone := sc.missing[c.ID] && !sc.keepMissing
-		if c.Consent == "yes" && !sc.withdrawn[c.ID] && !removed[c.ID] && !gone {
-			out[proof.AddressKey(c.Email, sc.local)] = true
+		key, ok := proof.AddressKey(c.Email, sc.local)
+		if ok && c.Consent == "yes" && !sc.withdrawn[c.ID] && !removed[c.ID] && !gone {
+			out[key] = true
 		}
 	}
 	return out
@@ -145,7 +219,8 @@ func (sc addressScenario) expected() map[string]bool {
 func (sc addressScenario) shared() int {
 	n := map[string]int{}
 	for _, c := range sc.customers {
-		n[proof.AddressKey(c.Email, sc.local)]++
+		key, _ := proof.AddressKey(c.Email, sc.local)
+		n[key]++
 	}
 	shared := 0
 	for _, k := range n {
@@ -171,6 +246,9 @@ func (sc addressScenario) play(t *testing.T, send func(destination.Destination) 
 	w := newWorld(t)
 	w.releas, w.owner = "spring", "wf-notice"
 	found := addressRun{fired: map[string]int{"customers": len(sc.customers), "shared addresses": sc.shared(), "duplicate rows by id": sc.dupRows}}
+	for _, c := range sc.customers {
+		found.fired[spelling(c.Email)]++
+	}
 	l := w.open()
 	must(t, l.UpsertCustomers(w.ctx, sc.customers))
 	s, err := l.ImportAudience(w.ctx, ledger.AudienceImport{ReleaseID: w.releas, SourceName: "spring.csv", Source: strings.NewReader(sc.file),

@@ -9,6 +9,7 @@ import (
 
 	"gatehouse/destination"
 	"gatehouse/destination/mailrender"
+	"gatehouse/internal/mailaddr"
 	"gatehouse/ledger"
 	"gatehouse/testmailbox"
 )
@@ -97,7 +98,7 @@ func bareAddress(s string) string {
 	if a, err := mail.ParseAddress(s); err == nil {
 		s = a.Address
 	}
-	return destination.NormalizeAddress(s, destination.FoldLocalPart)
+	return mailaddr.Key(s)
 }
 
 // Store is a test mailbox's records as the checkers read them: a mailbox

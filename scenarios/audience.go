@@ -8,6 +8,7 @@ import (
 
 	"gatehouse/destination"
 	"gatehouse/fakes"
+	"gatehouse/internal/mailaddr"
 	"gatehouse/ledger"
 	"gatehouse/testmailbox"
 )
@@ -36,7 +37,7 @@ func (d crmDirectory) CustomerByEmail(ctx context.Context, email string) (ledger
 		return ledger.Customer{}, false, fmt.Errorf("crm: %w", fakes.ErrSourceDown)
 	}
 	for _, id := range d.crm.Customers() {
-		if rec, ok := d.crm.Customer(id); ok && strings.EqualFold(rec["email"], email) {
+		if rec, ok := d.crm.Customer(id); ok && mailaddr.Same(rec["email"], email) {
 			return d.CustomerByID(ctx, id)
 		}
 	}

@@ -315,7 +315,7 @@ func (e *env) fault(s *Step) error {
 	if s.Fault == "none" {
 		return e.mb.ClearFaults()
 	}
-	f := testmailbox.Fault{Kind: testmailbox.FaultKind(s.Fault), Count: s.Count, To: strings.ToLower(s.To)}
+	f := testmailbox.Fault{Kind: testmailbox.FaultKind(s.Fault), Count: s.Count, To: s.To} // the mailbox compares recipients by their identity
 	if s.Delay != "" {
 		d, err := time.ParseDuration(s.Delay)
 		if err != nil {

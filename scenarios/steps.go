@@ -266,7 +266,7 @@ func (r *Run) doCrash(ctx context.Context, s *Step, wait barrier) (outcome, erro
 		}
 		// The mailbox stores the message and drops the connection before
 		// its reply: the executor dies without learning the outcome.
-		f := testmailbox.Fault{Kind: testmailbox.FaultAcceptThenDrop, Count: 1, To: strings.ToLower(msg.To)}
+		f := testmailbox.Fault{Kind: testmailbox.FaultAcceptThenDrop, Count: 1, To: msg.To}
 		if err := r.env.mb.AddFault(f); err != nil {
 			return outcome{}, fmt.Errorf("crash after accept: %w", err)
 		}

@@ -14,12 +14,15 @@ import (
 	"time"
 
 	_ "github.com/mattn/go-sqlite3" // registers the "sqlite3" driver
+
+	"gatehouse/internal/mailaddr"
 )
 
 // schemaVersion is stored in PRAGMA user_version so that a mailbox file
 // written by a later format is refused instead of misread. Version 2 added
-// the store's epoch.
-const schemaVersion = 2
+// the store's epoch; version 3 files recipients by their identity
+// (normAddr), and a file from before has its recipients filed again.
+const schemaVersion = 3
 
 const schema = `
 CREATE TABLE IF NOT EXISTS messages (
@@ -88,6 +91,11 @@ type storeRequest struct {
 type store struct {
 	write *sql.DB // one connection, used only by the writer goroutine and Clear
 	read  *sql.DB // equals write for an in-memory mailbox
+	// anchor keeps an in-memory mailbox's database alive (nil for a
+	// file): database/sql discards a connection whose transaction's
+	// context ends before it does (a reader that gave up), and with the
+	// last connection to it gone a shared-cache database is gone too.
+	anchor *sql.DB
 
 	insKey, insMsg, insRcpt *sql.Stmt
 
@@ -122,6 +130,17 @@ func openStore(path string) (*store, error) {
 		if err != nil {
 			return nil, fmt.Errorf("open in-memory mailbox: %w", err)
 		}
+		if s.anchor, err = sql.Open("sqlite3", "file:"+name+"?mode=memory&cache=shared"); err == nil {
+			err = s.anchor.Ping() // opens the connection it keeps
+		}
+		if err != nil {
+			s.write.Close()
+			return nil, fmt.Errorf("open in-memory mailbox: %w", err)
+		}
+		s.anchor.SetMaxOpenConns(1)
+		s.anchor.SetMaxIdleConns(1)
+		s.anchor.SetConnMaxLifetime(0)
+		s.anchor.SetConnMaxIdleTime(0)
 		s.write.SetMaxOpenConns(1)
 		s.write.SetMaxIdleConns(1)
 		s.write.SetConnMaxLifetime(0)
@@ -174,6 +193,11 @@ func (s *store) migrate() error {
 	if _, err := s.write.Exec(schema); err != nil {
 		return fmt.Errorf("create mailbox schema: %w", err)
 	}
+	if v > 0 && v < 3 {
+		if err := s.refileRecipients(); err != nil {
+			return err
+		}
+	}
 	// A store without an epoch is new (or older than epochs, and then
 	// nobody can have recorded one of it).
 	if _, err := s.write.Exec(`INSERT INTO epoch(one, epoch) VALUES (1, ?) ON CONFLICT(one) DO NOTHING`, newEpoch()); err != nil {
@@ -181,6 +205,58 @@ func (s *store) migrate() error {
 	}
 	if _, err := s.write.Exec(fmt.Sprintf(`PRAGMA user_version = %d`, schemaVersion)); err != nil {
 		return fmt.Errorf("set mailbox schema version: %w", err)
+	}
+	return nil
+}
+
+// refileRecipients files every stored message's recipients again by
+// normAddr, from the addresses the message was sent to (rcpt_to): a file
+// written before recipients were filed by identity holds them trimmed and
+// lower-cased, and a query by another spelling of an international
+// address would miss them.
+func (s *store) refileRecipients() error {
+	tx, err := s.write.Begin()
+	if err != nil {
+		return fmt.Errorf("refile mailbox recipients: %w", err)
+	}
+	defer tx.Rollback()
+	rows, err := tx.Query(`SELECT id, rcpt_to FROM messages`)
+	if err != nil {
+		return fmt.Errorf("refile mailbox recipients: %w", err)
+	}
+	type filed struct {
+		id int64
+		to []string
+	}
+	var all []filed
+	for rows.Next() {
+		var f filed
+		var rcpts string
+		if err := rows.Scan(&f.id, &rcpts); err != nil {
+			rows.Close()
+			return fmt.Errorf("refile mailbox recipients: %w", err)
+		}
+		if err := json.Unmarshal([]byte(rcpts), &f.to); err != nil {
+			rows.Close()
+			return fmt.Errorf("refile the recipients of message %d: %w", f.id, err)
+		}
+		all = append(all, f)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return fmt.Errorf("refile mailbox recipients: %w", err)
+	}
+	if _, err := tx.Exec(`DELETE FROM recipients`); err != nil {
+		return fmt.Errorf("refile mailbox recipients: %w", err)
+	}
+	for _, f := range all {
+		for _, to := range f.to {
+			if _, err := tx.Exec(`INSERT INTO recipients (msg, addr) VALUES (?, ?)`, f.id, normAddr(to)); err != nil {
+				return fmt.Errorf("refile the recipients of message %d: %w", f.id, err)
+			}
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("refile mailbox recipients: %w", err)
 	}
 	return nil
 }
@@ -252,6 +328,9 @@ func (s *store) closeDBs() {
 		s.read.Close()
 	}
 	s.write.Close()
+	if s.anchor != nil {
+		s.anchor.Close()
+	}
 }
 
 // close stops the writer (arrivals still queued are answered with
@@ -535,13 +614,16 @@ func (s *store) counts(ctx context.Context) (stored, duplicates, dupKeys int64, 
 	return stored, duplicates, dupKeys, nil
 }
 
-// normAddr makes an address comparable: no angle brackets, no surrounding
-// space, lower case.
+// normAddr is an address as the mailbox files and finds it: no angle
+// brackets, then the gate's identity of the address (mailaddr.Key), so
+// that every spelling of one mailbox (letter case, an international
+// domain as U-label or A-label, NFD, fullwidth forms) is counted and
+// queried as one.
 func normAddr(s string) string {
 	s = strings.TrimSpace(s)
 	s = strings.TrimPrefix(s, "<")
 	s = strings.TrimSuffix(s, ">")
-	return strings.ToLower(s)
+	return mailaddr.Key(s)
 }
 
 // normMessageID strips the angle brackets, so that "<x@y>" and "x@y" match.

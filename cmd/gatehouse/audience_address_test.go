@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -153,5 +155,77 @@ func golden(t *testing.T, name, got string) {
 	}
 	if got != string(want) {
 		t.Fatalf("output differs from %s (go test -run %s -update rewrites it):\n%s", path, t.Name(), got)
+	}
+}
+
+// TestAudienceOneNoticePerMailboxAcrossSpellings: through the audience
+// verbs and a real SMTP mailbox, customers whose addresses are one mailbox
+// in other spellings (an A-label in any case, a U-label, its NFD form,
+// fullwidth characters) receive one notice, addressed as the first one's
+// CRM record wrote it; the mailbox counts it once under every spelling.
+// Cy, whose domain cannot be mapped, is excluded, saying why.
+func TestAudienceOneNoticePerMailboxAcrossSpellings(t *testing.T) {
+	families := []struct {
+		Name      string
+		Spellings []string // the first carries the notice
+	}{
+		{"ALabelAnyCase", []string{"ada@exämple.org", "ADA@XN--EXMPLE-CUA.ORG", "Ada@xn--EXMPLE-cua.org"}},
+		{"ULabel", []string{"ada@xn--exmple-cua.org", "ada@exämple.org", "ADA@EXÄMPLE.ORG"}},
+		{"NFD", []string{"ada@exämple.org", "ada@exa\u0308mple.org"}},
+		{"Fullwidth", []string{"ada@example.org", "ada@ｅxample.org", "ADA@ＥＸＡＭＰＬＥ．ＯＲＧ"}},
+		{"AllAtOnce", []string{"ada@xn--exmple-cua.org", "ada@exämple.org", "ada@exa\u0308mple.org", "ADA@XN--EXMPLE-CUA.ORG", "ada@ｅｘäｍｐｌｅ.org"}},
+	}
+	for _, f := range families {
+		t.Run(f.Name, func(t *testing.T) {
+			ctx := context.Background()
+			mb, err := testmailbox.Start(ctx, testmailbox.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer mb.Close()
+			e, _ := addressEnv(t)
+			customers, audience := "customer_id,email,consent\n", "customer_id\n"
+			for i, s := range f.Spellings {
+				customers += fmt.Sprintf("c%d,%s,yes\n", i+1, s)
+				audience += fmt.Sprintf("c%d\n", i+1)
+			}
+			customers += "bea,bea@example.net,yes\ncy,cy@exa_mple.org,yes\n"
+			audience += "bea\ncy\n"
+			for path, text := range map[string]string{e.file: audience, e.custom: customers} {
+				if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			v := e.view("reconcile", "--release", "spring", "--file", e.file, "--customers", e.custom, "--as", "ops",
+				"--subject", "Opening hours change", "--body", "From 1 April we open at nine.")
+			e.view("approve", "--release", "spring", "--as", "lead", "--destination", mb.Target())
+			sent := e.view("send", "--release", "spring", "--destination", mb.Target(), "--as", "notice-bot")
+			_, msgs, err := mb.List(ctx, testmailbox.Filter{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var to []string
+			for _, m := range msgs {
+				to = append(to, strings.Join(m.To, ","))
+			}
+			slices.Sort(to)
+			if want := []string{f.Spellings[0], "bea@example.net"}; !slices.Equal(to, want) {
+				t.Fatalf("the mailbox holds messages to %q, want one to %q (as its CRM wrote it) and one to Bea", to, want)
+			}
+			if v.DuplicatesByAddress != len(f.Spellings)-1 || v.Eligible != 2 || v.Excluded != 1 || sent.Confirmed != 2 {
+				t.Fatalf("reconciled: %d covered, %d eligible, %d excluded, then %d confirmed; want %d, 2, 1, 2",
+					v.DuplicatesByAddress, v.Eligible, v.Excluded, sent.Confirmed, len(f.Spellings)-1)
+			}
+			for _, s := range f.Spellings {
+				if n, err := mb.Count(ctx, testmailbox.Filter{To: s}); err != nil || n != 1 {
+					t.Fatalf("the mailbox counts %d message(s) to %q (%v), want 1", n, s, err)
+				}
+			}
+			rows := e.view("show", "--release", "spring", "--rows", "excluded").Rows
+			if len(rows) != 1 || rows[0].Customer != "cy" ||
+				!strings.Contains(rows[0].Reason, `its domain "exa_mple.org" cannot be mapped as an international domain name`) {
+				t.Fatalf("excluded rows %+v, want cy, excluded for its domain", rows)
+			}
+		})
 	}
 }

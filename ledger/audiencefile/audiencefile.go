@@ -13,6 +13,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"gatehouse/internal/mailaddr"
 	"gatehouse/internal/textenc"
 )
 
@@ -25,12 +26,14 @@ type Row struct {
 }
 
 // Identity is what the row claims to be: the customer id when present,
-// otherwise the lower-cased address.
+// otherwise the address as written, lower-cased (mailaddr.Folded). It is
+// a label recorded with the row, not the address's identity: releases
+// recorded before keep theirs, and a sample compares them as written.
 func (r Row) Identity() string {
 	if r.CustomerID != "" {
 		return "id:" + r.CustomerID
 	}
-	return "email:" + strings.ToLower(r.Email)
+	return "email:" + mailaddr.Folded(r.Email)
 }
 
 // Layout describes the columns found.

@@ -27,6 +27,7 @@ import (
 	"io"
 	"strings"
 
+	"gatehouse/internal/mailaddr"
 	"gatehouse/ledger"
 )
 
@@ -146,7 +147,7 @@ func Read(r io.Reader, file string, opts Options) ([]ledger.CustomerRecord, Layo
 		}
 		key := "id:" + c.ID
 		if c.ID == "" {
-			key = "email:" + strings.ToLower(c.Email)
+			key = "email:" + mailaddr.Folded(c.Email) // the id the ledger gives it (ledger.ImportCustomers)
 		}
 		if prev, dup := seen[key]; dup {
 			return nil, rd.lay, fmt.Errorf("%s:%d: customer %s appears again (first on line %d)", file, line, c.Who(), prev)
