@@ -323,22 +323,62 @@ func (t *wtx) newestEpochs() (restoreEpochs, error) {
 	return epochs, nil
 }
 
-// readRestoreEpochs reads what the newest restore recorded (nil for a
-// restore recorded before restores kept it: then no epoch is known).
-func readRestoreEpochs(q queryer) (restoreEpochs, error) {
-	var detail string
-	err := q.QueryRow(`SELECT detail FROM events WHERE action_key = '' AND kind = ? ORDER BY id DESC LIMIT 1`, string(EvRestored)).Scan(&detail)
-	if errors.Is(err, sql.ErrNoRows) || err == nil && detail == "" {
-		return nil, nil
-	}
+// restoreHistory is the restoreEpochs of every restore the ledger went
+// through, oldest first. An action's first send after a restore may have
+// been lost to any of them: a restore forgets what was sent after its
+// backup, and a later backup carries the forgotten action on, unverified,
+// into a later restore. Records prove its absence only if they still
+// answer from the epoch each of those restores recorded: cleared between
+// two restores, they may have dropped the very message the first one
+// forgot, though they answer from the epoch the second one recorded.
+type restoreHistory []restoreEpochs
+
+// readRestoreEpochs reads what every restore recorded. A restore writes
+// two history lines of its kind, and only markRestored's carries the
+// epochs; a ledger whose restores all predate that gets one empty entry:
+// no epoch is known.
+func readRestoreEpochs(q queryer) (restoreHistory, error) {
+	rows, err := q.Query(`SELECT detail FROM events WHERE action_key = '' AND kind = ? ORDER BY id`, string(EvRestored))
 	if err != nil {
-		return nil, fmt.Errorf("read the restore's epochs: %w", err)
+		return nil, fmt.Errorf("read the restores' epochs: %w", err)
 	}
-	var d map[string]restoreEpochs
-	if err := json.Unmarshal([]byte(detail), &d); err != nil {
-		return nil, fmt.Errorf("read the restore's epochs: %w", err)
+	defer rows.Close()
+	var out restoreHistory
+	restores := 0
+	for rows.Next() {
+		var detail string
+		if err := rows.Scan(&detail); err != nil {
+			return nil, fmt.Errorf("read the restores' epochs: %w", err)
+		}
+		var d map[string]restoreEpochs
+		if detail != "" {
+			if err := json.Unmarshal([]byte(detail), &d); err != nil {
+				return nil, fmt.Errorf("read the restores' epochs: %w", err)
+			}
+		}
+		if e, ok := d[restoreEpochsDetail]; ok {
+			out = append(out, e)
+		}
+		restores++
 	}
-	return d[restoreEpochsDetail], nil
+	if restores > 0 && len(out) == 0 {
+		out = restoreHistory{nil}
+	}
+	return out, rows.Err()
+}
+
+// epochProblem is the first restore's epochProblem that is not "": records
+// must answer from the epoch every restore recorded for them.
+func (h restoreHistory) epochProblem(identity, now string) string {
+	for i, e := range h {
+		if p := e.epochProblem(identity, now); p != "" {
+			if len(h) > 1 {
+				p += fmt.Sprintf(" (restore %d of %d)", i+1, len(h))
+			}
+			return p
+		}
+	}
+	return ""
 }
 
 // epochProblem says why records of identity answering from epoch now
@@ -449,7 +489,7 @@ func (l *Ledger) verifyRestored(ctx context.Context, req ExecuteRequest, dest de
 	var a Action
 	var since time.Time
 	var unverified bool
-	var epochs restoreEpochs
+	var epochs restoreHistory
 	var lease time.Duration
 	if err := l.read(ctx, func(tx queryTx) error {
 		var s int64
@@ -633,7 +673,7 @@ func (s *sendRun) verifyRelease(ctx context.Context, dest destination.Destinatio
 		return rc, &StateError{Key: "release " + rel, Err: ErrHeld,
 			Hint: fmt.Sprintf("the ledger was restored and %s keeps no records the gate can consult; a person must check what arrived, then send with --restore-checked-by REASON", ep.Destination)}
 	}
-	var epochs restoreEpochs
+	var epochs restoreHistory
 	if err := l.read(ctx, func(tx queryTx) (err error) {
 		epochs, err = readRestoreEpochs(tx)
 		return err

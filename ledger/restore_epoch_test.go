@@ -172,3 +172,59 @@ func TestRestoredReleaseHonoursTheRecordsEpoch(t *testing.T) {
 		t.Fatalf("send on a person's word: %+v", s)
 	}
 }
+
+// TestRestoreCheckHonoursEveryRestoresEpoch: a send forgotten by one
+// restore is carried, unverified, into a later backup and a later
+// restore. The lost history sent p1 (it arrived, under e1); after the
+// first restore the records were cleared (e2), p2 was sent there, and a
+// second backup and restore followed. The second restore's own reference
+// is e2, which the records still answer from, but the message the first
+// restore forgot went with e1: p1 is held, still 1 arrival.
+func TestRestoreCheckHonoursEveryRestoresEpoch(t *testing.T) {
+	w := newWorld(t)
+	dest := &forgetful{Destination: w.dest, epoch: "e1"}
+	p0 := w.approved("wf-ack")
+	_, err := w.l.Execute(w.ctx, ledger.ExecuteRequest{Key: p0.Key, Executor: "wf-ack", Reread: consentYes}, dest)
+	w.must(err)
+	p1 := w.approvedFor("enquiry-1002")
+	p1req := ledger.ExecuteRequest{Key: p1.Key, Executor: "wf-ack", Reread: consentYes}
+	w.lostHistory(func() {
+		if onPostgres() {
+			w.dest.Inject(destination.Message{ActionKey: p1.Key, Attempt: 1, TransportID: "gh-lost-a1@elsewhere.gatehouse.invalid",
+				From: "noreply@gatehouse.invalid", To: p1.Recipient, Subject: p1.Subject, Body: p1.Body})
+			return
+		}
+		_, err := w.l.Execute(w.ctx, p1req, dest)
+		w.must(err)
+	})
+	dest.forget("e2")
+	w.clock.Advance(time.Hour)
+	// p2, born after the first restore, is held too (its key may have been
+	// sent by the lost history), and a person sends it under e2.
+	p2 := w.approvedFor("enquiry-1003")
+	p2req := ledger.ExecuteRequest{Key: p2.Key, Executor: "wf-ack", Reread: consentYes}
+	if _, err := w.l.Execute(w.ctx, p2req, dest); !errors.Is(err, ledger.ErrHeld) {
+		t.Fatalf("p2 after the records were cleared: %v, want held", err)
+	}
+	_, err = w.l.ReleaseHold(w.ctx, p2.Key, "ops", "checked the mailbox by hand")
+	w.must(err)
+	res, err := w.l.Execute(w.ctx, p2req, dest)
+	w.must(err)
+	if res.Attempt.Epoch != "e2" {
+		t.Fatalf("p2's attempt recorded epoch %q, want e2", res.Attempt.Epoch)
+	}
+	w.lostHistory(func() {})
+	w.clock.Advance(time.Hour)
+	calls := w.dest.Calls()
+	res, err = w.l.Execute(w.ctx, p1req, dest)
+	if !errors.Is(err, ledger.ErrHeld) || res.Action.HoldCause != ledger.HoldUnverified || w.dest.Calls() != calls {
+		t.Fatalf("p1 after a second restore whose copy carried it unverified: %v, %s/%s, %d calls; want held unverified, nothing sent",
+			err, res.Action.State, res.Action.HoldCause, w.dest.Calls()-calls)
+	}
+	if !strings.Contains(err.Error(), "restore 1 of 2") {
+		t.Errorf("the hold does not say which restore's records were cleared: %v", err)
+	}
+	if n := w.dest.Arrivals(p1.Key); n != 1 {
+		t.Fatalf("%d arrivals of p1, want 1", n)
+	}
+}
