@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"net/http/httptest"
 	"net/smtp"
 	"os"
 	"os/exec"
@@ -100,6 +101,16 @@ type searchWorld struct {
 	restoredAt time.Time                               // when the ledger was last put back (zero: never)
 	putBack    func(w *searchWorld, from string) error // a double's, nil for the shipped restore
 	forgotten  int                                     // arrivals of attempts only a discarded history knew, found by the checker
+
+	// The nemeses of what the executing process supplies
+	// (nemesis_supplied_test.go): the mailbox as the checker reads it,
+	// messages a clear removed among them; a forged rehearsal clock; the
+	// relay reached with a settle time named at send; what the next
+	// binary run adds to its environment.
+	arrived     *clearedMailbox
+	forged      *httptest.Server
+	namedSettle destination.Destination
+	binEnv      []string
 }
 
 // fact is one business action of the search.
@@ -159,6 +170,7 @@ func newSearchWorld(t *testing.T, seed uint64, bin string, doubles searchDoubles
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { w.mb.Close() })
+	w.arrived = &clearedMailbox{mb: w.mb}
 	// Runs before the closes above: an executor still standing still is
 	// let go, so that nothing is left blocked.
 	t.Cleanup(func() {
@@ -281,7 +293,7 @@ func (w *searchWorld) step() {
 		key = w.keys[len(w.keys)-1-w.rng.IntN(6)] // the recent ones, more often
 	}
 	actor := w.pick(searchActors)
-	switch r := w.rng.IntN(114); {
+	switch r := w.rng.IntN(118); {
 	case r < 12:
 		w.opPropose(key, actor)
 	case r < 24:
@@ -322,8 +334,16 @@ func (w *searchWorld) step() {
 		w.opLateReport(key)
 	case r < 113:
 		w.opBackup()
-	default:
+	case r < 114:
 		w.opRestore()
+	case r < 115:
+		w.opForgedClock(key)
+	case r < 116:
+		w.opSettleNamedAtSend(key)
+	case r < 117:
+		w.opBackupCopiedUnmarked(key)
+	default:
+		w.opRecordsClearedBeforeRestore(key)
 	}
 }
 
@@ -425,6 +445,7 @@ func (w *searchWorld) binarySend(key, actor string, before ledger.Action) {
 
 func (w *searchWorld) runBinary(args ...string) (int, string) {
 	cmd := exec.Command(w.bin, args...)
+	cmd.Env = append(os.Environ(), w.binEnv...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
@@ -659,7 +680,7 @@ func (w *searchWorld) opResolve(key string) {
 		return
 	}
 	last := atts[len(atts)-1]
-	n, err := proof.OwnArrivals(w.ctx, w.mb, last)
+	n, err := proof.OwnArrivals(w.ctx, w.arrived, last)
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -851,7 +872,7 @@ func runSearch(t *testing.T, seed uint64, ops int, bin string, doubles searchDou
 		w.step()
 	}
 	w.drain()
-	v, err := proof.CheckByMessageID(w.ctx, w.l, w.mb)
+	v, err := proof.CheckByMessageID(w.ctx, w.l, w.arrived)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -912,6 +933,7 @@ func searchSize() (seeds []uint64, ops int) {
 // the state it left. A failing seed prints the operations that reproduce
 // it.
 func TestOperationSearch(t *testing.T) {
+	checkSuppliedFlag(t)
 	seeds, ops := searchSize()
 	bin := ""
 	if !testing.Short() {
