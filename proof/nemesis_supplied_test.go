@@ -43,6 +43,30 @@ var suppliedNemeses = []string{"forged-clock", "settle-at-send", "backup-copied"
 // supplied reports whether the nemesis name runs in this search.
 func supplied(name string) bool { return *onlySupplied == "" || *onlySupplied == name }
 
+// suppliedOdds: each of these nemeses fires on one step in suppliedOdds.
+const suppliedOdds = 118
+
+// stepSupplied fires, now and then, one of the nemeses of what a process
+// supplies, after the step's operation. They draw from a stream of their
+// own (of the same seed), so the search's other draws are what they were
+// without them; a search run against a double (TestSearchCatchesTheOldDefects)
+// runs without them, as the old defects were found.
+func (w *searchWorld) stepSupplied(key string) {
+	if w.supplying == nil {
+		return
+	}
+	switch w.supplying.IntN(suppliedOdds) {
+	case 0:
+		w.opForgedClock(key)
+	case 1:
+		w.opSettleNamedAtSend(key)
+	case 2:
+		w.opBackupCopiedUnmarked(key)
+	case 3:
+		w.opRecordsClearedBeforeRestore(key)
+	}
+}
+
 // checkSuppliedFlag refuses a -proof.nemesis that names none of them.
 func checkSuppliedFlag(t *testing.T) {
 	if *onlySupplied != "" && !slices.Contains(suppliedNemeses, *onlySupplied) {
@@ -134,11 +158,11 @@ func (w *searchWorld) opForgedClock(key string) {
 	if w.bin == "" {
 		return
 	}
-	if key = w.approvedKey(key); key == "" {
+	if key = w.approvedKey(key); key == "" || !w.sendable(key) || !w.approveAfresh(key) {
 		return
 	}
 	budget := searchLease * 3 / 4
-	hold := budget + time.Duration(1+w.rng.IntN(int((searchLease+w.settle-budget)/time.Second)))*time.Second
+	hold := budget + time.Duration(1+w.supplying.IntN(int((searchLease+w.settle-budget)/time.Second)))*time.Second
 	if _, ok, _ := w.sendThroughHoldingRelay(key, w.relay, hold); !ok {
 		return
 	}
@@ -220,14 +244,14 @@ func (w *searchWorld) opSettleNamedAtSend(key string) {
 	if !supplied("settle-at-send") {
 		return
 	}
-	if key = w.approvedKey(key); key == "" {
+	if key = w.approvedKey(key); key == "" || !w.sendable(key) || !w.approveAfresh(key) {
 		return
 	}
 	dest := w.settleNamedAtSend()
 	// Past the lease and the named settle time, within the destination's
 	// own settle time.
 	least := searchLease + namedSettle + time.Second
-	hold := least + time.Duration(w.rng.IntN(int((searchLease+w.settle-least)/time.Second)+1))*time.Second
+	hold := least + time.Duration(w.supplying.IntN(int((searchLease+w.settle-least)/time.Second)+1))*time.Second
 	before := w.action(key)
 	attempts := w.lastAttempt(key)
 	w.nemesis("send names another settle time")
@@ -270,13 +294,15 @@ func (w *searchWorld) opBackupCopiedUnmarked(key string) {
 	if !w.file || w.paused != nil {
 		return
 	}
-	if key = w.approvedKey(key); key == "" || !w.sendable(key) {
+	if key = w.approvedKey(key); key == "" || !w.sendable(key) || !w.approveAfresh(key) {
 		return
 	}
-	w.nemesis("backup copied into place, not marked restored")
 	bk := filepath.Join(w.dir, "copied-by-hand.db")
 	w.backupTo(bk)
-	w.sendForgotten(key)
+	if w.sendForgotten(key) != ledger.StateSent {
+		return // nothing for the copy to forget
+	}
+	w.nemesis("backup copied into place, not marked restored")
 	lin := w.beforePutBack()
 	if err := copyBackupByHand(bk, w.path); err != nil {
 		w.t.Fatalf("copy %s over the ledger: %v", bk, err)
@@ -292,6 +318,12 @@ func (w *searchWorld) opBackupCopiedUnmarked(key string) {
 		w.t.Fatalf("open the ledger copied from %s: %v", bk, err)
 	}
 	w.l = l
+	// From here the ledger lives as the copy made it (a past the world
+	// moved on from, unless the gate refuses to write it): what it sends is
+	// remembered from here on, as after a restore.
+	w.life++
+	w.scanned = w.lastLine()
+	w.restoredAt = w.clock.Now()
 	// A workflow sends what it finds approved in the copy.
 	if k := w.approvedKey(key); k != "" {
 		key = k
@@ -323,16 +355,22 @@ func (w *searchWorld) opBackupCopiedUnmarked(key string) {
 			key, executor, before.State, after.State, errWord(err))
 	}
 	w.checkAgreement("send", key, err, after)
-	// The ledger lives on as the copy made it, a past the world moved on
-	// from, as the old double did.
-	w.life++
-	w.scanned = w.lastLine()
-	w.restoredAt = w.clock.Now()
+}
+
+// approveAfresh is a person approving approved key again on the material
+// as it reads now and the task's owner now, so that the nemesis's send is
+// not refused as stale; it reports whether the action is approved after.
+func (w *searchWorld) approveAfresh(key string) bool {
+	mat := w.reread(key, false)
+	_, err := w.l.Approve(w.ctx, key, "lead", mat)
+	w.count["approve"]++
+	w.logf("approve %s afresh (consent %s) → %v", key, mat[0].Value, errWord(err))
+	return err == nil && w.action(key).State == ledger.StateApproved
 }
 
 // sendable reports whether a send of approved key could go out now: the
-// stop switch is off and its task has an owner. The nemeses that need the
-// send a restore forgets wait for such a moment.
+// stop switch is off and its task has an owner. These nemeses wait for
+// such a moment: a send the stop switch refuses would show nothing.
 func (w *searchWorld) sendable(key string) bool {
 	sw, err := w.l.StopState(w.ctx)
 	if err != nil {
@@ -353,14 +391,15 @@ func (w *searchWorld) backupTo(dst string) ledger.BackupInfo {
 }
 
 // sendForgotten sends approved key after the backup: the send a restore
-// makes the ledger forget.
-func (w *searchWorld) sendForgotten(key string) {
+// makes the ledger forget. It returns the state the send left.
+func (w *searchWorld) sendForgotten(key string) ledger.State {
 	a := w.action(key)
 	_, err := w.l.Execute(w.ctx, ledger.ExecuteRequest{Key: key, Executor: w.owner(a.TaskID), Reread: w.reread(key, false)}, w.dest)
 	after := w.action(key)
 	w.count["send"]++
 	w.logf("send %s by %s after the backup %s → %s: %v", key, w.owner(a.TaskID), a.State, after.State, errWord(err))
 	w.checkAgreement("send", key, err, after)
+	return after.State
 }
 
 // beforePutBack remembers this life's attempts, lets a moment pass (two
@@ -423,7 +462,7 @@ func (w *searchWorld) opRecordsClearedBeforeRestore(key string) {
 	if !w.file || w.paused != nil {
 		return
 	}
-	if key = w.approvedKey(key); key == "" || !w.sendable(key) {
+	if key = w.approvedKey(key); key == "" || !w.sendable(key) || !w.approveAfresh(key) {
 		return
 	}
 	w.nemesis("records cleared before a restore")
