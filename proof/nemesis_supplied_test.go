@@ -516,6 +516,7 @@ func (w *searchWorld) clearRecords() {
 type clearedMailbox struct {
 	mb   *testmailbox.Mailbox
 	kept []testmailbox.Message // cleared arrivals with their raw bytes, as ids -1, -2, …
+	byID map[string][]int      // Message-ID → places in kept
 }
 
 // clear keeps every stored message, then clears the store.
@@ -530,6 +531,10 @@ func (c *clearedMailbox) clear(ctx context.Context) (int, error) {
 			return 0, err
 		}
 		full.ID = -int64(len(c.kept) + 1)
+		if c.byID == nil {
+			c.byID = map[string][]int{}
+		}
+		c.byID[full.MessageID] = append(c.byID[full.MessageID], len(c.kept))
 		c.kept = append(c.kept, full)
 	}
 	return c.mb.Clear(ctx)
@@ -545,12 +550,18 @@ func (c *clearedMailbox) List(ctx context.Context, f testmailbox.Filter) (int, [
 	if err != nil {
 		return 0, nil, err
 	}
-	id := strings.Trim(f.MessageID, "<>")
 	var out []testmailbox.Message
-	for _, m := range c.kept {
-		if id == "" || m.MessageID == id {
-			m.Raw = nil
-			out = append(out, m)
+	keep := func(m testmailbox.Message) {
+		m.Raw = nil
+		out = append(out, m)
+	}
+	if f.MessageID == "" {
+		for _, m := range c.kept {
+			keep(m)
+		}
+	} else {
+		for _, i := range c.byID[strings.Trim(f.MessageID, "<>")] {
+			keep(c.kept[i])
 		}
 	}
 	out = append(out, live...)

@@ -925,9 +925,12 @@ func searchSize() (seeds []uint64, ops int) {
 // recovers, reconciles and sends again, a relay holding the final dot past
 // the sender's budget, look-alikes of the gate's messages (its real
 // Message-ID with another sender, content or recipient; another ledger's
-// copy), reports that come after their attempt was settled, and restores of
+// copy), reports that come after their attempt was settled, restores of
 // older backups (refused over newer history, with --discard-newer, and a
-// hand copy marked restored; SQLite only). The checker counts arrivals by
+// hand copy marked restored; SQLite only), and what a process supplies
+// (nemesis_supplied_test.go): a forged clock in its environment, a settle
+// time named at send, a backup copied into place without mark-restored,
+// records cleared before a restore. The checker counts arrivals by
 // the Message-IDs of each action's attempts, those a restore made the
 // ledger forget among them, and only messages that are the attempt's in
 // every other respect too: no duplicate,
