@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -85,7 +84,7 @@ func checkSuppliedFlag(t *testing.T) {
 // ledger not marked as a rehearsal's refuses to start: exit 2, naming the
 // variable, nothing recorded.
 func forgedClockRefused(code int, out string) bool {
-	return code == answer.Usage && strings.Contains(out, "GATEHOUSE_REHEARSAL_CLOCK")
+	return code == answer.Usage && strings.Contains(out, rehearsalClockEnv)
 }
 
 // settleRefused: a send whose destination names another settle time (or
@@ -127,17 +126,12 @@ func (w *searchWorld) forgedClock() string {
 	if w.forged != nil {
 		return w.forged.URL
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	w.forged = httptest.NewUnstartedServer(http.HandlerFunc(func(rw http.ResponseWriter, _ *http.Request) {
+	// httptest listens on 127.0.0.1: the loopback a rehearsal's clock is
+	// served on.
+	w.forged = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, _ *http.Request) {
 		rw.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(rw).Encode(map[string]any{"now": w.clock.Now().Add(forgedAhead), "ledger": w.path})
 	}))
-	w.forged.Listener.Close()
-	w.forged.Listener = ln
-	w.forged.Start()
 	w.t.Cleanup(w.forged.Close)
 	return w.forged.URL
 }
