@@ -128,7 +128,7 @@ func (w *searchWorld) awaitOwnArrival(at ledger.Attempt) {
 		if err != nil {
 			w.t.Fatal(err)
 		}
-		own, err := proof.OwnArrivals(ctx, w.mb, at)
+		own, err := proof.OwnArrivals(ctx, w.arrived, at)
 		if err != nil {
 			w.t.Fatal(err)
 		}
@@ -461,25 +461,49 @@ func (w *searchWorld) opRelayHold(key string) {
 	if key = w.approvedKey(key); key == "" {
 		return
 	}
-	a := w.action(key)
 	budget := searchLease * 3 / 4
 	hold := budget + time.Duration(1+w.rng.IntN(int((searchLease+w.settle-budget)/time.Second)))*time.Second
-	req := ledger.ExecuteRequest{Key: key, Executor: w.owner(a.TaskID), Reread: w.reread(key, false),
-		Endpoint: destination.EndpointAt(w.ctx, w.relay)}
-	if !w.verifiedFirst(req, w.relay) {
+	h, ok, _ := w.sendThroughHoldingRelay(key, w.relay, hold)
+	if !ok || hold <= searchLease || w.rng.IntN(2) == 0 {
 		return
+	}
+	// Someone reconciles once the lease is over, while the relay still
+	// holds the message.
+	w.advance(h.begun.Add(searchLease + time.Duration(w.rng.IntN(int((hold-searchLease)/time.Second)))*time.Second).Sub(w.clock.Now()))
+	w.nemesis("reconcile while the relay holds the final dot")
+	w.retryWhileHeld(key, "while the relay holds it")
+}
+
+// heldSend is an attempt whose final dot the relay holds.
+type heldSend struct {
+	att   ledger.Attempt
+	begun time.Time // when the relay took the final dot
+}
+
+// sendThroughHoldingRelay sends approved key through dest, a relay that
+// holds the final dot for hold on the world's clock: the sender's budget
+// ends first, and its outcome is recorded (unknown). It reports whether
+// the relay holds the attempt's message; err is the refusal when the
+// attempt did not begin.
+func (w *searchWorld) sendThroughHoldingRelay(key string, dest destination.Destination, hold time.Duration) (heldSend, bool, error) {
+	a := w.action(key)
+	budget := searchLease * 3 / 4
+	req := ledger.ExecuteRequest{Key: key, Executor: w.owner(a.TaskID), Reread: w.reread(key, false),
+		Endpoint: destination.EndpointAt(w.ctx, dest)}
+	if !w.verifiedFirst(req, dest) {
+		return heldSend{}, false, nil
 	}
 	att, msg, err := w.l.BeginAttempt(w.ctx, req)
 	if err != nil {
 		w.count["send"]++
 		w.logf("send %s by %s through a holding relay: refused before the attempt: %v", key, req.Executor, errWord(err))
-		return
+		return heldSend{}, false, err
 	}
 	w.armFirst(testmailbox.Fault{Kind: testmailbox.FaultHoldThenStore, Count: 1, To: att.Recipient, Duration: hold})
 	fired := w.faultsFired(testmailbox.FaultHoldThenStore)
 	pending := w.clock.Pending()
 	done := make(chan ledger.Delivery, 1)
-	go func() { done <- w.l.Deliver(w.ctx, att, msg, w.relay) }()
+	go func() { done <- w.l.Deliver(w.ctx, att, msg, dest) }()
 	d, held := w.awaitHold(done, pending, fired)
 	if !held {
 		w.disarm(testmailbox.FaultHoldThenStore)
@@ -487,7 +511,7 @@ func (w *searchWorld) opRelayHold(key string) {
 		w.count["send"]++
 		w.logf("send %s through a holding relay never reached the final dot: %s: %v", key, res.Action.State, errWord(err))
 		w.checkAgreement("send", key, err, w.action(key))
-		return
+		return heldSend{}, false, nil
 	}
 	begun := w.clock.Now()
 	w.holds = append(w.holds, relayHold{att: att, until: begun.Add(hold)})
@@ -502,13 +526,13 @@ func (w *searchWorld) opRelayHold(key string) {
 	w.count["send"]++
 	w.logf("send %s by %s: the relay holds attempt %d for %s: %s → %s: %v", key, req.Executor, att.Number, hold, d.Outcome, res.Action.State, errWord(err))
 	w.checkAgreement("send", key, err, w.action(key))
-	if hold <= searchLease || w.rng.IntN(2) == 0 {
-		return
-	}
-	// Someone reconciles once the lease is over, while the relay still
-	// holds the message.
-	w.advance(begun.Add(searchLease + time.Duration(w.rng.IntN(int((hold-searchLease)/time.Second)))*time.Second).Sub(w.clock.Now()))
-	w.nemesis("reconcile while the relay holds the final dot")
+	return heldSend{att: att, begun: begun}, true, nil
+}
+
+// retryWhileHeld is someone who reconciles key while the relay may still
+// hold its message (when, in words) and, told it is safe, releases the
+// hold and sends again.
+func (w *searchWorld) retryWhileHeld(key, when string) {
 	before := w.action(key)
 	if !needsReconcile(before) {
 		return
@@ -518,7 +542,7 @@ func (w *searchWorld) opRelayHold(key string) {
 		after = w.action(key)
 	}
 	w.count["reconcile"]++
-	w.logf("reconcile %s while the relay holds it %s → %s/%s: %v", key, before.State, after.State, after.HoldCause, errWord(err))
+	w.logf("reconcile %s %s %s → %s/%s: %v", key, when, before.State, after.State, after.HoldCause, errWord(err))
 	w.checkForeignNotProof(key, before, after)
 	if after.State == ledger.StateHeld && after.HoldCause == ledger.HoldSafeToRetry {
 		w.opReleaseHold(key)
@@ -1086,7 +1110,7 @@ func (w *searchWorld) arrivalsOf(key string) (current, forgotten int) {
 	known := map[string]bool{}
 	for _, at := range atts {
 		known[at.MessageID] = true
-		n, err := proof.OwnArrivals(w.ctx, w.mb, at)
+		n, err := proof.OwnArrivals(w.ctx, w.arrived, at)
 		if err != nil {
 			w.t.Fatal(err)
 		}
@@ -1096,7 +1120,7 @@ func (w *searchWorld) arrivalsOf(key string) (current, forgotten int) {
 		if known[at.MessageID] {
 			continue
 		}
-		n, err := proof.OwnArrivals(w.ctx, w.mb, at)
+		n, err := proof.OwnArrivals(w.ctx, w.arrived, at)
 		if err != nil {
 			w.t.Fatal(err)
 		}

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"net/http/httptest"
 	"net/smtp"
 	"os"
 	"os/exec"
@@ -100,6 +101,19 @@ type searchWorld struct {
 	restoredAt time.Time                               // when the ledger was last put back (zero: never)
 	putBack    func(w *searchWorld, from string) error // a double's, nil for the shipped restore
 	forgotten  int                                     // arrivals of attempts only a discarded history knew, found by the checker
+
+	// The nemeses of what the executing process supplies
+	// (nemesis_supplied_test.go): the mailbox as the checker reads it,
+	// messages a clear removed among them; a forged rehearsal clock; the
+	// relay reached with a settle time named at send; what the next
+	// binary run adds to its environment.
+	arrived     *clearedMailbox
+	forged      *httptest.Server
+	namedSettle destination.Destination
+	binEnv      []string
+	// supplying draws for those nemeses alone: the search's other draws
+	// stay as they were without them. Nil under a double.
+	supplying *rand.Rand
 }
 
 // fact is one business action of the search.
@@ -136,6 +150,11 @@ type searchDoubles struct {
 	WithoutRestores bool
 }
 
+// shipped reports whether no double stands in: the gate as shipped.
+func (d searchDoubles) shipped() bool {
+	return d.Records == nil && d.Dest == nil && d.Report == nil && d.PutBack == nil && !d.WithoutRestores
+}
+
 func newSearchWorld(t *testing.T, seed uint64, bin string, doubles searchDoubles) *searchWorld {
 	t.Helper()
 	ctx := context.Background()
@@ -146,6 +165,9 @@ func newSearchWorld(t *testing.T, seed uint64, bin string, doubles searchDoubles
 		keyAt: map[string]int{}, records: registry.Records(), lost: map[string][]ledger.Attempt{}, lostIDs: map[string]bool{},
 		putBack: doubles.PutBack}
 	w.file = !ledger.IsPostgres(w.path) && !doubles.WithoutRestores
+	if doubles.shipped() {
+		w.supplying = rand.New(rand.NewPCG(seed, 0x5a991ed))
+	}
 	var err error
 	if w.l, err = w.open(); err != nil {
 		t.Fatal(err)
@@ -159,6 +181,7 @@ func newSearchWorld(t *testing.T, seed uint64, bin string, doubles searchDoubles
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { w.mb.Close() })
+	w.arrived = &clearedMailbox{mb: w.mb}
 	// Runs before the closes above: an executor still standing still is
 	// let go, so that nothing is left blocked.
 	t.Cleanup(func() {
@@ -325,6 +348,7 @@ func (w *searchWorld) step() {
 	default:
 		w.opRestore()
 	}
+	w.stepSupplied(key)
 }
 
 func (w *searchWorld) opPropose(key, actor string) {
@@ -425,6 +449,7 @@ func (w *searchWorld) binarySend(key, actor string, before ledger.Action) {
 
 func (w *searchWorld) runBinary(args ...string) (int, string) {
 	cmd := exec.Command(w.bin, args...)
+	cmd.Env = append(os.Environ(), w.binEnv...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
@@ -659,7 +684,7 @@ func (w *searchWorld) opResolve(key string) {
 		return
 	}
 	last := atts[len(atts)-1]
-	n, err := proof.OwnArrivals(w.ctx, w.mb, last)
+	n, err := proof.OwnArrivals(w.ctx, w.arrived, last)
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -851,7 +876,7 @@ func runSearch(t *testing.T, seed uint64, ops int, bin string, doubles searchDou
 		w.step()
 	}
 	w.drain()
-	v, err := proof.CheckByMessageID(w.ctx, w.l, w.mb)
+	v, err := proof.CheckByMessageID(w.ctx, w.l, w.arrived)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -900,17 +925,22 @@ func searchSize() (seeds []uint64, ops int) {
 // recovers, reconciles and sends again, a relay holding the final dot past
 // the sender's budget, look-alikes of the gate's messages (its real
 // Message-ID with another sender, content or recipient; another ledger's
-// copy), reports that come after their attempt was settled, and restores of
+// copy), reports that come after their attempt was settled, restores of
 // older backups (refused over newer history, with --discard-newer, and a
-// hand copy, refused until marked restored; SQLite only). The checker
-// counts arrivals by the Message-IDs of each action's attempts, those a
-// restore made the ledger forget among them, and only messages that are
-// the attempt's in every other respect too: no duplicate, no loss, no contradiction among the gate's own messages; every foreign
+// hand copy, refused until marked restored; SQLite only), and what a process supplies
+// (nemesis_supplied_test.go): a forged clock in its environment, a settle
+// time named at send, a backup copied into place without mark-restored,
+// records cleared before a restore. The checker counts arrivals by
+// the Message-IDs of each action's attempts, those a restore made the
+// ledger forget among them, and only messages that are the attempt's in
+// every other respect too: no duplicate,
+// no loss, no contradiction among the gate's own messages; every foreign
 // message or look-alike met by a reconcile ends as a named contradiction;
 // every late report is kept and changes nothing; every answer agrees with
 // the state it left. A failing seed prints the operations that reproduce
 // it.
 func TestOperationSearch(t *testing.T) {
+	checkSuppliedFlag(t)
 	seeds, ops := searchSize()
 	bin := ""
 	if !testing.Short() {
