@@ -360,9 +360,12 @@ func (w *searchWorld) opPropose(key, actor string) {
 	if w.rng.IntN(4) == 0 {
 		body = "Hello, we received your enquiry and answer today." // a revision
 	}
+	// As `gate propose` does, the proposal states the destination's
+	// settle time, which the approval binds.
+	ep := destination.EndpointOf(w.dest)
 	p := ledger.Proposal{Task: ledger.TaskRef{ID: f.task}, Customer: f.customer, Event: f.event, ActionType: "reply_ack",
 		Target: f.task, Recipient: f.customer + "@example.org", Subject: "Your enquiry", Body: body, Actor: actor,
-		Destination: w.dest.Identity(), Lookup: destination.EndpointOf(w.dest).Lookup}
+		Destination: ep.Destination, Lookup: ep.Lookup, Settle: &ep.Settle}
 	_, err := w.l.Propose(w.ctx, p)
 	w.count["propose"]++
 	w.logf("propose %s by %s (%d bytes) → %v", key, actor, len(body), errWord(err))
