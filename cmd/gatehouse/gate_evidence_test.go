@@ -39,7 +39,13 @@ func newBinEnv(t *testing.T) *binEnv {
 // run executes `gatehouse gate <args> --ledger L` as its own process.
 func (b *binEnv) run(args ...string) result {
 	b.t.Helper()
-	cmd := exec.Command(b.bin, append(append([]string{"gate"}, args...), "--ledger", b.ledger)...)
+	return runCommand(b.t, exec.Command(b.bin, append(append([]string{"gate"}, args...), "--ledger", b.ledger)...))
+}
+
+// runCommand runs cmd to its end and returns its exit code and output; a
+// command that could not start fails the test.
+func runCommand(t *testing.T, cmd *exec.Cmd) result {
+	t.Helper()
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
@@ -49,7 +55,7 @@ func (b *binEnv) run(args ...string) result {
 	case errors.As(err, &ee):
 		code = ee.ExitCode()
 	case err != nil:
-		b.t.Fatal(err)
+		t.Fatal(err)
 	}
 	return result{code: code, stdout: out.String(), stderr: errOut.String()}
 }

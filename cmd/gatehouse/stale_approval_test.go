@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"errors"
 	"os"
 	"os/exec"
 	"strings"
@@ -19,18 +17,7 @@ func (b *binEnv) exec(family string, args ...string) result {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	code := 0
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		code = ee.ExitCode()
-	case err != nil:
-		b.t.Fatal(err)
-	}
-	return result{code: code, stdout: out.String(), stderr: errOut.String()}
+	return runCommand(b.t, cmd)
 }
 
 func (b *binEnv) mustExec(family string, args ...string) result {
