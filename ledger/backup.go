@@ -347,9 +347,18 @@ func prepareRestore(ctx context.Context, path, from string, opts RestoreOptions,
 		return name, fmt.Errorf("restore from %s: prepare a copy: %w", from, err)
 	}
 	defer l.Close()
-	vs, err := l.Check(ctx)
+	all, err := l.Check(ctx)
 	if err != nil {
 		return name, fmt.Errorf("restore from %s: %w", from, err)
+	}
+	// An approval whose approver could not give it now is refused by the
+	// send itself; a backup taken after a role was revoked must still
+	// restore.
+	var vs []Violation
+	for _, v := range all {
+		if v.Rule != RuleLapsedApproval {
+			vs = append(vs, v)
+		}
 	}
 	if len(vs) > 0 {
 		return name, fmt.Errorf("restore from %s: %w: %d violations, the first: %s", from, ErrCheckFailed, len(vs), vs[0])

@@ -298,6 +298,11 @@ func checkActors(tx queryTx) ([]Violation, error) {
 	return out, nil
 }
 
+// RuleLapsedApproval names a violation of checkApprovals: a fact about the
+// actors and policies (a role revoked, a policy changed), which a send
+// already refuses, not a fault of the file.
+const RuleLapsedApproval = "approvals"
+
 // checkApprovals names, on a registered ledger, every valid approval a
 // later send may still rest on (its action approved, held, or unknown)
 // that its approver could not give now: the send would refuse it as stale
@@ -332,7 +337,7 @@ func checkApprovals(tx queryTx) ([]Violation, error) {
 			return nil, err
 		}
 		if why := lapsedApproval(a, ap, approver, p, hasPolicy); why != "" {
-			out = append(out, Violation{Rule: "approvals", Detail: fmt.Sprintf("%s: its approval by %s (policy version %d) no longer holds: %s; a send refuses it until it is approved again",
+			out = append(out, Violation{Rule: RuleLapsedApproval, Detail: fmt.Sprintf("%s: its approval by %s (policy version %d) no longer holds: %s; a send refuses it until it is approved again",
 				a.Key, ap.Approver, ap.PolicyVersion, why)})
 		}
 	}
@@ -371,7 +376,7 @@ func releaseLapses(tx queryTx) ([]Violation, error) {
 			return nil, err
 		}
 		if why := releaseApprovalLapsed(approver); why != "" {
-			out = append(out, Violation{Rule: "approvals", Detail: fmt.Sprintf("release %s: its approval by %s no longer holds: %s; its send is refused until it is approved again",
+			out = append(out, Violation{Rule: RuleLapsedApproval, Detail: fmt.Sprintf("release %s: its approval by %s no longer holds: %s; its send is refused until it is approved again",
 				r.id, r.by, why)})
 		}
 	}

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"gatehouse/destination/fake"
 	"gatehouse/ledger"
@@ -423,4 +425,36 @@ func TestAReleaseWhoseApproverLeavesMidRunSendsEachRecipientOnce(t *testing.T) {
 	if vs := approvalViolations(t, w); len(vs) != 0 {
 		t.Errorf("ledger check after the send: %q", vs)
 	}
+}
+
+// TestABackupWithALapsedApprovalStillRestores: a lapsed approval is a fact
+// about the actors (a role revoked), which the send refuses, not a fault of
+// the file: a backup taken after the revocation restores, and the send on
+// the restored ledger is still refused as stale.
+func TestABackupWithALapsedApprovalStillRestores(t *testing.T) {
+	sqliteOnly(t)
+	w := registered(t)
+	for _, a := range []ledger.Actor{{ID: "ann", Kind: ledger.KindPerson}, {ID: "exec", Kind: ledger.KindWorkflow}, {ID: "wf-ack", Kind: ledger.KindWorkflow}} {
+		_, err := w.l.AddActor(w.ctx, "root", a)
+		w.must(err)
+	}
+	_, err := w.l.Claim(w.ctx, ledger.TaskRef{ID: "task-7"}, "exec")
+	w.must(err)
+	a, err := w.l.Propose(w.ctx, ackProposal("wf-ack"))
+	w.must(err)
+	_, err = w.l.Approve(w.ctx, a.Key, "ann", consentYes)
+	w.must(err)
+	_, err = w.l.RevokeRoles(w.ctx, "root", "ann", []ledger.Role{ledger.RoleApprove})
+	w.must(err)
+	if vs := approvalViolations(t, w); len(vs) != 1 {
+		t.Fatalf("ledger check names %v, want the lapsed approval", vs)
+	}
+	backup := filepath.Join(t.TempDir(), "backup.db")
+	_, err = w.l.Backup(w.ctx, backup, false)
+	w.must(err)
+	if _, err := w.restoreBackup(backup, false); err != nil {
+		t.Fatalf("restore of a backup holding a lapsed approval: %v", err)
+	}
+	w.clock.Advance(ledger.DefaultLease + time.Second) // nothing the lost history sent can still land
+	w.wantStaleAtSend(a.Key, "exec", consentYes, "ann could not approve it now")
 }
