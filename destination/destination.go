@@ -10,6 +10,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash"
@@ -338,6 +339,26 @@ func SettleTimeOf(d Destination) time.Duration {
 		return max(s.SettleTime(), 0)
 	}
 	return DefaultSettleTime
+}
+
+// RecordedSettle is the settle time a destination's recorded connection
+// settings (Endpoint.Settings) name, 0 when they name none: a backend
+// whose URL may name its settle time apart from its identity (an SMTP
+// target's settle=) keeps it there under "settle", as a Go duration. An
+// approval recorded before approvals bound a settle time of their own
+// still carries it this way.
+func RecordedSettle(settings string) time.Duration {
+	var s struct {
+		Settle string `json:"settle"`
+	}
+	if settings == "" || json.Unmarshal([]byte(settings), &s) != nil || s.Settle == "" {
+		return 0
+	}
+	d, err := time.ParseDuration(s.Settle)
+	if err != nil || d < 0 {
+		return 0
+	}
+	return d
 }
 
 // DefaultSettler is the optional capability of a destination whose URL

@@ -194,6 +194,9 @@ func TestApprovalWithoutSettleTimeSettlesOnTheKindsDefault(t *testing.T) {
 		{"MailboxZero", mailbox, mailbox + "&settle=0s", time.Minute},
 		{"MailboxLonger", mailbox, mailbox + "&settle=1h", time.Hour},
 		{"MailboxApprovedShort", mailbox + "&settle=1s", mailbox + "&settle=1s", time.Minute},
+		// Proposed before approvals bound a settle time: the proposal's
+		// connection settings still carry the one its URL named.
+		{"MailboxApprovedLongSentShort", mailbox + "&settle=10m", mailbox + "&settle=1s", 10 * time.Minute},
 		{"HTTPProfile", "http://127.0.0.1:1?dup=idempotency-key&settle=20s", "http://127.0.0.1:1?dup=idempotency-key&settle=20s", 20 * time.Second},
 		{"File", "file://" + dir, "file://" + dir, 0},
 		{"Fake", "fake://accept", "fake://accept", 0},

@@ -657,7 +657,7 @@ func (t *wtx) startAttempt(a *Action, ap Approval, req ExecuteRequest, checks []
 	if err != nil {
 		return Attempt{}, err
 	}
-	settle := settleOf(ap.Settle, req.Endpoint)
+	settle := settleOf(ap.Settle, a.DestinationSettings, req.Endpoint)
 	att := Attempt{ActionKey: a.Key, Number: n + 1, TransportID: NewTransportID(ledgerID, n+1), Executor: req.Executor,
 		Holder: t.l.holder, StartedAt: t.now(), LeaseUntil: t.now().Add(t.l.lease),
 		Destination: ap.Destination, Lookup: a.Lookup, Epoch: req.Endpoint.Epoch, Recipient: a.Recipient,

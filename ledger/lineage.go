@@ -524,7 +524,7 @@ func (l *Ledger) verifyRestored(ctx context.Context, req ExecuteRequest, dest de
 	if lookErr == nil {
 		epochProblem = epochs.epochProblem(ep.Destination, res.Epoch)
 	}
-	until := since.Add(l.restoreSettle(lease, a.Settle, dest))
+	until := since.Add(l.restoreSettle(lease, a.Settle, a.DestinationSettings, dest))
 	var out Action
 	err := l.write(ctx, func(t *wtx) error {
 		cur, err := getAction(t, a.Key)
@@ -545,8 +545,8 @@ func (l *Ledger) verifyRestored(ctx context.Context, req ExecuteRequest, dest de
 // (lost, see restoreLease), and a relay may hold its message for the
 // settle time after that, the one approved (bound) and never a shorter
 // one dest declares.
-func (l *Ledger) restoreSettle(lease, bound time.Duration, dest destination.Destination) time.Duration {
-	return lease + settleOf(bound, destination.EndpointOf(dest))
+func (l *Ledger) restoreSettle(lease, bound time.Duration, settings string, dest destination.Destination) time.Duration {
+	return lease + settleOf(bound, settings, destination.EndpointOf(dest))
 }
 
 // restoreLease is the longest lease an attempt the restore lost could have
@@ -645,7 +645,7 @@ func (s *sendRun) verifyRelease(ctx context.Context, dest destination.Destinatio
 	}); err != nil {
 		return rc, fmt.Errorf("send release %s: %w", s.req.ReleaseID, err)
 	}
-	until := since.Add(l.restoreSettle(lease, s.rel.Settle, dest))
+	until := since.Add(l.restoreSettle(lease, s.rel.Settle, "", dest))
 	rel := s.req.ReleaseID
 	if by := strings.TrimSpace(s.req.RestoreCheckedBy); by != "" {
 		return rc, l.write(ctx, func(t *wtx) error {

@@ -22,14 +22,16 @@ func (p Proposal) settle() time.Duration {
 // settleOf is the settle time an attempt handed to ep under a binding of
 // bound settles on. A bound one is the approval's, whatever ep declares
 // (a send declaring another was refused before). An unbound one is read
-// as the least the destination's kind declares when its URL names none,
-// or what ep declares when that is longer: what the executing process
-// supplies may make the gate wait longer, never shorter.
-func settleOf(bound time.Duration, ep destination.Endpoint) time.Duration {
+// as the longest of the least the destination's kind declares when its
+// URL names none, the settle time the proposal recorded in its connection
+// settings (settings; see destination.RecordedSettle), and what ep
+// declares: what the executing process supplies may make the gate wait
+// longer, never shorter.
+func settleOf(bound time.Duration, settings string, ep destination.Endpoint) time.Duration {
 	if bound >= 0 {
 		return bound
 	}
-	return max(ep.Settle, ep.DefaultSettle, 0)
+	return max(ep.Settle, ep.DefaultSettle, destination.RecordedSettle(settings), 0)
 }
 
 // otherSettle is the refusal of a send whose destination declares another
