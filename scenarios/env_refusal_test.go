@@ -18,7 +18,8 @@ func TestLoaderVariablesAreRefused(t *testing.T) {
 	names := []string{"LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "ld_preload", "DYLD_INSERT_LIBRARIES",
 		"PYTHONUSERBASE", "PYTHONWARNINGS", "pythonpath", "PERLLIB", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS",
 		"LUA_INIT", "BASH_FUNC_x", "NPM_CONFIG_NODE_OPTIONS", "npm_config_script_shell", "GIT_CONFIG_COUNT",
-		"OPENSSL_CONF", "XDG_CONFIG_HOME", "R_PROFILE_USER"}
+		"OPENSSL_CONF", "XDG_CONFIG_HOME", "R_PROFILE_USER", "DOTNET_STARTUP_HOOKS", "CORECLR_PROFILER_PATH",
+		"COR_PROFILER_PATH", "ERL_AFLAGS", "JULIA_DEPOT_PATH", "GUILE_LOAD_PATH", "MAKEFLAGS"}
 	for _, c := range codeStarts {
 		names = append(names, c.name) // a family's prefix alone is one of its names
 		if c.family {

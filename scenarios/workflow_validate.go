@@ -220,6 +220,13 @@ var codeStarts = []codeStart{
 	{"RUSTC", true, "cargo runs RUSTC and RUSTC_WRAPPER"},
 	{"RUSTFLAGS", false, "rustc takes a linker to run from it"},
 	{"CARGO_", true, "cargo runs the wrappers and runners they name"},
+	{"DOTNET_", true, "the .NET host loads the assemblies DOTNET_STARTUP_HOOKS names and the profiler DOTNET_PROFILER_PATH names"},
+	{"CORECLR_", true, "the .NET runtime loads the profiler CORECLR_PROFILER_PATH names"},
+	{"COR_", true, "the .NET Framework loads the profiler COR_PROFILER_PATH names"},
+	{"ERL_", true, "erl takes start-up flags (-s, -eval) from ERL_AFLAGS, ERL_FLAGS and ERL_ZFLAGS"},
+	{"JULIA_", true, "julia loads code from JULIA_LOAD_PATH and JULIA_DEPOT_PATH's startup.jl"},
+	{"GUILE_", true, "guile loads modules from GUILE_LOAD_PATH"},
+	{"MAKEFLAGS", false, "make takes options (and variables that run commands) from it"},
 	{"VIMINIT", false, "vim runs it at start-up"},
 	{"EXINIT", false, "vi and ex run it at start-up"},
 }
