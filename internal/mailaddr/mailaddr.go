@@ -98,6 +98,11 @@ func domainIdentity(domain string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("its domain %q cannot be mapped as an international domain name (UTS #46): %w", domain, err)
 	}
+	// A trailing dot (any full stop UTS #46 maps to one) names the same
+	// domain from the root: example.org. is example.org.
+	if a = strings.TrimSuffix(a, "."); a == "" {
+		return "", ErrNoDomain
+	}
 	return a, nil
 }
 

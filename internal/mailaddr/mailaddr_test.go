@@ -31,6 +31,7 @@ func TestIdentityFoldsEverySpelling(t *testing.T) {
 		}},
 		{"Fullwidth", "ada@example.org", []string{
 			"ada@example.org", "ADA@Example.ORG", "ada@ｅxample.org", "ada@ｅｘａｍｐｌｅ．ｏｒｇ", "ada@ＥＸＡＭＰＬＥ.ORG",
+			"ada@example.org.", "ADA@EXAMPLE.ORG.", "ada@example.org\u3002", // from the root
 		}},
 		{"LocalPartNFC", "jürgen@example.org", []string{
 			"jürgen@example.org", "ju\u0308rgen@example.org", "JÜRGEN@example.org", "JU\u0308RGEN@EXAMPLE.ORG",
