@@ -59,7 +59,7 @@ func ledgerOptions(ledgerPath string) ([]ledger.Option, error) {
 	c := &rehearsalClock{url: raw, client: &http.Client{Timeout: 5 * time.Second}}
 	t, lease, served, err := c.askLedger()
 	if err != nil {
-		return nil, fmt.Errorf("$%s: %w", rehearsalClockEnv, err)
+		return nil, fmt.Errorf("$%s: %w; unset it outside a rehearsal (nothing was recorded)", rehearsalClockEnv, err)
 	}
 	if !sameLedger(served, ledgerPath) {
 		return nil, fmt.Errorf("$%s is the clock of the rehearsal ledger %s, not of %s; unset it outside a rehearsal",
