@@ -337,6 +337,25 @@ func TestGroupedSendsJudgeEachApprovalAndTokenAsAlone(t *testing.T) {
 	}
 }
 
+// addActors registers actors on a registered ledger, as root.
+func (w *world) addActors(actors ...ledger.Actor) {
+	w.t.Helper()
+	for _, a := range actors {
+		_, err := w.l.AddActor(w.ctx, "root", a)
+		w.must(err)
+	}
+}
+
+// releaseApprovedByAnn is release rel-1 of importMessy, approved by ann, a
+// person; ops and the workflow notice-bot are registered too.
+func releaseApprovedByAnn(t *testing.T, w *world) {
+	t.Helper()
+	w.addActors(ledger.Actor{ID: "ann", Kind: ledger.KindPerson}, ledger.Actor{ID: "ops", Kind: ledger.KindPerson},
+		ledger.Actor{ID: "notice-bot", Kind: ledger.KindWorkflow})
+	importMessy(t, w, "rel-1")
+	w.must(w.l.ApproveAudience(w.ctx, "rel-1", "ann", fake.DefaultName, ""))
+}
+
 // TestARevokedApproversReleaseIsStaleAtSend: a release's approval is
 // judged at send as an action's is: once its approver lost the approve
 // role, the send is refused as stale with its history line and nothing is
@@ -344,13 +363,7 @@ func TestGroupedSendsJudgeEachApprovalAndTokenAsAlone(t *testing.T) {
 // now lets it go.
 func TestARevokedApproversReleaseIsStaleAtSend(t *testing.T) {
 	w := registered(t)
-	for _, a := range []ledger.Actor{{ID: "ann", Kind: ledger.KindPerson}, {ID: "ops", Kind: ledger.KindPerson},
-		{ID: "notice-bot", Kind: ledger.KindWorkflow}} {
-		_, err := w.l.AddActor(w.ctx, "root", a)
-		w.must(err)
-	}
-	importMessy(t, w, "rel-1")
-	w.must(w.l.ApproveAudience(w.ctx, "rel-1", "ann", fake.DefaultName, ""))
+	releaseApprovedByAnn(t, w)
 	_, err := w.l.RevokeRoles(w.ctx, "root", "ann", []ledger.Role{ledger.RoleApprove})
 	w.must(err)
 
@@ -388,13 +401,7 @@ func TestARevokedApproversReleaseIsStaleAtSend(t *testing.T) {
 // next run sends the rest: every eligible recipient exactly once.
 func TestAReleaseWhoseApproverLeavesMidRunSendsEachRecipientOnce(t *testing.T) {
 	w := registered(t)
-	for _, a := range []ledger.Actor{{ID: "ann", Kind: ledger.KindPerson}, {ID: "ops", Kind: ledger.KindPerson},
-		{ID: "notice-bot", Kind: ledger.KindWorkflow}} {
-		_, err := w.l.AddActor(w.ctx, "root", a)
-		w.must(err)
-	}
-	importMessy(t, w, "rel-1")
-	w.must(w.l.ApproveAudience(w.ctx, "rel-1", "ann", fake.DefaultName, ""))
+	releaseApprovedByAnn(t, w)
 	var once sync.Once
 	send := ledger.AudienceSend{ReleaseID: "rel-1", Actor: "notice-bot", Concurrency: 1, Batch: 1,
 		Progress: func(p ledger.SendProgress) {
@@ -434,10 +441,7 @@ func TestAReleaseWhoseApproverLeavesMidRunSendsEachRecipientOnce(t *testing.T) {
 func TestABackupWithALapsedApprovalStillRestores(t *testing.T) {
 	sqliteOnly(t)
 	w := registered(t)
-	for _, a := range []ledger.Actor{{ID: "ann", Kind: ledger.KindPerson}, {ID: "exec", Kind: ledger.KindWorkflow}, {ID: "wf-ack", Kind: ledger.KindWorkflow}} {
-		_, err := w.l.AddActor(w.ctx, "root", a)
-		w.must(err)
-	}
+	w.addActors(ledger.Actor{ID: "ann", Kind: ledger.KindPerson}, ledger.Actor{ID: "exec", Kind: ledger.KindWorkflow}, ledger.Actor{ID: "wf-ack", Kind: ledger.KindWorkflow})
 	_, err := w.l.Claim(w.ctx, ledger.TaskRef{ID: "task-7"}, "exec")
 	w.must(err)
 	a, err := w.l.Propose(w.ctx, ackProposal("wf-ack"))
