@@ -59,11 +59,19 @@ type phaseProvider struct {
 }
 
 func startPhaseProvider(t *testing.T, ph httpPhase) *phaseProvider {
+	p := &phaseProvider{phase: ph, reset: make(chan struct{}, 1)}
+	p.ln = serveLoopback(t, p.handle)
+	return p
+}
+
+// serveLoopback listens on a loopback port and hands each connection to
+// handle, until the test ends.
+func serveLoopback(t *testing.T, handle func(net.Conn)) net.Listener {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &phaseProvider{ln: ln, phase: ph, reset: make(chan struct{}, 1)}
 	t.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
@@ -71,10 +79,10 @@ func startPhaseProvider(t *testing.T, ph httpPhase) *phaseProvider {
 			if err != nil {
 				return
 			}
-			go p.handle(c)
+			go handle(c)
 		}
 	}()
-	return p
+	return ln
 }
 
 func (p *phaseProvider) handle(c net.Conn) {
@@ -222,21 +230,8 @@ type earlyProvider struct {
 
 func startEarlyProvider(t *testing.T) *earlyProvider {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &earlyProvider{ln: ln}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go p.handle(c)
-		}
-	}()
+	p := &earlyProvider{}
+	p.ln = serveLoopback(t, p.handle)
 	return p
 }
 
