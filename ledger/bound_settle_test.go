@@ -275,19 +275,7 @@ func TestRestoreCheckWaitsOutTheApprovedSettleTime(t *testing.T) {
 	w := newWorld(t)
 	approved := time.Minute
 	w.dest.Settle = approved
-	_, err := w.l.Claim(w.ctx, ledger.TaskRef{ID: "task-7"}, "wf-ack")
-	w.must(err)
-	p := ackProposal("wf-ack")
-	p.Settle = &approved
-	a, err := w.l.Propose(w.ctx, p)
-	w.must(err)
-	_, err = w.l.Approve(w.ctx, a.Key, "lead", consentYes)
-	w.must(err)
-	backup := filepath.Join(t.TempDir(), "backup.db")
-	_, err = w.l.Backup(w.ctx, backup, false)
-	w.must(err)
-	_, err = w.restoreBackup(backup, false)
-	w.must(err)
+	a := w.approvedThenRestored(&approved)
 	w.clock.Advance(2*time.Minute + 2*time.Second) // the default lease and a second's settle time are over
 	req := ledger.ExecuteRequest{Key: a.Key, Executor: "wf-ack", Reread: consentYes}
 
@@ -300,7 +288,7 @@ func TestRestoreCheckWaitsOutTheApprovedSettleTime(t *testing.T) {
 		t.Fatalf("send declaring the approved settle time before it passed: %v, %d handed over; want not verified yet", err, w.dest.Calls())
 	}
 	w.clock.Advance(approved)
-	_, err = w.l.Execute(w.ctx, req, w.dest)
+	_, err := w.l.Execute(w.ctx, req, w.dest)
 	w.must(err)
 	if n := w.dest.Arrivals(a.Key); n != 1 {
 		t.Fatalf("%d arrivals, want 1", n)
@@ -315,17 +303,7 @@ func TestRestoreCheckWaitsOutTheApprovedSettleTime(t *testing.T) {
 func TestRestoreCheckWaitsOutTheLedgersLease(t *testing.T) {
 	sqliteOnly(t)
 	w := newWorld(t)
-	_, err := w.l.Claim(w.ctx, ledger.TaskRef{ID: "task-7"}, "wf-ack")
-	w.must(err)
-	a, err := w.l.Propose(w.ctx, ackProposal("wf-ack"))
-	w.must(err)
-	_, err = w.l.Approve(w.ctx, a.Key, "lead", consentYes)
-	w.must(err)
-	backup := filepath.Join(t.TempDir(), "backup.db")
-	_, err = w.l.Backup(w.ctx, backup, false)
-	w.must(err)
-	_, err = w.restoreBackup(backup, false)
-	w.must(err)
+	a := w.approvedThenRestored(nil)
 	w.l.Close()
 	w.open(ledger.WithLease(time.Second)) // the sending process's own, short lease
 	w.clock.Advance(2 * time.Second)
@@ -334,9 +312,29 @@ func TestRestoreCheckWaitsOutTheLedgersLease(t *testing.T) {
 		t.Fatalf("send 2s after the restore from a process whose lease is 1s: %v, %d handed over; want not verified yet (the default lease is not over)", err, w.dest.Calls())
 	}
 	w.clock.Advance(ledger.DefaultLease)
-	_, err = w.l.Execute(w.ctx, req, w.dest)
+	_, err := w.l.Execute(w.ctx, req, w.dest)
 	w.must(err)
 	if n := w.dest.Arrivals(a.Key); n != 1 {
 		t.Fatalf("%d arrivals, want 1", n)
 	}
+}
+
+// approvedThenRestored is an approved action of task-7 (with settle bound
+// when not nil) on a ledger then backed up and restored from that backup.
+func (w *world) approvedThenRestored(settle *time.Duration) ledger.Action {
+	w.t.Helper()
+	_, err := w.l.Claim(w.ctx, ledger.TaskRef{ID: "task-7"}, "wf-ack")
+	w.must(err)
+	p := ackProposal("wf-ack")
+	p.Settle = settle
+	a, err := w.l.Propose(w.ctx, p)
+	w.must(err)
+	_, err = w.l.Approve(w.ctx, a.Key, "lead", consentYes)
+	w.must(err)
+	backup := filepath.Join(w.t.TempDir(), "backup.db")
+	_, err = w.l.Backup(w.ctx, backup, false)
+	w.must(err)
+	_, err = w.restoreBackup(backup, false)
+	w.must(err)
+	return a
 }

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -176,19 +174,7 @@ func TestAudienceSendCannotShortenTheApprovedSettleTime(t *testing.T) {
 		}
 	}
 	audience := func(args ...string) result {
-		cmd := exec.Command(b.bin, append(append([]string{"audience"}, args...), "--ledger", b.ledger)...)
-		var out, errOut bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errOut
-		err := cmd.Run()
-		var ee *exec.ExitError
-		code := 0
-		switch {
-		case errors.As(err, &ee):
-			code = ee.ExitCode()
-		case err != nil:
-			t.Fatal(err)
-		}
-		return result{code: code, stdout: out.String(), stderr: errOut.String()}
+		return runCommand(t, exec.Command(b.bin, append(append([]string{"audience"}, args...), "--ledger", b.ledger)...))
 	}
 	for _, args := range [][]string{
 		{"reconcile", "--release", "spring", "--file", file, "--customers", custom, "--as", "ops",
